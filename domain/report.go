@@ -1,0 +1,165 @@
+package domain
+
+import (
+	"fmt"
+	"time"
+)
+
+// Status says how far a report can be trusted. Values match the wire enum.
+type Status int8
+
+// Report statuses.
+const (
+	StatusUnspecified Status = iota
+	StatusHealthy
+	StatusStale
+	StatusUnreachable
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusHealthy:
+		return "HEALTHY"
+	case StatusStale:
+		return "STALE"
+	case StatusUnreachable:
+		return "UNREACHABLE"
+	default:
+		return "UNSPECIFIED"
+	}
+}
+
+// WorkerType is the worker's role. Values match the wire enum.
+type WorkerType int8
+
+// Worker types.
+const (
+	WorkerTypeUnspecified WorkerType = iota
+	WorkerTypeRegular
+	WorkerTypePrefill
+	WorkerTypeDecode
+)
+
+func (t WorkerType) String() string {
+	switch t {
+	case WorkerTypeRegular:
+		return "regular"
+	case WorkerTypePrefill:
+		return "prefill"
+	case WorkerTypeDecode:
+		return "decode"
+	default:
+		return "unspecified"
+	}
+}
+
+// ParseWorkerType reads the flag spelling of a worker type.
+func ParseWorkerType(s string) (WorkerType, error) {
+	switch s {
+	case "regular":
+		return WorkerTypeRegular, nil
+	case "prefill":
+		return WorkerTypePrefill, nil
+	case "decode":
+		return WorkerTypeDecode, nil
+	}
+	return 0, Errorf(CodeInvalidArgument, "worker type %q: want regular, prefill or decode", s)
+}
+
+// Worker identifies the engine worker a report describes. Empty Model and
+// Zone mean "not set".
+type Worker struct {
+	Addr  string
+	Type  WorkerType
+	Model string
+	Zone  string
+}
+
+// Report is what one fire produced; every session due at that fire receives
+// the same *Report, which must therefore never be modified after Build.
+type Report struct {
+	SourceInstanceID string
+	SequenceID       uint64
+	ReportTime       time.Time
+	Worker           Worker
+	Status           Status
+	// LastError is empty for HEALTHY reports and always set otherwise.
+	LastError string
+	// Ranks is empty for UNREACHABLE reports; otherwise sorted by DPRank,
+	// each DPRank within int32 and each SnapshotTime set.
+	Ranks []RankLoad
+}
+
+// ReportBuilder turns one pull's outcome into a Report (SPEC §3).
+type ReportBuilder struct {
+	SourceInstanceID string
+	Worker           Worker
+	// StaleAfter is the largest rank age that is still HEALTHY.
+	StaleAfter time.Duration
+}
+
+// Build makes report seq from one pull attempt that completed at
+// completedAt. pullErr, when set, wins over snap. expected is the rank set
+// the snapshot must match; empty means "accept any".
+//
+// The builder keeps nothing between calls: a report never carries ranks from
+// an earlier pull.
+func (b ReportBuilder) Build(seq uint64, completedAt time.Time, snap Snapshot, pullErr error, expected RankSet) *Report {
+	r := &Report{
+		SourceInstanceID: b.SourceInstanceID,
+		SequenceID:       seq,
+		ReportTime:       completedAt,
+		Worker:           b.Worker,
+	}
+	if pullErr == nil {
+		pullErr = ValidateSnapshot(snap, expected)
+	}
+	if pullErr != nil {
+		r.Status = StatusUnreachable
+		r.LastError = errorText(pullErr)
+		return r
+	}
+	r.Ranks = sortedRanks(snap.Ranks, completedAt)
+	oldest := completedAt
+	for _, rk := range r.Ranks {
+		if rk.SnapshotTime.Before(oldest) {
+			oldest = rk.SnapshotTime
+		}
+	}
+	if age := completedAt.Sub(oldest); age > b.StaleAfter {
+		r.Status = StatusStale
+		r.LastError = fmt.Sprintf("load snapshot stale by %d ms", age.Milliseconds())
+		return r
+	}
+	r.Status = StatusHealthy
+	return r
+}
+
+// sortedRanks copies ranks in DPRank order, filling a missing or
+// non-positive snapshot time with the pull-completion time.
+func sortedRanks(ranks []RankLoad, completedAt time.Time) []RankLoad {
+	out := make([]RankLoad, len(ranks))
+	copy(out, ranks)
+	for i := range out {
+		if out[i].SnapshotTime.IsZero() || out[i].SnapshotTime.UnixMilli() <= 0 {
+			out[i].SnapshotTime = completedAt
+		}
+	}
+	// Insertion sort: rank counts are small and usually already ordered.
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j].DPRank < out[j-1].DPRank; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+func errorText(err error) string {
+	if msg := ErrorMessage(err); msg != "internal error" {
+		return msg
+	}
+	if s := err.Error(); s != "" {
+		return s
+	}
+	return "load snapshot pull failed"
+}

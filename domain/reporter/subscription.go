@@ -1,0 +1,122 @@
+package reporter
+
+import (
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/session"
+)
+
+// Subscription is one session's handle for its transport.
+type Subscription struct {
+	r *Reporter
+	s *session.Session
+}
+
+// Register validates a router's registration (SPEC §2.2) and starts a
+// Monitor session that is due at once. A live session with the same
+// router_id is replaced (it ends with REPLACED).
+func (r *Reporter) Register(routerID string, intervalMs, leaseMs int64) (*Subscription, session.Config, error) {
+	cfg, err := r.table.Limits().Register(routerID, intervalMs, leaseMs)
+	if err != nil {
+		return nil, session.Config{}, err
+	}
+	sub, err := r.Subscribe(session.Options{Kind: session.KindMonitor, Name: routerID, Config: cfg})
+	return sub, cfg, err
+}
+
+// Subscribe starts a session of any kind with an already validated config.
+func (r *Reporter) Subscribe(o session.Options) (*Subscription, error) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, domain.Errorf(domain.CodeShuttingDown, "the reporter is shutting down")
+	}
+	s, _, err := r.table.Add(o, r.clock.Now())
+	r.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	r.poke()
+	return &Subscription{r: r, s: s}, nil
+}
+
+// Reports yields the session's latest undelivered report.
+func (sub *Subscription) Reports() <-chan *domain.Report { return sub.s.Outbox().Reports() }
+
+// Done is closed when the session ended; Err says why.
+func (sub *Subscription) Done() <-chan struct{} { return sub.s.Outbox().Done() }
+
+// Err is the *domain.Error that ended the session, or nil.
+func (sub *Subscription) Err() error { return sub.s.Outbox().Err() }
+
+// Dropped counts reports this session missed because it read too slowly.
+func (sub *Subscription) Dropped() uint64 { return sub.s.Outbox().Dropped() }
+
+// RouterID is the session's router_id.
+func (sub *Subscription) RouterID() string { return sub.s.RouterID() }
+
+// KeepAlive renews the lease. It never moves a report deadline.
+func (sub *Subscription) KeepAlive() error {
+	r := sub.r
+	r.mu.Lock()
+	ok := r.table.KeepAlive(sub.s, r.clock.Now())
+	r.mu.Unlock()
+	if !ok {
+		return sub.ended()
+	}
+	r.poke()
+	return nil
+}
+
+// Update applies an update_config as a whole: either every present field
+// applies or none does (SPEC §2.6).
+func (sub *Subscription) Update(intervalMs, leaseMs *int64) (session.Config, error) {
+	r := sub.r
+	r.mu.Lock()
+	defer r.poke()
+	defer r.mu.Unlock()
+	if !r.table.Live(sub.s) {
+		return session.Config{}, sub.ended()
+	}
+	cfg, err := r.table.Limits().Update(sub.s.Config(), intervalMs, leaseMs)
+	if err != nil {
+		return sub.s.Config(), err
+	}
+	r.table.Update(sub.s, cfg, r.clock.Now())
+	return cfg, nil
+}
+
+// Reregister handles a second register on a live stream: a full config
+// update. The router_id may not change.
+func (sub *Subscription) Reregister(routerID string, intervalMs, leaseMs int64) (session.Config, error) {
+	if routerID != sub.s.RouterID() {
+		if err := session.CheckRouterID(routerID); err != nil {
+			return session.Config{}, err
+		}
+		return session.Config{}, domain.Errorf(domain.CodeInvalidArgument,
+			"router_id %q differs from %q registered on this stream; open a new stream to register another router",
+			routerID, sub.s.RouterID())
+	}
+	if _, err := sub.r.table.Limits().Register(routerID, intervalMs, leaseMs); err != nil {
+		return session.Config{}, err
+	}
+	return sub.Update(&intervalMs, &leaseMs)
+}
+
+// Close ends the session cleanly if it is still live. Closing a replaced
+// session never touches its replacement.
+func (sub *Subscription) Close() {
+	r := sub.r
+	r.mu.Lock()
+	removed := r.table.Remove(sub.s, nil)
+	r.mu.Unlock()
+	if removed {
+		r.poke()
+	}
+}
+
+func (sub *Subscription) ended() error {
+	if err := sub.Err(); err != nil {
+		return err
+	}
+	return domain.Errorf(domain.CodeNotFound, "the session has ended")
+}

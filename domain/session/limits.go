@@ -1,0 +1,142 @@
+package session
+
+import (
+	"math"
+	"strings"
+	"time"
+
+	"github.com/loadreporter/loadreporter/domain"
+)
+
+// MaxRouterIDBytes bounds router_id.
+const MaxRouterIDBytes = 256
+
+// Default limits (SPEC §2).
+const (
+	DefaultMinInterval = 10 * time.Millisecond
+	DefaultMaxInterval = 60 * time.Second
+	DefaultMinLease    = time.Second
+	DefaultMaxLease    = 10 * time.Minute
+	DefaultMaxSessions = 10000
+)
+
+// Limits bound what a router may ask for.
+type Limits struct {
+	MinInterval, MaxInterval time.Duration
+	MinLease, MaxLease       time.Duration
+	MaxSessions              int
+}
+
+// DefaultLimits returns the limits of SPEC §2.
+func DefaultLimits() Limits {
+	return Limits{
+		MinInterval: DefaultMinInterval, MaxInterval: DefaultMaxInterval,
+		MinLease: DefaultMinLease, MaxLease: DefaultMaxLease,
+		MaxSessions: DefaultMaxSessions,
+	}
+}
+
+// Validate reports a misconfiguration, naming the flag at fault.
+func (l Limits) Validate() error {
+	switch {
+	case l.MinInterval <= 0:
+		return domain.Errorf(domain.CodeInvalidArgument, "min-report-interval must be > 0, got %s", l.MinInterval)
+	case l.MaxInterval < l.MinInterval:
+		return domain.Errorf(domain.CodeInvalidArgument, "max-report-interval %s is below min-report-interval %s", l.MaxInterval, l.MinInterval)
+	case l.MinLease <= 0:
+		return domain.Errorf(domain.CodeInvalidArgument, "min-lease must be > 0, got %s", l.MinLease)
+	case l.MaxLease < l.MinLease:
+		return domain.Errorf(domain.CodeInvalidArgument, "max-lease %s is below min-lease %s", l.MaxLease, l.MinLease)
+	case l.MaxSessions <= 0:
+		return domain.Errorf(domain.CodeInvalidArgument, "max-sessions must be > 0, got %d", l.MaxSessions)
+	}
+	return nil
+}
+
+// Config is a session's granted cadence and lease.
+type Config struct {
+	Interval time.Duration
+	Lease    time.Duration
+}
+
+// RenewAfter is when a router should send its next keep-alive: a third of
+// the lease, at least 1 ms.
+func (c Config) RenewAfter() time.Duration {
+	return max(time.Millisecond, c.Lease/3)
+}
+
+// CheckRouterID validates a router_id.
+func CheckRouterID(id string) error {
+	if strings.TrimSpace(id) == "" {
+		return domain.Errorf(domain.CodeInvalidArgument, "router_id must not be blank")
+	}
+	if len(id) > MaxRouterIDBytes {
+		return domain.Errorf(domain.CodeInvalidArgument, "router_id is %d bytes, at most %d allowed", len(id), MaxRouterIDBytes)
+	}
+	return nil
+}
+
+// Interval validates a requested report interval in milliseconds.
+func (l Limits) Interval(ms int64) (time.Duration, error) {
+	minMs, maxMs := l.MinInterval.Milliseconds(), l.MaxInterval.Milliseconds()
+	if ms < minMs || ms > maxMs || ms > math.MaxInt64/int64(time.Millisecond) {
+		return 0, domain.Errorf(domain.CodeInvalidArgument,
+			"report_interval_ms %d is outside the allowed range [%d, %d]", ms, minMs, maxMs)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// Lease validates a requested lease in milliseconds (> 0) and clamps it
+// into [MinLease, MaxLease].
+func (l Limits) Lease(ms int64) (time.Duration, error) {
+	if ms <= 0 {
+		return 0, domain.Errorf(domain.CodeInvalidArgument,
+			"lease_ttl_ms must be > 0 (granted leases are clamped to [%d, %d]), got %d",
+			l.MinLease.Milliseconds(), l.MaxLease.Milliseconds(), ms)
+	}
+	if ms > l.MaxLease.Milliseconds() {
+		return l.MaxLease, nil
+	}
+	return max(l.MinLease, time.Duration(ms)*time.Millisecond), nil
+}
+
+// Register validates a whole registration request.
+func (l Limits) Register(routerID string, intervalMs, leaseMs int64) (Config, error) {
+	if err := CheckRouterID(routerID); err != nil {
+		return Config{}, err
+	}
+	return l.config(intervalMs, leaseMs)
+}
+
+func (l Limits) config(intervalMs, leaseMs int64) (Config, error) {
+	iv, err := l.Interval(intervalMs)
+	if err != nil {
+		return Config{}, err
+	}
+	lease, err := l.Lease(leaseMs)
+	if err != nil {
+		return Config{}, err
+	}
+	return Config{Interval: iv, Lease: lease}, nil
+}
+
+// Update validates an update_config request as a whole against the current
+// config: a nil field keeps its value; either both apply or neither does.
+func (l Limits) Update(cur Config, intervalMs, leaseMs *int64) (Config, error) {
+	next := cur
+	if intervalMs != nil {
+		iv, err := l.Interval(*intervalMs)
+		if err != nil {
+			return cur, err
+		}
+		next.Interval = iv
+	}
+	if leaseMs != nil {
+		lease, err := l.Lease(*leaseMs)
+		if err != nil {
+			return cur, err
+		}
+		next.Lease = lease
+	}
+	return next, nil
+}

@@ -1,0 +1,267 @@
+package session
+
+import (
+	"time"
+
+	"github.com/loadreporter/loadreporter/domain"
+)
+
+// Kind is what a session serves.
+type Kind int8
+
+// Session kinds. Each counts against Limits.MaxSessions except History,
+// which is internal.
+const (
+	KindMonitor Kind = iota // a router on the Monitor stream
+	KindWatch               // a browser on the Watch stream
+	KindHistory             // the history recorder
+	KindPoll                // a one-shot poller waiting for the next fire
+	numKinds
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindMonitor:
+		return "monitor"
+	case KindWatch:
+		return "watch"
+	case KindHistory:
+		return "history"
+	case KindPoll:
+		return "poll"
+	}
+	return "unknown"
+}
+
+// Kinds lists every session kind, for metrics.
+func Kinds() []Kind { return []Kind{KindMonitor, KindWatch, KindHistory, KindPoll} }
+
+// Session is one registered consumer of reports.
+type Session struct {
+	id       uint64
+	kind     Kind
+	routerID string
+	cfg      Config
+	next     time.Time // next report deadline
+	expiry   time.Time // lease expiry; zero means no lease
+	first    bool      // no report delivered yet
+	oneShot  bool      // ends after its first report
+	outbox   *Outbox
+}
+
+// ID is unique among all sessions a table ever held.
+func (s *Session) ID() uint64 { return s.id }
+
+// Kind is what the session serves.
+func (s *Session) Kind() Kind { return s.kind }
+
+// RouterID is the router's id (Monitor sessions) or a generated name.
+func (s *Session) RouterID() string { return s.routerID }
+
+// Config is the session's granted interval and lease.
+func (s *Session) Config() Config { return s.cfg }
+
+// Next is the session's next report deadline.
+func (s *Session) Next() time.Time { return s.next }
+
+// Outbox is where the session's reports arrive.
+func (s *Session) Outbox() *Outbox { return s.outbox }
+
+// Table holds the live sessions. It is not safe for concurrent use.
+type Table struct {
+	limits   Limits
+	schedule Schedule
+	epoch    time.Time
+	lastID   uint64
+	byID     map[uint64]*Session
+	byRouter map[string]*Session // Monitor sessions by router_id
+	counts   [numKinds]int
+}
+
+// NewTable returns an empty table whose aligned grid starts at epoch.
+func NewTable(limits Limits, schedule Schedule, epoch time.Time) *Table {
+	return &Table{
+		limits: limits, schedule: schedule, epoch: epoch,
+		byID: map[uint64]*Session{}, byRouter: map[string]*Session{},
+	}
+}
+
+// Limits returns the table's limits.
+func (t *Table) Limits() Limits { return t.limits }
+
+// Len is the number of live sessions of every kind.
+func (t *Table) Len() int { return len(t.byID) }
+
+// Count is the number of live sessions of kind k.
+func (t *Table) Count(k Kind) int { return t.counts[k] }
+
+// Options describe a new session.
+type Options struct {
+	Kind Kind
+	// Name is the router_id for KindMonitor (replacing any live session with
+	// the same id) and a label otherwise.
+	Name   string
+	Config Config
+	// NoLease makes the session live until removed (Watch, History, Poll).
+	NoLease bool
+	// OneShot ends the session after its first report (Poll).
+	OneShot bool
+	// FirstDue overrides the first deadline (default: now, due at once).
+	FirstDue time.Time
+}
+
+// Add registers a session at now. A Monitor session whose router_id is live
+// replaces that session, which is ended with REPLACED and returned. Adding
+// beyond MaxSessions fails with RESOURCE_EXHAUSTED (History never counts).
+func (t *Table) Add(o Options, now time.Time) (s, replaced *Session, err error) {
+	if o.Kind == KindMonitor {
+		replaced = t.byRouter[o.Name]
+	}
+	if o.Kind != KindHistory && replaced == nil && t.Len()-t.counts[KindHistory] >= t.limits.MaxSessions {
+		return nil, nil, domain.Errorf(domain.CodeResourceExhausted,
+			"%d sessions are live, the limit is %d", t.Len()-t.counts[KindHistory], t.limits.MaxSessions)
+	}
+	if replaced != nil {
+		t.remove(replaced, domain.Errorf(domain.CodeReplaced,
+			"router_id %q registered again on another stream", o.Name))
+	}
+	t.lastID++
+	s = &Session{
+		id: t.lastID, kind: o.Kind, routerID: o.Name, cfg: o.Config,
+		next: now, first: true, oneShot: o.OneShot, outbox: NewOutbox(),
+	}
+	if !o.FirstDue.IsZero() {
+		s.next = o.FirstDue
+	}
+	if !o.NoLease {
+		s.expiry = now.Add(o.Config.Lease)
+	}
+	t.byID[s.id] = s
+	if o.Kind == KindMonitor {
+		t.byRouter[o.Name] = s
+	}
+	t.counts[o.Kind]++
+	return s, replaced, nil
+}
+
+// Live reports whether s is still in the table.
+func (t *Table) Live(s *Session) bool { return s != nil && t.byID[s.id] == s }
+
+// Remove ends s with err (nil: a clean end) if it is still live. It never
+// touches another session, so a replaced session's cleanup cannot remove
+// its replacement.
+func (t *Table) Remove(s *Session, err error) bool {
+	if !t.Live(s) {
+		return false
+	}
+	t.remove(s, err)
+	return true
+}
+
+func (t *Table) remove(s *Session, err error) {
+	delete(t.byID, s.id)
+	if t.byRouter[s.routerID] == s {
+		delete(t.byRouter, s.routerID)
+	}
+	t.counts[s.kind]--
+	s.outbox.end(err)
+}
+
+// RemoveAll ends every session with err.
+func (t *Table) RemoveAll(err error) {
+	for _, s := range t.byID {
+		t.remove(s, err)
+	}
+}
+
+// KeepAlive renews s's lease to now + lease. It never moves a deadline.
+func (t *Table) KeepAlive(s *Session, now time.Time) bool {
+	if !t.Live(s) {
+		return false
+	}
+	if !s.expiry.IsZero() {
+		s.expiry = now.Add(s.cfg.Lease)
+	}
+	return true
+}
+
+// Update applies a validated config at now: the lease is re-anchored; a
+// changed interval moves the next deadline per the schedule. A session that
+// has not had its first report stays due at once.
+func (t *Table) Update(s *Session, cfg Config, now time.Time) bool {
+	if !t.Live(s) {
+		return false
+	}
+	intervalChanged := cfg.Interval != s.cfg.Interval
+	s.cfg = cfg
+	if !s.expiry.IsZero() {
+		s.expiry = now.Add(cfg.Lease)
+	}
+	if intervalChanged && !s.first {
+		s.next = t.schedule.afterUpdate(t.epoch, cfg.Interval, now)
+	}
+	return true
+}
+
+// ExpireLeases ends, with LEASE_EXPIRED, every session whose lease ran out
+// at or before now, and returns them.
+func (t *Table) ExpireLeases(now time.Time) []*Session {
+	var out []*Session
+	for _, s := range t.byID {
+		if !s.expiry.IsZero() && !s.expiry.After(now) {
+			out = append(out, s)
+		}
+	}
+	for _, s := range out {
+		t.remove(s, domain.Errorf(domain.CodeLeaseExpired,
+			"no keep_alive within the %d ms lease", s.cfg.Lease.Milliseconds()))
+	}
+	return out
+}
+
+// AnyDue reports whether some session's deadline is at or before now.
+func (t *Table) AnyDue(now time.Time) bool {
+	for _, s := range t.byID {
+		if !s.next.After(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// Deliver gives r to every session due at or before at (the pull-completion
+// time, so sessions that registered during the pull share it), advances
+// their deadlines, removes one-shot sessions, and returns how many sessions
+// received r per kind and how many of them had to drop an unread report.
+func (t *Table) Deliver(r *domain.Report, at time.Time) (delivered, dropped [numKinds]int) {
+	for _, s := range t.byID {
+		if s.next.After(at) {
+			continue
+		}
+		if s.outbox.Offer(r) {
+			dropped[s.kind]++
+		}
+		delivered[s.kind]++
+		if s.oneShot {
+			t.remove(s, nil)
+			continue
+		}
+		s.next = t.schedule.afterReport(t.epoch, s.cfg.Interval, s.next, at, s.first)
+		s.first = false
+	}
+	return delivered, dropped
+}
+
+// NextWake is the earliest deadline or lease expiry among live sessions;
+// ok is false when there is none.
+func (t *Table) NextWake() (wake time.Time, ok bool) {
+	for _, s := range t.byID {
+		if !ok || s.next.Before(wake) {
+			wake, ok = s.next, true
+		}
+		if !s.expiry.IsZero() && s.expiry.Before(wake) {
+			wake = s.expiry
+		}
+	}
+	return wake, ok
+}

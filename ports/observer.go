@@ -1,0 +1,41 @@
+package ports
+
+import (
+	"time"
+
+	"github.com/loadreporter/loadreporter/domain"
+)
+
+// PullOutcome classifies one fire's pull.
+type PullOutcome string
+
+// Pull outcomes.
+const (
+	PullOK        PullOutcome = "ok"
+	PullError     PullOutcome = "error"
+	PullTimeout   PullOutcome = "timeout"
+	PullInvalid   PullOutcome = "invalid"
+	PullRankSet   PullOutcome = "rank_set_changed"
+	PullCancelled PullOutcome = "cancelled"
+)
+
+// FireResult is what one fire did.
+type FireResult struct {
+	Report  *domain.Report
+	Outcome PullOutcome
+	// Attempts is 1, or 2 when the rank set changed and the pull was retried.
+	Attempts     int
+	PullDuration time.Duration
+	// Delivered and Dropped count sessions per kind name ("monitor", …);
+	// Dropped counts those whose unread report was replaced (latest wins).
+	Delivered map[string]int
+	Dropped   map[string]int
+}
+
+// ReporterObserver receives the fire loop's observations (metrics, logs,
+// tests). Calls come from the fire loop itself: return quickly.
+type ReporterObserver interface {
+	Fired(FireResult)
+	// SessionsChanged reports the live session count per kind name.
+	SessionsChanged(counts map[string]int)
+}
