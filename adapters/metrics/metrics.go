@@ -1,0 +1,114 @@
+package metrics
+
+import (
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/loadreporter/loadreporter/ports"
+)
+
+// Reporter holds the fire loop's metrics in its own registry.
+type Reporter struct {
+	registry    *prometheus.Registry
+	now         func() time.Time
+	lastReport  atomic.Int64 // unix nanos of the latest report
+	sessions    *prometheus.GaugeVec
+	pulls       *prometheus.CounterVec
+	pullSeconds prometheus.Histogram
+	reports     *prometheus.CounterVec
+	delivered   *prometheus.CounterVec
+	dropped     *prometheus.CounterVec
+	rankAge     prometheus.Gauge
+}
+
+var _ ports.ReporterObserver = (*Reporter)(nil)
+
+// New registers the metrics, plus Go and process collectors, in a fresh
+// registry. now is the clock for the report-age gauge.
+func New(now func() time.Time) *Reporter {
+	m := &Reporter{
+		registry: prometheus.NewRegistry(),
+		now:      now,
+		sessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "loadreporter_sessions", Help: "Live sessions by kind (monitor, watch, history, poll).",
+		}, []string{"kind"}),
+		pulls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loadreporter_pulls_total", Help: "Fires by pull outcome (ok, error, timeout, invalid, rank_set_changed).",
+		}, []string{"outcome"}),
+		pullSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "loadreporter_pull_duration_seconds", Help: "Duration of one fire's pull, retry included.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}),
+		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loadreporter_reports_total", Help: "Reports built, by status.",
+		}, []string{"status"}),
+		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loadreporter_reports_delivered_total", Help: "Reports handed to sessions, by session kind.",
+		}, []string{"kind"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loadreporter_reports_dropped_total", Help: "Unread reports replaced by a newer one (latest wins), by session kind.",
+		}, []string{"kind"}),
+		rankAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "loadreporter_snapshot_age_seconds", Help: "Age of the oldest rank in the latest non-UNREACHABLE report, at report time.",
+		}),
+	}
+	reportAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "loadreporter_report_age_seconds", Help: "Time since the latest report was built (0 before the first).",
+	}, func() float64 {
+		last := m.lastReport.Load()
+		if last == 0 {
+			return 0
+		}
+		return m.now().Sub(time.Unix(0, last)).Seconds()
+	})
+	m.registry.MustRegister(m.sessions, m.pulls, m.pullSeconds, m.reports, m.delivered, m.dropped, m.rankAge, reportAge,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry is where other adapters register their metrics.
+func (m *Reporter) Registry() *prometheus.Registry { return m.registry }
+
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Reporter) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// Fired records one fire.
+func (m *Reporter) Fired(f ports.FireResult) {
+	m.pulls.WithLabelValues(string(f.Outcome)).Inc()
+	m.pullSeconds.Observe(f.PullDuration.Seconds())
+	m.reports.WithLabelValues(f.Report.Status.String()).Inc()
+	m.lastReport.Store(f.Report.ReportTime.UnixNano())
+	for kind, n := range f.Delivered {
+		if n > 0 {
+			m.delivered.WithLabelValues(kind).Add(float64(n))
+		}
+	}
+	for kind, n := range f.Dropped {
+		if n > 0 {
+			m.dropped.WithLabelValues(kind).Add(float64(n))
+		}
+	}
+	if len(f.Report.Ranks) > 0 {
+		oldest := f.Report.Ranks[0].SnapshotTime
+		for _, r := range f.Report.Ranks[1:] {
+			if r.SnapshotTime.Before(oldest) {
+				oldest = r.SnapshotTime
+			}
+		}
+		m.rankAge.Set(f.Report.ReportTime.Sub(oldest).Seconds())
+	}
+}
+
+// SessionsChanged records the live session counts.
+func (m *Reporter) SessionsChanged(counts map[string]int) {
+	for kind, n := range counts {
+		m.sessions.WithLabelValues(kind).Set(float64(n))
+	}
+}

@@ -1,0 +1,153 @@
+package app
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/reporter"
+	"github.com/loadreporter/loadreporter/domain/session"
+)
+
+// Config is everything `loadreporter serve` can be told.
+type Config struct {
+	Listen       string
+	Source       string
+	EngineURL    string
+	EngineAPIKey string
+	DPSize       int
+	SimMode      string
+	SimSeed      uint64
+
+	StaleAfter time.Duration
+	PullBudget time.Duration
+	Schedule   string
+	Limits     session.Limits
+
+	ShutdownGrace time.Duration
+
+	WorkerAddr string
+	WorkerType string
+	Model      string
+	Zone       string
+
+	TLSCert     string
+	TLSKey      string
+	TLSClientCA string
+	AuthToken   string
+
+	LogLevel  string
+	LogFormat string
+}
+
+// DefaultConfig is the embedded default: a simulated engine on localhost.
+func DefaultConfig() Config {
+	return Config{
+		Listen:        "127.0.0.1:8080",
+		Source:        "sim",
+		StaleAfter:    3 * time.Second,
+		PullBudget:    reporter.DefaultPullBudget,
+		Schedule:      "aligned",
+		Limits:        session.DefaultLimits(),
+		ShutdownGrace: 5 * time.Second,
+		WorkerType:    "regular",
+		SimMode:       "normal",
+		LogLevel:      "info",
+		LogFormat:     "text",
+	}
+}
+
+// Sources lists the accepted --source values.
+var Sources = []string{"sim", "sglang-http", "sglang-grpc", "vllm-metrics"}
+
+// ParseServe reads serve's configuration from args and the environment.
+func ParseServe(args []string, getenv func(string) string, out io.Writer) (Config, error) {
+	c := DefaultConfig()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&c.Listen, "listen", c.Listen, "one address for RPCs, pages, health and metrics")
+	fs.StringVar(&c.Source, "source", c.Source, "snapshot source: sim, sglang-http, sglang-grpc or vllm-metrics")
+	fs.StringVar(&c.EngineURL, "engine-url", c.EngineURL, "where the source reads the engine (e.g. http://127.0.0.1:30000)")
+	fs.StringVar(&c.EngineAPIKey, "engine-api-key", c.EngineAPIKey, "bearer token sent to the engine")
+	fs.IntVar(&c.DPSize, "dp-size", c.DPSize, "expected number of DP ranks (0: learn from the first valid snapshot; sim uses 4)")
+	fs.StringVar(&c.SimMode, "sim-mode", c.SimMode, "sim source start mode: normal, stall, error, hang, garbage")
+	fs.Uint64Var(&c.SimSeed, "sim-seed", c.SimSeed, "sim source random seed")
+	fs.DurationVar(&c.StaleAfter, "stale-after", c.StaleAfter, "a report whose oldest rank is older than this is STALE")
+	fs.DurationVar(&c.PullBudget, "pull-budget", c.PullBudget, "bound on one fire's pull, retry included")
+	fs.StringVar(&c.Schedule, "schedule", c.Schedule, "report deadlines: aligned (shared grid) or anchored (per registration)")
+	fs.DurationVar(&c.Limits.MinInterval, "min-report-interval", c.Limits.MinInterval, "smallest report interval a router may ask for")
+	fs.DurationVar(&c.Limits.MaxInterval, "max-report-interval", c.Limits.MaxInterval, "largest report interval a router may ask for")
+	fs.DurationVar(&c.Limits.MinLease, "min-lease", c.Limits.MinLease, "shortest lease granted (shorter requests are raised)")
+	fs.DurationVar(&c.Limits.MaxLease, "max-lease", c.Limits.MaxLease, "longest lease granted (longer requests are lowered)")
+	fs.IntVar(&c.Limits.MaxSessions, "max-sessions", c.Limits.MaxSessions, "live Monitor and Watch sessions at most")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "bound on graceful shutdown")
+	fs.StringVar(&c.WorkerAddr, "worker-addr", c.WorkerAddr, "worker_addr in reports (default: the listen address)")
+	fs.StringVar(&c.WorkerType, "worker-type", c.WorkerType, "worker_type in reports: regular, prefill or decode")
+	fs.StringVar(&c.Model, "model", c.Model, "model in reports")
+	fs.StringVar(&c.Zone, "zone", c.Zone, "zone in reports")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "TLS certificate file (PEM); with --tls-key turns on TLS")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "TLS private key file (PEM)")
+	fs.StringVar(&c.TLSClientCA, "tls-client-ca", c.TLSClientCA, "CA file (PEM) for client certificates; turns on mutual TLS")
+	fs.StringVar(&c.AuthToken, "auth-token", c.AuthToken, "bearer token required on every RPC and page")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
+	fs.Usage = usage(fs, out, "Usage: loadreporter serve [flags]\n\nServes per-rank engine load to routers (Monitor), browsers and operators.", nil)
+	if err := parseFlags(fs, args, getenv, nil); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	}
+	return c, c.Validate()
+}
+
+// Validate reports the first setting that cannot work, naming its flag.
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("--listen %q: want HOST:PORT: %v", c.Listen, err)
+	}
+	if !slices.Contains(Sources, c.Source) {
+		return fmt.Errorf("--source %q: want one of %v", c.Source, Sources)
+	}
+	if c.Source != "sim" && c.EngineURL == "" {
+		return fmt.Errorf("--engine-url is required with --source %s", c.Source)
+	}
+	if c.DPSize < 0 || c.DPSize > 1<<16 {
+		return fmt.Errorf("--dp-size %d: want 0 (learn) to 65536", c.DPSize)
+	}
+	if c.StaleAfter < 0 {
+		return fmt.Errorf("--stale-after %s: must not be negative", c.StaleAfter)
+	}
+	if c.PullBudget <= 0 {
+		return fmt.Errorf("--pull-budget %s: must be > 0", c.PullBudget)
+	}
+	if _, err := session.ParseSchedule(c.Schedule); err != nil {
+		return fmt.Errorf("--schedule: %s", domain.ErrorMessage(err))
+	}
+	if err := c.Limits.Validate(); err != nil {
+		return fmt.Errorf("--%s", domain.ErrorMessage(err))
+	}
+	if c.ShutdownGrace <= 0 {
+		return fmt.Errorf("--shutdown-grace %s: must be > 0", c.ShutdownGrace)
+	}
+	if _, err := domain.ParseWorkerType(c.WorkerType); err != nil {
+		return fmt.Errorf("--worker-type: %s", domain.ErrorMessage(err))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return fmt.Errorf("--tls-cert and --tls-key go together")
+	}
+	if c.TLSClientCA != "" && c.TLSCert == "" {
+		return fmt.Errorf("--tls-client-ca needs --tls-cert and --tls-key")
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel) {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if !slices.Contains([]string{"text", "json"}, c.LogFormat) {
+		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
+	}
+	return nil
+}

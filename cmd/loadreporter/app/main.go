@@ -1,0 +1,132 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"connectrpc.com/grpchealth"
+
+	"github.com/loadreporter/loadreporter/domain/reporter"
+	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
+)
+
+// Main is the running service: the fire loop and the one port.
+type Main struct {
+	cfg      Config
+	log      *slog.Logger
+	reporter *reporter.Reporter
+	engine   Engine
+	server   *http.Server
+	health   *Health
+	ready    *Readiness
+
+	ln        net.Listener
+	stopLoop  context.CancelFunc
+	loopDone  chan struct{}
+	serveDone chan error
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewMain assembles a Main; Start runs it.
+func NewMain(c Config, log *slog.Logger, r *reporter.Reporter, e Engine, srv *http.Server, h *Health, ready *Readiness) *Main {
+	return &Main{cfg: c, log: log, reporter: r, engine: e, server: srv, health: h, ready: ready}
+}
+
+// Reporter is the fire loop (tests and admin handlers use it).
+func (m *Main) Reporter() *reporter.Reporter { return m.reporter }
+
+// Engine is the snapshot source in use.
+func (m *Main) Engine() Engine { return m.engine }
+
+// Addr is the address the port listens on, once started.
+func (m *Main) Addr() string { return m.ln.Addr().String() }
+
+// Start listens on --listen and starts the fire loop and the server. It
+// returns once the port accepts connections.
+func (m *Main) Start() error {
+	ln, err := net.Listen("tcp", m.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", m.cfg.Listen, err)
+	}
+	m.ln = ln
+	loopCtx, stop := context.WithCancel(context.Background())
+	m.stopLoop = stop
+	m.loopDone = make(chan struct{})
+	go func() {
+		defer close(m.loopDone)
+		_ = m.reporter.Run(loopCtx)
+	}()
+	m.serveDone = make(chan error, 1)
+	go func() {
+		var err error
+		if m.server.TLSConfig != nil {
+			err = m.server.ServeTLS(ln, "", "")
+		} else {
+			err = m.server.Serve(ln)
+		}
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		m.serveDone <- err
+	}()
+	close(m.ready.ready)
+	m.log.Info("loadreporter serving", "addr", ln.Addr().String(), "source", m.cfg.Source,
+		"schedule", m.cfg.Schedule, "tls", m.server.TLSConfig != nil, "auth", m.cfg.AuthToken != "")
+	return nil
+}
+
+// Run starts Main and serves until ctx ends or the server fails, then
+// shuts down gracefully.
+func (m *Main) Run(ctx context.Context) error {
+	if err := m.Start(); err != nil {
+		return err
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-m.serveDone:
+		m.serveDone <- serveErr // Close reads it again
+	}
+	return errors.Join(serveErr, m.Close())
+}
+
+// Close shuts down within the grace period: every stream gets
+// SHUTTING_DOWN, the server drains, the fire loop stops. It is idempotent.
+func (m *Main) Close() error {
+	m.closeOnce.Do(func() { m.closeErr = m.close() })
+	return m.closeErr
+}
+
+func (m *Main) close() error {
+	if m.ln == nil {
+		return nil
+	}
+	start := time.Now()
+	m.health.SetStatus(loadmonitorv1connect.LoadMonitorServiceName, grpchealth.StatusNotServing)
+	m.reporter.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownGrace)
+	defer cancel()
+	err := m.server.Shutdown(ctx)
+	if err != nil {
+		m.log.Warn("grace period over, closing remaining connections", "grace", m.cfg.ShutdownGrace)
+		err = m.server.Close()
+	}
+	m.stopLoop()
+	select {
+	case <-m.loopDone:
+	case <-ctx.Done():
+		err = errors.Join(err, errors.New("fire loop did not stop within the grace period"))
+	}
+	if serveErr := <-m.serveDone; serveErr != nil {
+		err = errors.Join(err, serveErr)
+	}
+	m.log.Info("loadreporter stopped", "took", time.Since(start).Round(time.Millisecond))
+	return err
+}

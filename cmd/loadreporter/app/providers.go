@@ -1,0 +1,118 @@
+package app
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/loadreporter/loadreporter/adapters/clock"
+	"github.com/loadreporter/loadreporter/adapters/metrics"
+	"github.com/loadreporter/loadreporter/adapters/rpc"
+	"github.com/loadreporter/loadreporter/adapters/source/sim"
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/reporter"
+	"github.com/loadreporter/loadreporter/domain/session"
+	"github.com/loadreporter/loadreporter/ports"
+)
+
+// NewLogger builds the process logger from the config.
+func NewLogger(c Config) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+// NewClock returns the system clock.
+func NewClock() ports.Clock { return clock.System{} }
+
+// Engine is the configured snapshot source, plus the simulator's controls
+// when the source is the simulator.
+type Engine struct {
+	Source ports.SnapshotSource
+	Sim    *sim.Source // nil unless --source sim
+}
+
+// NewEngine builds the snapshot source named by --source.
+func NewEngine(c Config, clk ports.Clock) (Engine, error) {
+	switch c.Source {
+	case "sim":
+		s, err := sim.New(sim.Options{Ranks: c.DPSize, Clock: clk, Seed: c.SimSeed})
+		if err != nil {
+			return Engine{}, err
+		}
+		if err := s.SetMode(c.SimMode); err != nil {
+			return Engine{}, fmt.Errorf("--sim-mode: %s", domain.ErrorMessage(err))
+		}
+		return Engine{Source: s, Sim: s}, nil
+	}
+	return Engine{}, fmt.Errorf("--source %s is not available in this build", c.Source)
+}
+
+// NewMetrics returns the Prometheus metrics of the fire loop.
+func NewMetrics(clk ports.Clock) *metrics.Reporter { return metrics.New(clk.Now) }
+
+// NewReporter builds the fire loop from the config.
+func NewReporter(c Config, e Engine, clk ports.Clock, m *metrics.Reporter, log *slog.Logger) (*reporter.Reporter, error) {
+	schedule, err := session.ParseSchedule(c.Schedule)
+	if err != nil {
+		return nil, err
+	}
+	wt, err := domain.ParseWorkerType(c.WorkerType)
+	if err != nil {
+		return nil, err
+	}
+	workerAddr := c.WorkerAddr
+	if workerAddr == "" {
+		workerAddr = c.Listen
+	}
+	expected := domain.RankRange(c.DPSize)
+	if c.Source == "sim" && c.DPSize == 0 {
+		expected = domain.RankRange(sim.DefaultRanks)
+	}
+	return reporter.New(reporter.Options{
+		Source: e.Source,
+		Clock:  clk,
+		Builder: domain.ReportBuilder{
+			SourceInstanceID: newInstanceID(),
+			Worker:           domain.Worker{Addr: workerAddr, Type: wt, Model: c.Model, Zone: c.Zone},
+			StaleAfter:       c.StaleAfter,
+		},
+		Limits:     c.Limits,
+		Schedule:   schedule,
+		PullBudget: c.PullBudget,
+		Expected:   expected,
+		Observer:   observers{m, newStatusLog(log)},
+		Logger:     log,
+	})
+}
+
+// NewMonitor returns the Monitor RPC service.
+func NewMonitor(r *reporter.Reporter, log *slog.Logger) *rpc.Monitor { return rpc.NewMonitor(r, log) }
+
+// newInstanceID is a random id made once per process (source_instance_id).
+func newInstanceID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// observers fans one fire out to several observers.
+type observers []ports.ReporterObserver
+
+func (o observers) Fired(f ports.FireResult) {
+	for _, x := range o {
+		x.Fired(f)
+	}
+}
+
+func (o observers) SessionsChanged(c map[string]int) {
+	for _, x := range o {
+		x.SessionsChanged(c)
+	}
+}

@@ -1,0 +1,137 @@
+package app
+
+import (
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+
+	"github.com/loadreporter/loadreporter/adapters/metrics"
+	"github.com/loadreporter/loadreporter/adapters/rpc"
+	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
+)
+
+// Health is the gRPC health checker; Main marks services not serving on
+// shutdown.
+type Health = grpchealth.StaticChecker
+
+// NewHealth returns a checker that reports the served services.
+func NewHealth() *Health {
+	return grpchealth.NewStaticChecker(loadmonitorv1connect.LoadMonitorServiceName)
+}
+
+// Readiness tells /readyz whether the service accepts sessions.
+type Readiness struct{ ready chan struct{} }
+
+// NewReadiness returns a not-yet-ready state.
+func NewReadiness() *Readiness { return &Readiness{ready: make(chan struct{})} }
+
+// NewHandler assembles everything served on the one port.
+func NewHandler(c Config, monitor *rpc.Monitor, health *Health, m *metrics.Reporter, ready *Readiness) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(monitor.Handler())
+	mux.Handle(grpchealth.NewHandler(health))
+	reflector := grpcreflect.NewStaticReflector(loadmonitorv1connect.LoadMonitorServiceName, grpchealth.HealthV1ServiceName)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	mux.Handle("GET /metrics", m.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		select {
+		case <-ready.ready:
+			fmt.Fprintln(w, "ready")
+		default:
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+		}
+	})
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintf(w, "loadreporter\n\nMonitor: %s (gRPC, gRPC-Web, Connect)\nMetrics: /metrics\nHealth: /healthz /readyz, grpc.health.v1\n",
+			loadmonitorv1connect.LoadMonitorServiceMonitorProcedure)
+	})
+	if c.AuthToken == "" {
+		return mux
+	}
+	return requireToken(c.AuthToken, mux)
+}
+
+// requireToken demands "Authorization: Bearer <token>" on everything but
+// the liveness and readiness probes. RPC clients get an Unauthenticated
+// status in their own protocol, browsers a 401.
+func requireToken(token string, next http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" ||
+			subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) == 1 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		const msg = "missing or wrong bearer token"
+		if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/grpc") {
+			// gRPC and gRPC-Web: a trailers-only response.
+			w.Header().Set("Content-Type", ct)
+			w.Header().Set("Grpc-Status", "16")
+			w.Header().Set("Grpc-Message", msg)
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="loadreporter"`)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintf(w, `{"code":"unauthenticated","message":%q}`, msg)
+	})
+}
+
+// NewServer returns the HTTP server for the one port: HTTP/1.1 and HTTP/2
+// (h2c without TLS), TLS and mutual TLS by flags.
+func NewServer(c Config, h http.Handler) (*http.Server, error) {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	if c.TLSCert == "" {
+		p.SetUnencryptedHTTP2(true)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		Protocols:         &p,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		HTTP2: &http.HTTP2Config{
+			// A router fleet may multiplex all its streams on one connection.
+			MaxConcurrentStreams: max(1000, c.Limits.MaxSessions+100),
+			// Find dead peers (a pulled cable) so blocked sends end.
+			SendPingTimeout: 30 * time.Second,
+			PingTimeout:     15 * time.Second,
+		},
+	}
+	if c.TLSCert == "" {
+		return srv, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if c.TLSClientCA != "" {
+		pem, err := os.ReadFile(c.TLSClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-client-ca %s: no PEM certificate found", c.TLSClientCA)
+		}
+		srv.TLSConfig.ClientCAs = pool
+		srv.TLSConfig.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return srv, nil
+}
