@@ -104,6 +104,13 @@ func (c *Clock) WaitPending(ctx context.Context, n int) error {
 	}
 }
 
+// Changed returns a channel closed at the next change of the timers.
+func (c *Clock) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
 func (c *Clock) notify() {
 	close(c.changed)
 	c.changed = make(chan struct{})

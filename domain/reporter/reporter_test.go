@@ -1,0 +1,501 @@
+package reporter
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/session"
+	"github.com/loadreporter/loadreporter/ports"
+)
+
+const ms = time.Millisecond
+
+func TestFirstReportDueAtOnce(t *testing.T) {
+	h := newHarness(t, nil)
+	h.clock.Advance(37 * ms)
+	sub := h.register("r1", 100, 5000)
+	r := report(t, sub)
+	if r.SequenceID != 1 || r.Status != domain.StatusHealthy || len(r.Ranks) != 4 || !r.ReportTime.Equal(t0.Add(37*ms)) {
+		t.Fatalf("first report %+v", r)
+	}
+	if h.engine.count() != 1 {
+		t.Fatalf("pulls = %d", h.engine.count())
+	}
+}
+
+func TestNoPullWithoutSessions(t *testing.T) {
+	h := newHarness(t, nil)
+	h.clock.Advance(time.Hour)
+	if h.clock.Pending() != 0 {
+		t.Fatal("the loop armed a timer with no session")
+	}
+	sub := h.register("r1", 100, 5000)
+	report(t, sub)
+	sub.Close()
+	h.fires.next(t)
+	// After the last session left, time passes without pulls.
+	h.clock.Advance(time.Hour)
+	sub2 := h.register("r2", 100, 5000)
+	if r := report(t, sub2); r.SequenceID != 2 {
+		t.Fatalf("sequence %d: a pull happened with no session", r.SequenceID)
+	}
+	if h.engine.count() != 2 {
+		t.Fatalf("pulls = %d, want 2", h.engine.count())
+	}
+}
+
+func TestAnchoredDeadlinesFollowRegistration(t *testing.T) {
+	h := newHarness(t, nil, withSchedule(session.Anchored))
+	h.clock.Advance(37 * ms)
+	sub := h.register("r1", 100, 60000)
+	report(t, sub)
+	for i, want := range []time.Duration{137 * ms, 237 * ms, 337 * ms} {
+		h.expectWake(want)
+		h.advanceTo(want)
+		if r := report(t, sub); r.SequenceID != uint64(i+2) {
+			t.Fatalf("sequence %d", r.SequenceID)
+		}
+		h.fires.next(t)
+	}
+}
+
+func TestAlignedRoutersShareTheGrid(t *testing.T) {
+	h := newHarness(t, nil) // aligned is the default
+	h.clock.Advance(37 * ms)
+	a := h.register("a", 100, 60000)
+	report(t, a)
+	h.fires.next(t)
+	h.clock.Advance(24 * ms) // t = 61
+	b := h.register("b", 200, 60000)
+	report(t, b)
+	h.fires.next(t)
+	c := h.register("c", 1000, 60000)
+	report(t, c)
+	h.fires.next(t)
+	pullsBefore := h.engine.count()
+
+	// a: 100, 200, …; b: 200, 400, …; c: 1000 (first grid point ≥ 561).
+	seen := map[string]int{}
+	for step := 1; step <= 10; step++ {
+		at := time.Duration(step) * 100 * ms
+		h.expectWake(at)
+		h.advanceTo(at)
+		f := h.fires.next(t)
+		want := 1 + btoi(step%2 == 0) + btoi(step == 10)
+		if f.Delivered["monitor"] != want {
+			t.Fatalf("at %v delivered to %d routers, want %d", at, f.Delivered["monitor"], want)
+		}
+		for _, s := range []*Subscription{a, b, c} {
+			select {
+			case r := <-s.Reports():
+				if r != f.Report {
+					t.Fatal("routers of one fire got different reports")
+				}
+				seen[s.RouterID()]++
+			default:
+			}
+		}
+	}
+	if seen["a"] != 10 || seen["b"] != 5 || seen["c"] != 1 {
+		t.Fatalf("reports per router: %v", seen)
+	}
+	if got := h.engine.count() - pullsBefore; got != 10 {
+		t.Fatalf("pulls over one second = %d, want 10 (one per 100ms grid point)", got)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestSlowerSessionOnlyAtItsDeadlines(t *testing.T) {
+	h := newHarness(t, nil, withSchedule(session.Anchored))
+	fast := h.register("fast", 100, 60000)
+	slow := h.register("slow", 300, 60000)
+	f := h.fires.next(t)
+	if f.Delivered["monitor"] != 2 {
+		t.Fatalf("registered together, first fire served %d", f.Delivered["monitor"])
+	}
+	report(t, fast)
+	report(t, slow)
+	for i := 1; i <= 6; i++ {
+		h.advanceTo(time.Duration(i) * 100 * ms)
+		h.fires.next(t)
+		report(t, fast)
+		if i%3 == 0 {
+			report(t, slow)
+		} else {
+			noReport(t, slow)
+		}
+	}
+}
+
+func TestSessionsRegisteredDuringAPullShareIt(t *testing.T) {
+	gate := make(chan struct{})
+	var h *harness
+	h = newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+		if n == 1 {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return domain.Snapshot{}, ctx.Err()
+			}
+		}
+		return h.engine.snapshot(4), nil
+	})
+	a := h.register("a", 100, 5000)
+	h.waitIdle() // the budget timer: the pull is running
+	b := h.register("b", 100, 5000)
+	close(gate)
+	ra, rb := report(t, a), report(t, b)
+	if ra != rb || ra.SequenceID != 1 {
+		t.Fatalf("a got %d, b got %d; want the same report", ra.SequenceID, rb.SequenceID)
+	}
+	if h.engine.count() != 1 {
+		t.Fatalf("pulls = %d, want 1", h.engine.count())
+	}
+}
+
+func TestSequenceSharedWithinAFireAndIncreasingAcross(t *testing.T) {
+	h := newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+		if n == 2 {
+			return domain.Snapshot{}, domain.Errorf(domain.CodeSourceFailed, "engine down")
+		}
+		return domain.Snapshot{Ranks: []domain.RankLoad{{DPRank: 0, MaxTotalNumTokens: 1, MaxRunningRequests: 1}}}, nil
+	})
+	subs := []*Subscription{h.register("a", 100, 5000), h.register("b", 100, 5000), h.register("c", 100, 5000)}
+	var last uint64
+	for step := range 3 {
+		if step > 0 {
+			h.advanceTo(time.Duration(step) * 100 * ms)
+		}
+		f := h.fires.next(t)
+		for _, s := range subs {
+			if r := report(t, s); r.SequenceID != f.Report.SequenceID {
+				t.Fatalf("%s got %d, fire built %d", s.RouterID(), r.SequenceID, f.Report.SequenceID)
+			}
+		}
+		if f.Report.SequenceID != last+1 {
+			t.Fatalf("sequence %d after %d", f.Report.SequenceID, last)
+		}
+		last = f.Report.SequenceID
+		if step == 1 && f.Report.Status != domain.StatusUnreachable {
+			t.Fatalf("status %v, want UNREACHABLE (it counts in the sequence too)", f.Report.Status)
+		}
+	}
+}
+
+func TestKeepAliveRenewsLeaseButNeverMovesDeadline(t *testing.T) {
+	h := newHarness(t, nil, withSchedule(session.Anchored))
+	sub := h.register("r", 800, 1000)
+	report(t, sub)
+	h.fires.next(t)
+	h.expectWake(800 * ms)
+	h.advanceTo(700 * ms)
+	if err := sub.KeepAlive(); err != nil {
+		t.Fatal(err)
+	}
+	h.expectWake(800 * ms)
+	h.advanceTo(800 * ms)
+	report(t, sub)
+	h.fires.next(t)
+	// Lease now ends at 1700 (700 + 1000), before the 1600 deadline? No: 1600 first.
+	h.expectWake(1600 * ms)
+	h.advanceTo(1600 * ms)
+	report(t, sub)
+	h.fires.next(t)
+	h.expectWake(1700 * ms)
+	h.advanceTo(1700 * ms)
+	if code := ended(t, sub); code != domain.CodeLeaseExpired {
+		t.Fatalf("ended with %q, want LEASE_EXPIRED", code)
+	}
+	if h.reporter.Count(session.KindMonitor) != 0 {
+		t.Fatal("expired session still counted")
+	}
+}
+
+func TestConfigUpdateIsAtomicAndMovesCadence(t *testing.T) {
+	h := newHarness(t, nil, withSchedule(session.Anchored))
+	sub := h.register("r", 1000, 5000)
+	report(t, sub)
+	h.fires.next(t)
+	ivl, bad := int64(200), int64(0)
+	if _, err := sub.Update(&ivl, &bad); domain.ErrorCode(err) != domain.CodeInvalidArgument {
+		t.Fatalf("err = %v", err)
+	}
+	h.expectWake(1000 * ms)
+	h.advanceTo(100 * ms)
+	cfg, err := sub.Update(&ivl, nil)
+	if err != nil || cfg.Interval != 200*ms || cfg.Lease != 5*time.Second {
+		t.Fatalf("cfg %+v err %v", cfg, err)
+	}
+	for _, at := range []time.Duration{300 * ms, 500 * ms, 700 * ms} {
+		h.expectWake(at)
+		h.advanceTo(at)
+		report(t, sub)
+		h.fires.next(t)
+	}
+}
+
+func TestReplacementSafety(t *testing.T) {
+	h := newHarness(t, nil)
+	old := h.register("r", 100, 5000)
+	neu := h.register("r", 100, 5000)
+	if code := ended(t, old); code != domain.CodeReplaced {
+		t.Fatalf("old ended with %q, want REPLACED", code)
+	}
+	old.Close() // the old stream's cleanup
+	if r := report(t, neu); r == nil {
+		t.Fatal("no report")
+	}
+	if h.reporter.Count(session.KindMonitor) != 1 {
+		t.Fatal("the old session's cleanup removed the new one")
+	}
+}
+
+func TestSkipNotBurstAfterAStall(t *testing.T) {
+	stall := make(chan struct{})
+	var h *harness
+	h = newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+		if n == 2 {
+			<-stall // the engine stalls for 3½ intervals
+		}
+		return h.engine.snapshot(4), nil
+	}, withSchedule(session.Anchored), withExpected(4))
+	sub := h.register("r", 100, 60000)
+	report(t, sub)
+	h.fires.next(t)
+	h.advanceTo(100 * ms)
+	h.waitIdle()              // pull 2 is in flight (its budget timer)
+	h.clock.Advance(350 * ms) // t = 450: deadlines 200, 300, 400 pass
+	close(stall)
+	f := h.fires.next(t)
+	if got := report(t, sub); got.SequenceID != 2 || f.Report.SequenceID != 2 {
+		t.Fatalf("sequence %d", got.SequenceID)
+	}
+	h.expectWake(500 * ms)
+	if h.engine.count() != 2 {
+		t.Fatalf("pulls = %d: missed ticks were burst", h.engine.count())
+	}
+}
+
+func TestHangingSourceIsBoundedByTheBudget(t *testing.T) {
+	h := newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+		<-ctx.Done() // hangs until cancelled
+		return domain.Snapshot{}, ctx.Err()
+	})
+	sub := h.register("r", 100, 5000)
+	h.expectWake(time.Second)
+	h.clock.Advance(time.Second)
+	r := report(t, sub)
+	if r.Status != domain.StatusUnreachable || len(r.Ranks) != 0 || r.LastError != "load snapshot pull timed out after 1s" {
+		t.Fatalf("report %v %q", r.Status, r.LastError)
+	}
+	if f := h.fires.next(t); f.Outcome != ports.PullTimeout {
+		t.Fatalf("outcome %v", f.Outcome)
+	}
+}
+
+func TestRankSetChangeRetriedOnceWithinTheBudget(t *testing.T) {
+	t.Run("second attempt complete", func(t *testing.T) {
+		var h *harness
+		h = newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+			if n == 1 {
+				return h.engine.snapshot(3), nil
+			}
+			return h.engine.snapshot(4), nil
+		}, withExpected(4))
+		sub := h.register("r", 100, 5000)
+		if r := report(t, sub); r.Status != domain.StatusHealthy || len(r.Ranks) != 4 {
+			t.Fatalf("%v %q", r.Status, r.LastError)
+		}
+		if f := h.fires.next(t); f.Attempts != 2 || h.engine.count() != 2 {
+			t.Fatalf("attempts %d pulls %d", f.Attempts, h.engine.count())
+		}
+	})
+	t.Run("still changed", func(t *testing.T) {
+		var h *harness
+		h = newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+			return h.engine.snapshot(3), nil
+		}, withExpected(4))
+		sub := h.register("r", 100, 5000)
+		r := report(t, sub)
+		if r.Status != domain.StatusUnreachable || r.LastError != "rank set changed: missing [3]" || len(r.Ranks) != 0 {
+			t.Fatalf("%v %q", r.Status, r.LastError)
+		}
+		if f := h.fires.next(t); f.Attempts != 2 || f.Outcome != ports.PullRankSet || h.engine.count() != 2 {
+			t.Fatalf("attempts %d outcome %v pulls %d", f.Attempts, f.Outcome, h.engine.count())
+		}
+	})
+	t.Run("retry shares the one budget", func(t *testing.T) {
+		var h *harness
+		h = newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+			if n == 1 {
+				h.clock.Advance(600 * ms) // the first attempt took 600ms
+				return h.engine.snapshot(3), nil
+			}
+			<-ctx.Done()
+			return domain.Snapshot{}, ctx.Err()
+		}, withExpected(4))
+		sub := h.register("r", 100, 5000)
+		h.expectWake(time.Second)
+		h.advanceTo(time.Second)
+		if r := report(t, sub); !strings.Contains(r.LastError, "timed out after 1s") {
+			t.Fatalf("%q", r.LastError)
+		}
+	})
+	t.Run("no retry for other errors", func(t *testing.T) {
+		h := newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+			return domain.Snapshot{}, domain.Errorf(domain.CodeSourceFailed, "HTTP 500")
+		}, withExpected(4))
+		sub := h.register("r", 100, 5000)
+		report(t, sub)
+		if h.engine.count() != 1 {
+			t.Fatalf("pulls = %d", h.engine.count())
+		}
+	})
+}
+
+func TestUnreachableNeverCarriesOldRanks(t *testing.T) {
+	var h *harness
+	h = newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+		switch n {
+		case 2:
+			return domain.Snapshot{}, domain.Errorf(domain.CodeSourceFailed, "connection refused")
+		case 3:
+			s := h.engine.snapshot(4)
+			s.Ranks[2].NumRunningReqs = -1
+			return s, nil
+		}
+		return h.engine.snapshot(4), nil
+	})
+	sub := h.register("r", 100, 5000)
+	if r := report(t, sub); len(r.Ranks) != 4 {
+		t.Fatal("first report has no ranks")
+	}
+	h.fires.next(t)
+	for i, want := range []string{"connection refused", "rank 2: num_running_reqs is negative (-1)"} {
+		h.advanceTo(time.Duration(i+1) * 100 * ms)
+		r := report(t, sub)
+		h.fires.next(t)
+		if r.Status != domain.StatusUnreachable || len(r.Ranks) != 0 || r.LastError != want {
+			t.Fatalf("report %d: %v %q with %d ranks", r.SequenceID, r.Status, r.LastError, len(r.Ranks))
+		}
+	}
+}
+
+func TestStaleThroughTheLoop(t *testing.T) {
+	frozen := t0
+	var h *harness
+	h = newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+		s := h.engine.snapshot(2)
+		for i := range s.Ranks {
+			s.Ranks[i].SnapshotTime = frozen
+		}
+		return s, nil
+	})
+	sub := h.register("r", 1000, 60000)
+	report(t, sub)
+	h.fires.next(t)
+	for _, at := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second} {
+		h.advanceTo(at)
+		if r := report(t, sub); r.Status != domain.StatusHealthy {
+			t.Fatalf("at %v: %v (%s); an age equal to stale_after is healthy", at, r.Status, r.LastError)
+		}
+		h.fires.next(t)
+	}
+	h.advanceTo(4 * time.Second)
+	if r := report(t, sub); r.Status != domain.StatusStale || r.LastError != "load snapshot stale by 4000 ms" || len(r.Ranks) != 2 {
+		t.Fatalf("%v %q", r.Status, r.LastError)
+	}
+}
+
+func TestSlowReaderNeverDelaysOthers(t *testing.T) {
+	h := newHarness(t, nil)
+	slow := h.register("slow", 100, 60000) // never reads
+	fast := h.register("fast", 100, 60000)
+	report(t, fast)
+	h.fires.next(t)
+	for i := 1; i <= 5; i++ {
+		h.advanceTo(time.Duration(i) * 100 * ms)
+		f := h.fires.next(t)
+		if r := report(t, fast); r.SequenceID != f.Report.SequenceID {
+			t.Fatal("fast router fell behind")
+		}
+	}
+	if r := report(t, slow); r.SequenceID != 6 || slow.Dropped() != 5 {
+		t.Fatalf("slow router holds %d, dropped %d; want the latest (6) and 5 dropped", r.SequenceID, slow.Dropped())
+	}
+	noReport(t, slow)
+}
+
+func TestLearnsRankSetFromFirstValidSnapshot(t *testing.T) {
+	var h *harness
+	h = newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+		if n >= 2 {
+			return h.engine.snapshot(3), nil
+		}
+		return h.engine.snapshot(4), nil
+	})
+	sub := h.register("r", 100, 5000)
+	report(t, sub)
+	h.fires.next(t)
+	if got := h.reporter.ExpectedRanks(); !got.Equal(domain.RankRange(4)) {
+		t.Fatalf("learned %v", got)
+	}
+	h.advanceTo(100 * ms)
+	if r := report(t, sub); r.Status != domain.StatusUnreachable || r.LastError != "rank set changed: missing [3]" {
+		t.Fatalf("%v %q", r.Status, r.LastError)
+	}
+	h.fires.next(t)
+	pulls := h.engine.count()
+	h.reporter.SetExpectedRanks(domain.RankRange(3)) // an explicit topology update
+	if h.engine.count() != pulls {
+		t.Fatal("a topology update caused a pull")
+	}
+	h.advanceTo(200 * ms)
+	if r := report(t, sub); r.Status != domain.StatusHealthy {
+		t.Fatalf("%v %q", r.Status, r.LastError)
+	}
+}
+
+func TestShutdownEndsEverySession(t *testing.T) {
+	h := newHarness(t, nil)
+	a, b := h.register("a", 100, 5000), h.register("b", 1000, 5000)
+	h.reporter.Shutdown()
+	h.reporter.Shutdown() // idempotent
+	for _, s := range []*Subscription{a, b} {
+		if code := ended(t, s); code != domain.CodeShuttingDown {
+			t.Fatalf("%s ended with %q", s.RouterID(), code)
+		}
+	}
+	if _, _, err := h.reporter.Register("c", 100, 5000); domain.ErrorCode(err) != domain.CodeShuttingDown {
+		t.Fatalf("register after shutdown: %v", err)
+	}
+}
+
+func TestMaxSessionsThroughTheReporter(t *testing.T) {
+	l := session.DefaultLimits()
+	l.MaxSessions = 1
+	h := newHarness(t, nil, withLimits(l))
+	h.register("a", 100, 5000)
+	if _, _, err := h.reporter.Register("b", 100, 5000); domain.ErrorCode(err) != domain.CodeResourceExhausted {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	if _, err := New(Options{}); err == nil {
+		t.Fatal("accepted no source and no clock")
+	}
+	h := newHarness(t, nil)
+	if _, err := New(Options{Source: h.engine, Clock: h.clock, PullBudget: -1}); err == nil {
+		t.Fatal("accepted a negative budget")
+	}
+}

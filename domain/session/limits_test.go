@@ -1,0 +1,99 @@
+package session
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loadreporter/loadreporter/domain"
+)
+
+func TestRegisterValidation(t *testing.T) {
+	l := DefaultLimits()
+	cases := []struct {
+		name               string
+		id                 string
+		interval, lease    int64
+		wantErr            string
+		wantIvl, wantLease time.Duration
+	}{
+		{"ok", "r1", 100, 5000, "", 100 * time.Millisecond, 5 * time.Second},
+		{"blank id", "  \t", 100, 5000, "router_id must not be blank", 0, 0},
+		{"empty id", "", 100, 5000, "router_id must not be blank", 0, 0},
+		{"id of 256 bytes", strings.Repeat("x", 256), 100, 5000, "", 100 * time.Millisecond, 5 * time.Second},
+		{"id of 257 bytes", strings.Repeat("x", 257), 100, 5000, "router_id is 257 bytes, at most 256", 0, 0},
+		{"interval at min", "r", 10, 5000, "", 10 * time.Millisecond, 5 * time.Second},
+		{"interval below min", "r", 9, 5000, "report_interval_ms 9 is outside the allowed range [10, 60000]", 0, 0},
+		{"interval at max", "r", 60000, 5000, "", time.Minute, 5 * time.Second},
+		{"interval above max", "r", 60001, 5000, "report_interval_ms 60001 is outside the allowed range [10, 60000]", 0, 0},
+		{"interval zero", "r", 0, 5000, "report_interval_ms 0", 0, 0},
+		{"interval huge", "r", 1 << 62, 5000, "outside the allowed range", 0, 0},
+		{"lease zero", "r", 100, 0, "lease_ttl_ms must be > 0", 0, 0},
+		{"lease negative", "r", 100, -5, "lease_ttl_ms must be > 0", 0, 0},
+		{"lease clamped up", "r", 100, 1, "", 100 * time.Millisecond, time.Second},
+		{"lease clamped down", "r", 100, 1 << 62, "", 100 * time.Millisecond, 10 * time.Minute},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := l.Register(c.id, c.interval, c.lease)
+			if c.wantErr != "" {
+				if domain.ErrorCode(err) != domain.CodeInvalidArgument || !strings.Contains(domain.ErrorMessage(err), c.wantErr) {
+					t.Fatalf("err = %v, want INVALID_ARGUMENT containing %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Interval != c.wantIvl || cfg.Lease != c.wantLease {
+				t.Fatalf("cfg = %+v, want interval %v lease %v", cfg, c.wantIvl, c.wantLease)
+			}
+		})
+	}
+}
+
+func TestRenewAfter(t *testing.T) {
+	if got := (Config{Lease: 3 * time.Second}).RenewAfter(); got != time.Second {
+		t.Fatalf("renew after %v", got)
+	}
+	if got := (Config{Lease: 2 * time.Millisecond}).RenewAfter(); got != time.Millisecond {
+		t.Fatalf("renew after must be at least 1ms, got %v", got)
+	}
+}
+
+func TestUpdateIsAllOrNothing(t *testing.T) {
+	l := DefaultLimits()
+	cur := Config{Interval: time.Second, Lease: 5 * time.Second}
+	ivl, badLease := int64(200), int64(-1)
+	got, err := l.Update(cur, &ivl, &badLease)
+	if domain.ErrorCode(err) != domain.CodeInvalidArgument || got != cur {
+		t.Fatalf("got %+v, %v; want the current config and INVALID_ARGUMENT", got, err)
+	}
+	badIvl, lease := int64(5), int64(2000)
+	if got, err = l.Update(cur, &badIvl, &lease); err == nil || got != cur {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	if got, err = l.Update(cur, nil, &lease); err != nil || got != (Config{Interval: time.Second, Lease: 2 * time.Second}) {
+		t.Fatalf("lease only: %+v, %v", got, err)
+	}
+	if got, err = l.Update(cur, &ivl, nil); err != nil || got != (Config{Interval: 200 * time.Millisecond, Lease: 5 * time.Second}) {
+		t.Fatalf("interval only: %+v, %v", got, err)
+	}
+}
+
+func TestLimitsValidate(t *testing.T) {
+	bad := []Limits{
+		{MinInterval: 0, MaxInterval: time.Second, MinLease: time.Second, MaxLease: time.Minute, MaxSessions: 1},
+		{MinInterval: time.Second, MaxInterval: time.Millisecond, MinLease: time.Second, MaxLease: time.Minute, MaxSessions: 1},
+		{MinInterval: time.Millisecond, MaxInterval: time.Second, MinLease: time.Minute, MaxLease: time.Second, MaxSessions: 1},
+		{MinInterval: time.Millisecond, MaxInterval: time.Second, MinLease: time.Second, MaxLease: time.Minute, MaxSessions: 0},
+	}
+	for i, l := range bad {
+		if l.Validate() == nil {
+			t.Errorf("case %d: %+v accepted", i, l)
+		}
+	}
+	if err := DefaultLimits().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,172 @@
+package session
+
+import (
+	"testing"
+	"time"
+
+	"github.com/loadreporter/loadreporter/domain"
+)
+
+func monitor(name string, ivl, lease time.Duration) Options {
+	return Options{Kind: KindMonitor, Name: name, Config: Config{Interval: ivl, Lease: lease}}
+}
+
+func mustAdd(t *testing.T, tb *Table, o Options, now time.Time) *Session {
+	t.Helper()
+	s, _, err := tb.Add(o, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func report(seq uint64) *domain.Report { return &domain.Report{SequenceID: seq} }
+
+func TestReplacementNeverRemovesTheReplacement(t *testing.T) {
+	tb := NewTable(DefaultLimits(), Anchored, epoch)
+	old := mustAdd(t, tb, monitor("r1", time.Second, 5*time.Second), ms(0))
+	neu, replaced, err := tb.Add(monitor("r1", time.Second, 5*time.Second), ms(10))
+	if err != nil || replaced != old {
+		t.Fatalf("replaced = %v, err %v", replaced, err)
+	}
+	if domain.ErrorCode(old.Outbox().Err()) != domain.CodeReplaced {
+		t.Fatalf("old session ended with %v, want REPLACED", old.Outbox().Err())
+	}
+	if tb.Remove(old, nil) {
+		t.Fatal("removing the replaced session succeeded")
+	}
+	if !tb.Live(neu) || tb.Count(KindMonitor) != 1 {
+		t.Fatal("the old session's cleanup removed its replacement")
+	}
+	other := mustAdd(t, tb, monitor("r2", time.Second, 5*time.Second), ms(20))
+	if !tb.Live(other) || tb.Count(KindMonitor) != 2 {
+		t.Fatal("different router_ids must coexist")
+	}
+}
+
+func TestMaxSessions(t *testing.T) {
+	l := DefaultLimits()
+	l.MaxSessions = 2
+	tb := NewTable(l, Aligned, epoch)
+	mustAdd(t, tb, monitor("a", time.Second, 5*time.Second), ms(0))
+	mustAdd(t, tb, Options{Kind: KindHistory, Config: Config{Interval: time.Second}, NoLease: true}, ms(0))
+	mustAdd(t, tb, Options{Kind: KindWatch, Config: Config{Interval: time.Second}, NoLease: true}, ms(0))
+	_, _, err := tb.Add(monitor("c", time.Second, 5*time.Second), ms(0))
+	if domain.ErrorCode(err) != domain.CodeResourceExhausted {
+		t.Fatalf("err = %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if _, _, err := tb.Add(monitor("a", time.Second, 5*time.Second), ms(1)); err != nil {
+		t.Fatalf("replacing at the limit must work: %v", err)
+	}
+}
+
+func TestKeepAliveNeverMovesDeadline(t *testing.T) {
+	tb := NewTable(DefaultLimits(), Anchored, epoch)
+	s := mustAdd(t, tb, monitor("r", 100*time.Millisecond, time.Second), ms(0))
+	tb.Deliver(report(1), ms(0))
+	before := s.Next()
+	tb.KeepAlive(s, ms(950))
+	if !s.Next().Equal(before) {
+		t.Fatalf("deadline moved from %v to %v", before, s.Next())
+	}
+	if got := tb.ExpireLeases(ms(1000)); len(got) != 0 {
+		t.Fatal("lease expired despite keep-alive")
+	}
+	if got := tb.ExpireLeases(ms(1950)); len(got) != 1 || domain.ErrorCode(s.Outbox().Err()) != domain.CodeLeaseExpired {
+		t.Fatalf("expired %d, err %v", len(got), s.Outbox().Err())
+	}
+}
+
+func TestNextWakeIncludesLease(t *testing.T) {
+	tb := NewTable(DefaultLimits(), Anchored, epoch)
+	if _, ok := tb.NextWake(); ok {
+		t.Fatal("empty table has a wake time")
+	}
+	s := mustAdd(t, tb, monitor("r", 30*time.Second, time.Second), ms(0))
+	tb.Deliver(report(1), ms(0))
+	if w, _ := tb.NextWake(); !w.Equal(ms(1000)) || !s.Next().Equal(ms(30000)) {
+		t.Fatalf("wake %v, want the lease expiry at 1s", w.Sub(epoch))
+	}
+}
+
+func TestDeliverSlowerSessionOnlyAtItsDeadlines(t *testing.T) {
+	tb := NewTable(DefaultLimits(), Aligned, epoch)
+	fast := mustAdd(t, tb, monitor("fast", 100*time.Millisecond, time.Minute), ms(0))
+	slow := mustAdd(t, tb, monitor("slow", 300*time.Millisecond, time.Minute), ms(0))
+	tb.Deliver(report(1), ms(0))
+	<-fast.Outbox().Reports()
+	<-slow.Outbox().Reports()
+	got := map[string][]uint64{}
+	for i := 1; i <= 6; i++ {
+		now := ms(100 * i)
+		if !tb.AnyDue(now) {
+			t.Fatalf("nothing due at %dms", 100*i)
+		}
+		tb.Deliver(report(uint64(i+1)), now)
+		for _, s := range []*Session{fast, slow} {
+			select {
+			case r := <-s.Outbox().Reports():
+				got[s.RouterID()] = append(got[s.RouterID()], r.SequenceID)
+			default:
+			}
+		}
+	}
+	if len(got["fast"]) != 6 {
+		t.Fatalf("fast got %v", got["fast"])
+	}
+	// slow: first at 0 → grid 300 (≥ 150), then 600.
+	if want := []uint64{4, 7}; len(got["slow"]) != 2 || got["slow"][0] != want[0] || got["slow"][1] != want[1] {
+		t.Fatalf("slow got %v, want %v", got["slow"], want)
+	}
+}
+
+func TestOneShotEndsAfterFirstReport(t *testing.T) {
+	tb := NewTable(DefaultLimits(), Aligned, epoch)
+	s := mustAdd(t, tb, Options{Kind: KindPoll, Config: Config{Interval: time.Second}, NoLease: true, OneShot: true}, ms(0))
+	d, _ := tb.Deliver(report(1), ms(5))
+	if d[KindPoll] != 1 || tb.Live(s) || (<-s.Outbox().Reports()).SequenceID != 1 {
+		t.Fatal("one-shot session not served once and removed")
+	}
+	select {
+	case <-s.Outbox().Done():
+		if s.Outbox().Err() != nil {
+			t.Fatalf("one-shot ended with %v", s.Outbox().Err())
+		}
+	default:
+		t.Fatal("one-shot not ended")
+	}
+}
+
+func TestOutboxLatestWins(t *testing.T) {
+	o := NewOutbox()
+	if o.Offer(report(1)) {
+		t.Fatal("first offer dropped something")
+	}
+	if !o.Offer(report(2)) || !o.Offer(report(3)) {
+		t.Fatal("unread reports must be replaced")
+	}
+	if r := <-o.Reports(); r.SequenceID != 3 || o.Dropped() != 2 {
+		t.Fatalf("got %d, dropped %d", r.SequenceID, o.Dropped())
+	}
+	select {
+	case r := <-o.Reports():
+		t.Fatalf("outbox held more than one report: %d", r.SequenceID)
+	default:
+	}
+}
+
+func TestUpdateMovesDeadline(t *testing.T) {
+	for _, sch := range []Schedule{Anchored, Aligned} {
+		tb := NewTable(DefaultLimits(), sch, epoch)
+		s := mustAdd(t, tb, monitor("r", time.Second, 5*time.Second), ms(0))
+		tb.Deliver(report(1), ms(0))
+		tb.Update(s, Config{Interval: 200 * time.Millisecond, Lease: 2 * time.Second}, ms(1010))
+		want := map[Schedule]time.Time{Anchored: ms(1210), Aligned: ms(1200)}[sch]
+		if !s.Next().Equal(want) {
+			t.Fatalf("%v: next %v, want %v", sch, s.Next().Sub(epoch), want.Sub(epoch))
+		}
+		if len(tb.ExpireLeases(ms(3009))) != 0 || len(tb.ExpireLeases(ms(3010))) != 1 {
+			t.Fatalf("%v: lease not re-anchored at the update", sch)
+		}
+	}
+}
