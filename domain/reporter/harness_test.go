@@ -25,6 +25,7 @@ type engine struct {
 	mu     sync.Mutex
 	pulls  int
 	script func(ctx context.Context, n int) (domain.Snapshot, error)
+	hold   chan struct{} // when set, the first pull waits for it to close
 }
 
 func (e *engine) Pull(ctx context.Context) (domain.Snapshot, error) {
@@ -32,6 +33,13 @@ func (e *engine) Pull(ctx context.Context) (domain.Snapshot, error) {
 	e.pulls++
 	n := e.pulls
 	e.mu.Unlock()
+	if n == 1 && e.hold != nil {
+		select {
+		case <-e.hold:
+		case <-ctx.Done():
+			return domain.Snapshot{}, ctx.Err()
+		}
+	}
 	if e.script != nil {
 		return e.script(ctx, n)
 	}
@@ -149,6 +157,20 @@ func (h *harness) expectWake(want time.Duration) {
 			h.t.Fatalf("next wake %v (armed: %v), want %v", at.Sub(t0), ok, want)
 		}
 	}
+}
+
+// registerTogether registers routers so that all of them share the first
+// pull: the first pull is held until the last one registered.
+func (h *harness) registerTogether(ids []string, intervalsMs []int64, leaseMs int64) []*Subscription {
+	h.t.Helper()
+	h.engine.hold = make(chan struct{})
+	subs := []*Subscription{h.register(ids[0], intervalsMs[0], leaseMs)}
+	h.waitIdle() // the first pull is running
+	for i := 1; i < len(ids); i++ {
+		subs = append(subs, h.register(ids[i], intervalsMs[i], leaseMs))
+	}
+	close(h.engine.hold)
+	return subs
 }
 
 func recv[T any](t *testing.T, ch <-chan T) T {

@@ -116,8 +116,8 @@ func btoi(b bool) int {
 
 func TestSlowerSessionOnlyAtItsDeadlines(t *testing.T) {
 	h := newHarness(t, nil, withSchedule(session.Anchored))
-	fast := h.register("fast", 100, 60000)
-	slow := h.register("slow", 300, 60000)
+	subs := h.registerTogether([]string{"fast", "slow"}, []int64{100, 300}, 60000)
+	fast, slow := subs[0], subs[1]
 	f := h.fires.next(t)
 	if f.Delivered["monitor"] != 2 {
 		t.Fatalf("registered together, first fire served %d", f.Delivered["monitor"])
@@ -169,7 +169,7 @@ func TestSequenceSharedWithinAFireAndIncreasingAcross(t *testing.T) {
 		}
 		return domain.Snapshot{Ranks: []domain.RankLoad{{DPRank: 0, MaxTotalNumTokens: 1, MaxRunningRequests: 1}}}, nil
 	})
-	subs := []*Subscription{h.register("a", 100, 5000), h.register("b", 100, 5000), h.register("c", 100, 5000)}
+	subs := h.registerTogether([]string{"a", "b", "c"}, []int64{100, 100, 100}, 5000)
 	var last uint64
 	for step := range 3 {
 		if step > 0 {
@@ -418,8 +418,8 @@ func TestStaleThroughTheLoop(t *testing.T) {
 
 func TestSlowReaderNeverDelaysOthers(t *testing.T) {
 	h := newHarness(t, nil)
-	slow := h.register("slow", 100, 60000) // never reads
-	fast := h.register("fast", 100, 60000)
+	subs := h.registerTogether([]string{"slow", "fast"}, []int64{100, 100}, 60000)
+	slow, fast := subs[0], subs[1] // slow never reads
 	report(t, fast)
 	h.fires.next(t)
 	for i := 1; i <= 5; i++ {
