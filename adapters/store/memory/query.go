@@ -1,0 +1,337 @@
+package memory
+
+import (
+	"cmp"
+	"context"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/ports"
+)
+
+// Reports returns one page of reports. See ports.HistoryQuery.
+func (s *Store) Reports(ctx context.Context, q ports.ReportsQuery) (ports.ReportsPage, error) {
+	if err := q.Validate(); err != nil {
+		return ports.ReportsPage{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return ports.ReportsPage{}, err
+	}
+	after, hasAfter, _ := q.After()
+	size := q.PageSize()
+	workers, statuses, ranks := set(q.Workers), set(q.Statuses), set(q.Ranks)
+
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	in := s.window(q.Window)
+	var out []*domain.Report
+	take := func(r *domain.Report) bool {
+		if len(workers) > 0 && !workers[r.Worker.Addr] || len(statuses) > 0 && !statuses[r.Status] {
+			return true
+		}
+		out = append(out, r)
+		return len(out) <= size
+	}
+	if q.Descending {
+		i := len(in)
+		if hasAfter {
+			i = sort.Search(len(in), func(i int) bool { return ports.KeyOf(in[i]).Compare(after) >= 0 })
+		}
+		for i--; i >= 0 && take(in[i]); i-- {
+		}
+	} else {
+		i := 0
+		if hasAfter {
+			i = sort.Search(len(in), func(i int) bool { return ports.KeyOf(in[i]).Compare(after) > 0 })
+		}
+		for ; i < len(in) && take(in[i]); i++ {
+		}
+	}
+	var page ports.ReportsPage
+	if len(out) > size {
+		out = out[:size]
+		page.NextCursor = ports.KeyOf(out[size-1]).Cursor(q.Descending)
+	}
+	for i, r := range out {
+		out[i] = clone(r, ranks)
+	}
+	page.Reports = out
+	return page, nil
+}
+
+// clone copies r for a caller, keeping only the ranks in keep (all when
+// keep is empty).
+func clone(r *domain.Report, keep map[int64]bool) *domain.Report {
+	c := *r
+	c.Ranks = nil
+	for _, k := range r.Ranks {
+		if len(keep) == 0 || keep[k.DPRank] {
+			c.Ranks = append(c.Ranks, k)
+		}
+	}
+	return &c
+}
+
+func set[T comparable](vs []T) map[T]bool {
+	m := make(map[T]bool, len(vs))
+	for _, v := range vs {
+		m[v] = true
+	}
+	return m
+}
+
+// runs finds, per worker, the maximal runs of consecutive reports for which
+// in returns true, calling emit for each (end is nil while ongoing).
+func runs(reports []*domain.Report, workers map[string]bool, in func(*domain.Report) bool,
+	emit func(run []*domain.Report, end *domain.Report)) {
+	open := map[string][]*domain.Report{}
+	var order []string // workers with an open run, in the order runs opened
+	for _, r := range reports {
+		w := r.Worker.Addr
+		if len(workers) > 0 && !workers[w] {
+			continue
+		}
+		if in(r) {
+			if open[w] == nil {
+				order = append(order, w)
+			}
+			open[w] = append(open[w], r)
+			continue
+		}
+		if run := open[w]; run != nil {
+			emit(run, r)
+			delete(open, w)
+		}
+	}
+	for _, w := range order {
+		if run := open[w]; run != nil {
+			emit(run, nil)
+			delete(open, w)
+		}
+	}
+}
+
+// Outages returns the maximal runs of non-HEALTHY reports. See
+// ports.HistoryQuery.
+func (s *Store) Outages(ctx context.Context, q ports.OutagesQuery) (ports.OutagesResult, error) {
+	if err := q.Validate(); err != nil {
+		return ports.OutagesResult{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return ports.OutagesResult{}, err
+	}
+	var res ports.OutagesResult
+	s.mu.RLock()
+	runs(s.window(q.Window), set(q.Workers), func(r *domain.Report) bool { return r.Status != domain.StatusHealthy },
+		func(run []*domain.Report, end *domain.Report) {
+			o := ports.Outage{
+				WorkerAddr: run[0].Worker.Addr,
+				Start:      run[0].ReportTime,
+				LastSeen:   run[len(run)-1].ReportTime,
+				Reports:    int64(len(run)),
+			}
+			seen := map[domain.Status]bool{}
+			for _, r := range run {
+				if !seen[r.Status] {
+					seen[r.Status] = true
+					o.Statuses = append(o.Statuses, r.Status)
+				}
+				if r.LastError != "" {
+					o.LastError = r.LastError
+				}
+			}
+			slices.Sort(o.Statuses)
+			if end != nil {
+				o.End = end.ReportTime
+				o.Duration = o.End.Sub(o.Start)
+			} else {
+				o.Ongoing = true
+				o.Duration = o.LastSeen.Sub(o.Start)
+			}
+			res.Outages = append(res.Outages, o)
+		})
+	s.mu.RUnlock()
+	slices.SortStableFunc(res.Outages, func(a, b ports.Outage) int {
+		return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.WorkerAddr, b.WorkerAddr))
+	})
+	res.Outages, res.Truncated = truncate(res.Outages, q.MaxResults())
+	return res, nil
+}
+
+func truncate[T any](s []T, n int) ([]T, bool) {
+	if len(s) > n {
+		return s[:n], true
+	}
+	return s, false
+}
+
+// RankStats returns per-rank statistics. See ports.HistoryQuery.
+func (s *Store) RankStats(ctx context.Context, q ports.RankStatsQuery) (ports.RankStatsResult, error) {
+	if err := q.Validate(); err != nil {
+		return ports.RankStatsResult{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return ports.RankStatsResult{}, err
+	}
+	type key struct {
+		worker string
+		rank   int64
+	}
+	type acc struct {
+		usage      []float64
+		sum, gen   float64
+		maxUsage   float64
+		maxWaiting int64
+	}
+	workers, ranks := set(q.Workers), set(q.Ranks)
+	accs := map[key]*acc{}
+	s.mu.RLock()
+	for _, r := range s.window(q.Window) {
+		if len(workers) > 0 && !workers[r.Worker.Addr] {
+			continue
+		}
+		for _, k := range r.Ranks {
+			if len(ranks) > 0 && !ranks[k.DPRank] {
+				continue
+			}
+			kk := key{r.Worker.Addr, k.DPRank}
+			a := accs[kk]
+			if a == nil {
+				a = &acc{maxUsage: math.Inf(-1), maxWaiting: math.MinInt64}
+				accs[kk] = a
+			}
+			a.usage = append(a.usage, k.TokenUsage)
+			a.sum += k.TokenUsage
+			a.gen += k.GenThroughput
+			a.maxUsage = max(a.maxUsage, k.TokenUsage)
+			a.maxWaiting = max(a.maxWaiting, k.NumWaitingReqs)
+		}
+	}
+	s.mu.RUnlock()
+	var res ports.RankStatsResult
+	for k, a := range accs {
+		n := float64(len(a.usage))
+		res.Stats = append(res.Stats, ports.RankStat{
+			WorkerAddr: k.worker, DPRank: k.rank, Reports: int64(len(a.usage)),
+			AvgTokenUsage: a.sum / n, MaxTokenUsage: a.maxUsage, P95TokenUsage: percentile(a.usage, 0.95),
+			MaxWaitingReqs: a.maxWaiting, MeanGenThroughput: a.gen / n,
+		})
+	}
+	slices.SortFunc(res.Stats, func(a, b ports.RankStat) int {
+		return cmp.Or(cmp.Compare(a.WorkerAddr, b.WorkerAddr), cmp.Compare(a.DPRank, b.DPRank))
+	})
+	res.Stats, res.Truncated = truncate(res.Stats, q.MaxResults())
+	return res, nil
+}
+
+// percentile is PostgreSQL's percentile_cont: linear interpolation between
+// the two values around position p·(n−1) of the sorted values.
+func percentile(v []float64, p float64) float64 {
+	slices.Sort(v)
+	pos := p * float64(len(v)-1)
+	lo := int(math.Floor(pos))
+	if lo+1 >= len(v) {
+		return v[len(v)-1]
+	}
+	frac := pos - float64(lo)
+	return v[lo] + frac*(v[lo+1]-v[lo])
+}
+
+// Gaps returns recording gaps and restarts. See ports.HistoryQuery.
+func (s *Store) Gaps(ctx context.Context, q ports.GapsQuery) (ports.GapsResult, error) {
+	if err := q.Validate(); err != nil {
+		return ports.GapsResult{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return ports.GapsResult{}, err
+	}
+	workers := set(q.Workers)
+	threshold := 2 * q.Interval
+	prev := map[string]*domain.Report{}
+	var res ports.GapsResult
+	s.mu.RLock()
+	for _, r := range s.window(q.Window) {
+		w := r.Worker.Addr
+		if len(workers) > 0 && !workers[w] {
+			continue
+		}
+		if p := prev[w]; p != nil {
+			if d := r.ReportTime.Sub(p.ReportTime); d > threshold {
+				res.Gaps = append(res.Gaps, ports.Gap{WorkerAddr: w, Start: p.ReportTime, End: r.ReportTime, Duration: d})
+			}
+			if p.SourceInstanceID != r.SourceInstanceID {
+				res.Restarts = append(res.Restarts, ports.Restart{
+					WorkerAddr: w, SourceInstanceID: r.SourceInstanceID, FirstTime: r.ReportTime,
+					PreviousSourceInstanceID: p.SourceInstanceID, PreviousLastTime: p.ReportTime,
+				})
+			}
+		}
+		prev[w] = r
+	}
+	s.mu.RUnlock()
+	slices.SortStableFunc(res.Gaps, func(a, b ports.Gap) int {
+		return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.WorkerAddr, b.WorkerAddr))
+	})
+	var t1, t2 bool
+	res.Gaps, t1 = truncate(res.Gaps, q.MaxResults())
+	res.Restarts, t2 = truncate(res.Restarts, q.MaxResults())
+	res.Truncated = t1 || t2
+	return res, nil
+}
+
+// spread is max − min token_usage across r's ranks (0 without ranks).
+func spread(r *domain.Report) float64 {
+	if len(r.Ranks) == 0 {
+		return 0
+	}
+	lo, hi := r.Ranks[0].TokenUsage, r.Ranks[0].TokenUsage
+	for _, k := range r.Ranks[1:] {
+		lo, hi = min(lo, k.TokenUsage), max(hi, k.TokenUsage)
+	}
+	return hi - lo
+}
+
+// Imbalance returns runs of reports whose token_usage spread exceeds the
+// threshold. See ports.HistoryQuery.
+func (s *Store) Imbalance(ctx context.Context, q ports.ImbalanceQuery) (ports.ImbalanceResult, error) {
+	if err := q.Validate(); err != nil {
+		return ports.ImbalanceResult{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return ports.ImbalanceResult{}, err
+	}
+	var res ports.ImbalanceResult
+	s.mu.RLock()
+	runs(s.window(q.Window), set(q.Workers), func(r *domain.Report) bool { return spread(r) > q.Threshold },
+		func(run []*domain.Report, end *domain.Report) {
+			sp := ports.Imbalance{
+				WorkerAddr: run[0].Worker.Addr,
+				Start:      run[0].ReportTime,
+				LastSeen:   run[len(run)-1].ReportTime,
+				Reports:    int64(len(run)),
+				PeakSpread: math.Inf(-1),
+			}
+			for _, r := range run {
+				if v := spread(r); v > sp.PeakSpread {
+					sp.PeakSpread, sp.PeakTime = v, r.ReportTime
+				}
+			}
+			if end != nil {
+				sp.End = end.ReportTime
+				sp.Duration = sp.End.Sub(sp.Start)
+			} else {
+				sp.Ongoing = true
+				sp.Duration = sp.LastSeen.Sub(sp.Start)
+			}
+			res.Spans = append(res.Spans, sp)
+		})
+	s.mu.RUnlock()
+	slices.SortStableFunc(res.Spans, func(a, b ports.Imbalance) int {
+		return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.WorkerAddr, b.WorkerAddr))
+	})
+	res.Spans, res.Truncated = truncate(res.Spans, q.MaxResults())
+	return res, nil
+}
+

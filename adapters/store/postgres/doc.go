@@ -1,0 +1,18 @@
+// Package postgres keeps report history in PostgreSQL through pgx and
+// answers the audit queries in SQL (SPEC §5). It implements
+// ports.HistoryStore and ports.HistoryQuery and applies the embedded
+// migrations of package migrations.
+//
+// Reports go to two tables range-partitioned by report_time into UTC days;
+// the store creates the partitions a batch needs before writing it, and
+// retention drops whole partitions. Appends are multi-row INSERT … SELECT
+// FROM unnest(…) ON CONFLICT DO NOTHING in one transaction, so a retried
+// batch never duplicates a report. Audit queries are computed by the
+// database (window functions, percentile_cont) and every value from a query
+// is a bind parameter; the only text the store builds into SQL is partition
+// names and bounds, made from a date it formats itself.
+//
+// It must not know about the fire loop, transports or the recorder that
+// calls it, and it must not decide policy (retention period, history
+// interval): callers pass those in.
+package postgres

@@ -1,0 +1,64 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/loadreporter/loadreporter/domain"
+)
+
+// storeError carries a domain code for callers and the driver's error for
+// logs.
+type storeError struct {
+	de    *domain.Error
+	cause error
+}
+
+func (e *storeError) Error() string   { return e.de.Error() + ": " + e.cause.Error() }
+func (e *storeError) Unwrap() []error { return []error{e.de, e.cause} }
+
+// wrapErr classifies a database error: the database could not be reached
+// or refused for now (CodeUnavailable, worth a retry), the caller gave up
+// (its context error, unchanged), or anything else (CodeInternal).
+func wrapErr(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var de *domain.Error
+	if errors.As(err, &de) {
+		return err
+	}
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)) {
+		return &storeError{de: domain.Errorf(domain.CodeUnavailable, "history database: %s: %v", op, ctx.Err()), cause: err}
+	}
+	if unavailable(err) {
+		return &storeError{de: domain.Errorf(domain.CodeUnavailable, "history database unavailable (%s)", op), cause: err}
+	}
+	return &storeError{de: domain.Errorf(domain.CodeInternal, "history database: %s failed", op), cause: err}
+}
+
+func unavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		code := pgErr.Code
+		switch {
+		case strings.HasPrefix(code, "08"), // connection exception
+			strings.HasPrefix(code, "53"),                     // insufficient resources
+			code == "57P01", code == "57P02", code == "57P03", // shutting down, cannot connect now
+			code == "40001", code == "40P01", // serialization failure, deadlock
+			code == "55P03": // lock not available (lock_timeout)
+			return true
+		}
+		return false
+	}
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connErr) || errors.As(err, &netErr) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, errPoolClosed) ||
+		pgconn.SafeToRetry(err) || pgconn.Timeout(err)
+}
