@@ -547,3 +547,34 @@ func effectiveLimit(limit, def int) int {
 	}
 	return limit
 }
+
+// RecorderObserver learns what the history recorder does (metrics, logs,
+// tests). Calls come from the recorder's writer goroutine, except Dropped,
+// which may also come from whoever calls Record (the fire loop): return
+// quickly and never call back into the recorder.
+type RecorderObserver interface {
+	// Written says the store accepted a batch of n reports; lag is the age
+	// of its oldest report (time from Record to stored).
+	Written(n int, lag time.Duration)
+	// WriteFailed says an Append attempt failed. retryIn is the backoff
+	// before the same batch is tried again; 0 when it will not be (the store
+	// rejected it as invalid, or the recorder is giving up at Close).
+	WriteFailed(err error, retryIn time.Duration)
+	// Dropped says n reports were lost, and why.
+	Dropped(n int, reason DropReason)
+}
+
+// DropReason says why the recorder lost reports.
+type DropReason string
+
+// Drop reasons.
+const (
+	// DropBufferFull: the buffer was full (the store was slow or down), so
+	// the oldest report made room for a new one.
+	DropBufferFull DropReason = "buffer_full"
+	// DropRejected: the report (or its batch) was invalid for the store.
+	DropRejected DropReason = "rejected"
+	// DropClosed: the report came after Close, or was still unwritten when
+	// Close's deadline ended.
+	DropClosed DropReason = "closed"
+)

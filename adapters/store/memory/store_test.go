@@ -1,0 +1,120 @@
+package memory_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loadreporter/loadreporter/adapters/store/memory"
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/ports"
+	"github.com/loadreporter/loadreporter/ports/porttest"
+)
+
+func TestHistoryContract(t *testing.T) {
+	porttest.HistoryStore(t, func(t *testing.T) porttest.Store { return memory.New(memory.Options{}) })
+}
+
+func rep(seq int, at time.Time) *domain.Report {
+	return &domain.Report{
+		SourceInstanceID: "src", SequenceID: uint64(seq), ReportTime: at,
+		Worker: domain.Worker{Addr: "w"}, Status: domain.StatusHealthy,
+		Ranks: []domain.RankLoad{{DPRank: 0, TokenUsage: 0.5}},
+	}
+}
+
+func TestEvictsOldestFirst(t *testing.T) {
+	ctx := t.Context()
+	s := memory.New(memory.Options{Capacity: 5})
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var batch []*domain.Report
+	for i := range 8 {
+		batch = append(batch, rep(i+1, t0.Add(time.Duration(i)*time.Second)))
+	}
+	// Newest first, to show eviction follows report time, not arrival.
+	for i := len(batch) - 1; i >= 0; i-- {
+		if err := s.Append(ctx, batch[i:i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Len() != 5 || s.Evicted() != 3 {
+		t.Fatalf("Len, Evicted = %d, %d; want 5, 3", s.Len(), s.Evicted())
+	}
+	page, err := s.Reports(ctx, ports.ReportsQuery{Window: ports.Window{Since: t0, Until: t0.Add(time.Hour)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	for _, r := range page.Reports {
+		got = append(got, r.SequenceID)
+	}
+	if fmt.Sprint(got) != "[4 5 6 7 8]" {
+		t.Errorf("kept %v, want [4 5 6 7 8]", got)
+	}
+	// An evicted report may come back (its identity is forgotten); a kept
+	// one is still a duplicate.
+	if err := s.Append(ctx, []*domain.Report{batch[7]}); err != nil || s.Len() != 5 {
+		t.Errorf("re-append of a kept report: len %d, %v", s.Len(), err)
+	}
+}
+
+func TestDefaultCapacity(t *testing.T) {
+	s := memory.New(memory.Options{})
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	batch := make([]*domain.Report, 0, 1000)
+	for i := range memory.DefaultCapacity + 1000 {
+		batch = append(batch, rep(i+1, t0.Add(time.Duration(i)*time.Millisecond)))
+		if len(batch) == cap(batch) {
+			if err := s.Append(t.Context(), batch); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	if s.Len() != memory.DefaultCapacity || s.Evicted() != 1000 {
+		t.Errorf("Len, Evicted = %d, %d; want %d, 1000", s.Len(), s.Evicted(), memory.DefaultCapacity)
+	}
+}
+
+// Readers and writers at once, for the race detector.
+func TestConcurrentReadersAndWriters(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	s := memory.New(memory.Options{Capacity: 500})
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w := ports.Window{Since: t0, Until: t0.Add(time.Hour)}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 300 {
+				seq := g*1000 + i + 1
+				if err := s.Append(ctx, []*domain.Report{rep(seq, t0.Add(time.Duration(seq)*time.Millisecond))}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+		wg.Go(func() {
+			for range 50 {
+				if _, err := s.Reports(ctx, ports.ReportsQuery{Window: w}); err != nil {
+					t.Error(err)
+				}
+				if _, err := s.Outages(ctx, ports.OutagesQuery{Window: w}); err != nil {
+					t.Error(err)
+				}
+				if _, err := s.RankStats(ctx, ports.RankStatsQuery{Window: w}); err != nil {
+					t.Error(err)
+				}
+				if _, err := s.DeleteBefore(ctx, t0.Add(100*time.Millisecond), 10); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if s.Len() > 500 {
+		t.Errorf("Len %d beyond capacity 500", s.Len())
+	}
+}

@@ -1,0 +1,473 @@
+package recorder_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/loadreporter/loadreporter/adapters/clock/clocktest"
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/recorder"
+	"github.com/loadreporter/loadreporter/ports"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var t0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+
+// fakeStore is a HistoryStore made of a function.
+type fakeStore struct {
+	append func(ctx context.Context, rs []*domain.Report) error
+}
+
+func (f fakeStore) Append(ctx context.Context, rs []*domain.Report) error { return f.append(ctx, rs) }
+func (f fakeStore) DeleteBefore(context.Context, time.Time, int) (int64, error) {
+	return 0, nil
+}
+
+// observer forwards the recorder's events to channels.
+type observer struct {
+	written chan int
+	failed  chan failure
+	mu      sync.Mutex
+	dropped map[ports.DropReason]int
+}
+
+type failure struct {
+	err     error
+	retryIn time.Duration
+}
+
+func newObserver() *observer {
+	return &observer{written: make(chan int, 100), failed: make(chan failure, 100), dropped: map[ports.DropReason]int{}}
+}
+
+func (o *observer) Written(n int, _ time.Duration)          { o.written <- n }
+func (o *observer) WriteFailed(err error, in time.Duration) { o.failed <- failure{err, in} }
+func (o *observer) Dropped(n int, r ports.DropReason) {
+	o.mu.Lock()
+	o.dropped[r] += n
+	o.mu.Unlock()
+}
+
+func (o *observer) drops() map[ports.DropReason]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps(o.dropped)
+}
+
+func maps(m map[ports.DropReason]int) map[ports.DropReason]int {
+	out := map[ports.DropReason]int{}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func rep(seq int) *domain.Report {
+	return &domain.Report{
+		SourceInstanceID: "src", SequenceID: uint64(seq), ReportTime: t0.Add(time.Duration(seq) * time.Second),
+		Worker: domain.Worker{Addr: "w"}, Status: domain.StatusHealthy,
+	}
+}
+
+func seqs(rs []*domain.Report) []int {
+	out := make([]int, len(rs))
+	for i, r := range rs {
+		out[i] = int(r.SequenceID)
+	}
+	return out
+}
+
+func span(lo, hi int) []int {
+	var out []int
+	for i := lo; i <= hi; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func recv[T any](t *testing.T, ctx context.Context, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-ctx.Done():
+		t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		panic("unreachable")
+	}
+}
+
+func newRecorder(t *testing.T, o recorder.Options) *recorder.Recorder {
+	t.Helper()
+	r, err := recorder.New(o)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = r.Close(ctx)
+	})
+	return r
+}
+
+func checkBalance(t *testing.T, s recorder.Stats) {
+	t.Helper()
+	if s.Recorded != s.Written+s.Dropped+int64(s.Buffered) {
+		t.Errorf("recorded %d ≠ written %d + dropped %d + buffered %d", s.Recorded, s.Written, s.Dropped, s.Buffered)
+	}
+}
+
+// recordingStore returns a store that passes every batch to calls.
+func recordingStore(calls chan []int) fakeStore {
+	return fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
+		calls <- seqs(rs)
+		return nil
+	}}
+}
+
+func TestBatchesBySizeAndByDelay(t *testing.T) {
+	ctx := testCtx(t)
+	clk := clocktest.New(t0)
+	calls := make(chan []int, 10)
+	obs := newObserver()
+	r := newRecorder(t, recorder.Options{
+		Store: recordingStore(calls), Clock: clk, Observer: obs,
+		BatchSize: 3, MaxDelay: time.Second, BufferSize: 100,
+	})
+	for i := 1; i <= 3; i++ {
+		r.Record(rep(i))
+	}
+	if got := recv(t, ctx, calls, "a full batch"); !slices.Equal(got, []int{1, 2, 3}) {
+		t.Errorf("first batch %v, want [1 2 3]", got)
+	}
+	recv(t, ctx, obs.written, "written")
+
+	// Two reports: no batch until the oldest has waited MaxDelay.
+	r.Record(rep(4))
+	r.Record(rep(5))
+	if err := clk.WaitPending(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if at, _ := clk.Next(); !at.Equal(t0.Add(time.Second)) {
+		t.Errorf("writer waits until %s, want %s", at, t0.Add(time.Second))
+	}
+	select {
+	case got := <-calls:
+		t.Fatalf("batch %v written before its delay", got)
+	default:
+	}
+	clk.Advance(time.Second)
+	if got := recv(t, ctx, calls, "the delayed batch"); !slices.Equal(got, []int{4, 5}) {
+		t.Errorf("delayed batch %v, want [4 5]", got)
+	}
+	recv(t, ctx, obs.written, "written")
+	s := r.Stats()
+	if s.Written != 5 || s.Batches != 2 || s.Dropped != 0 || s.Buffered != 0 || s.Lag != 0 {
+		t.Errorf("stats %+v", s)
+	}
+	checkBalance(t, s)
+}
+
+func TestRecordNeverBlocksAndDropsOldest(t *testing.T) {
+	ctx := testCtx(t)
+	clk := clocktest.New(t0)
+	started := make(chan []int, 10)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var written []int
+	store := fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
+		started <- seqs(rs)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		mu.Lock()
+		written = append(written, seqs(rs)...)
+		mu.Unlock()
+		return nil
+	}}
+	obs := newObserver()
+	r := newRecorder(t, recorder.Options{
+		Store: store, Clock: clk, Observer: obs, BufferSize: 10, BatchSize: 4, MaxDelay: time.Hour,
+	})
+	for i := 1; i <= 4; i++ {
+		r.Record(rep(i))
+	}
+	if got := recv(t, ctx, started, "the first batch"); !slices.Equal(got, []int{1, 2, 3, 4}) {
+		t.Fatalf("first batch %v", got)
+	}
+	// The store hangs; Record must still return at once, every time.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 5; i <= 104; i++ {
+			r.Record(rep(i))
+		}
+	}()
+	recv(t, ctx, done, "100 Record calls while the store hangs")
+	s := r.Stats()
+	if s.Recorded != 104 || s.Dropped != 90 || s.Buffered != 14 || s.Written != 0 {
+		t.Errorf("stats while the store hangs: %+v; want 104 recorded, 90 dropped, 14 buffered", s)
+	}
+	checkBalance(t, s)
+	if d := obs.drops(); d[ports.DropBufferFull] != 90 || len(d) != 1 {
+		t.Errorf("observer saw drops %v, want 90 buffer_full", d)
+	}
+	// The store recovers; Close flushes the newest ten.
+	close(release)
+	if err := r.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	mu.Lock()
+	got := slices.Clone(written)
+	mu.Unlock()
+	want := append(span(1, 4), span(95, 104)...)
+	if !slices.Equal(got, want) {
+		t.Errorf("written %v, want %v (the in-flight batch, then the newest reports)", got, want)
+	}
+	s = r.Stats()
+	if s.Written != 14 || s.Dropped != 90 || s.Buffered != 0 {
+		t.Errorf("final stats %+v", s)
+	}
+	checkBalance(t, s)
+}
+
+func TestRetriesWithCappedBackoffAndCatchesUp(t *testing.T) {
+	ctx := testCtx(t)
+	clk := clocktest.New(t0)
+	var mu sync.Mutex
+	failuresLeft := 4
+	count := map[int]int{}
+	var batches [][]int
+	store := fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failuresLeft > 0 {
+			failuresLeft--
+			return domain.Errorf(domain.CodeUnavailable, "database down")
+		}
+		batches = append(batches, seqs(rs))
+		for _, s := range seqs(rs) {
+			count[s]++
+		}
+		return nil
+	}}
+	obs := newObserver()
+	r := newRecorder(t, recorder.Options{
+		Store: store, Clock: clk, Observer: obs, BufferSize: 100, BatchSize: 2, MaxDelay: time.Hour,
+		MinBackoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
+	})
+	r.Record(rep(1))
+	r.Record(rep(2))
+	for i, want := range []time.Duration{100, 200, 300, 300} {
+		f := recv(t, ctx, obs.failed, "a failed write")
+		if f.retryIn != want*time.Millisecond || domain.ErrorCode(f.err) != domain.CodeUnavailable {
+			t.Errorf("failure %d: retry in %s (%v), want %s", i+1, f.retryIn, f.err, want*time.Millisecond)
+		}
+		if i == 0 { // reports keep coming while the store is down
+			for s := 3; s <= 9; s++ {
+				r.Record(rep(s))
+			}
+		}
+		if err := clk.WaitPending(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if at, _ := clk.Next(); !at.Equal(clk.Now().Add(f.retryIn)) {
+			t.Errorf("failure %d: next attempt at %s, want now + %s", i+1, at.Sub(clk.Now()), f.retryIn)
+		}
+		s := r.Stats()
+		if !s.Failing || domain.ErrorCode(s.LastError) != domain.CodeUnavailable || s.Failures != int64(i+1) {
+			t.Errorf("stats after failure %d: %+v", i+1, s)
+		}
+		clk.Advance(f.retryIn)
+	}
+	// Back: the kept batch, then full batches without waiting.
+	for range 4 {
+		recv(t, ctx, obs.written, "a catch-up batch")
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := [][]int{{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9}}; fmt.Sprint(batches) != fmt.Sprint(want) {
+		t.Errorf("batches %v, want %v", batches, want)
+	}
+	for s := 1; s <= 9; s++ {
+		if count[s] != 1 {
+			t.Errorf("report %d written %d times", s, count[s])
+		}
+	}
+	s := r.Stats()
+	if s.Failing || s.Failures != 4 || s.LastError == nil || !s.LastErrorAt.Equal(t0.Add(600*time.Millisecond)) || s.Written != 9 || s.Dropped != 0 {
+		t.Errorf("final stats %+v", s)
+	}
+	checkBalance(t, s)
+}
+
+func TestWriteTimeoutUsesTheClock(t *testing.T) {
+	ctx := testCtx(t)
+	clk := clocktest.New(t0)
+	started := make(chan struct{}, 10)
+	var mu sync.Mutex
+	hang := true
+	store := fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
+		mu.Lock()
+		h := hang
+		hang = false
+		mu.Unlock()
+		started <- struct{}{}
+		if h {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}}
+	obs := newObserver()
+	r := newRecorder(t, recorder.Options{
+		Store: store, Clock: clk, Observer: obs, BatchSize: 1, WriteTimeout: 2 * time.Second,
+	})
+	r.Record(rep(1))
+	recv(t, ctx, started, "the hanging write")
+	if err := clk.WaitPending(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	if s := r.Stats(); s.Lag != time.Second || s.Buffered != 1 {
+		t.Errorf("lag %s, buffered %d during the write; want 1s, 1", s.Lag, s.Buffered)
+	}
+	clk.Advance(time.Second)
+	f := recv(t, ctx, obs.failed, "the timed-out write")
+	if domain.ErrorCode(f.err) != domain.CodeUnavailable || !strings.Contains(f.err.Error(), "timed out") {
+		t.Errorf("timeout error %v", f.err)
+	}
+	if err := clk.WaitPending(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(f.retryIn)
+	recv(t, ctx, obs.written, "the retried write")
+}
+
+func TestRejectedReportsAreDroppedNotRetried(t *testing.T) {
+	ctx := testCtx(t)
+	clk := clocktest.New(t0)
+	calls := make(chan []int, 10)
+	store := fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
+		calls <- seqs(rs)
+		if rs[0].SequenceID == 1 {
+			return domain.Errorf(domain.CodeInvalidArgument, "no")
+		}
+		return nil
+	}}
+	obs := newObserver()
+	r := newRecorder(t, recorder.Options{Store: store, Clock: clk, Observer: obs, BatchSize: 1})
+	r.Record(nil)
+	r.Record(&domain.Report{SequenceID: 7}) // no source, worker or time
+	r.Record(rep(1))
+	f := recv(t, ctx, obs.failed, "the rejected write")
+	if f.retryIn != 0 {
+		t.Errorf("rejected batch retried in %s", f.retryIn)
+	}
+	r.Record(rep(2))
+	recv(t, ctx, obs.written, "the next write")
+	if got := []any{recv(t, ctx, calls, "call"), recv(t, ctx, calls, "call")}; fmt.Sprint(got) != "[[1] [2]]" {
+		t.Errorf("store saw %v, want [[1] [2]] (the invalid report never reaches it)", got)
+	}
+	s := r.Stats()
+	if s.Recorded != 3 || s.Dropped != 2 || s.Written != 1 {
+		t.Errorf("stats %+v", s)
+	}
+	checkBalance(t, s)
+	if d := obs.drops(); d[ports.DropRejected] != 2 {
+		t.Errorf("drops %v, want 2 rejected", d)
+	}
+}
+
+func TestCloseFlushesAndStops(t *testing.T) {
+	ctx := testCtx(t)
+	clk := clocktest.New(t0)
+	calls := make(chan []int, 10)
+	obs := newObserver()
+	r := newRecorder(t, recorder.Options{
+		Store: recordingStore(calls), Clock: clk, Observer: obs, BatchSize: 100, MaxDelay: time.Hour,
+	})
+	for i := 1; i <= 5; i++ {
+		r.Record(rep(i))
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if got := recv(t, ctx, calls, "the flushed batch"); !slices.Equal(got, span(1, 5)) {
+		t.Errorf("flushed %v", got)
+	}
+	r.Record(rep(6))
+	if err := r.Close(ctx); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	s := r.Stats()
+	if s.Written != 5 || s.Dropped != 1 || s.Buffered != 0 {
+		t.Errorf("stats %+v", s)
+	}
+	checkBalance(t, s)
+	if d := obs.drops(); d[ports.DropClosed] != 1 {
+		t.Errorf("drops %v, want 1 closed", d)
+	}
+}
+
+func TestCloseGivesUpWhenItsDeadlineEnds(t *testing.T) {
+	ctx := testCtx(t)
+	clk := clocktest.New(t0)
+	store := fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
+		return errors.New("connection refused")
+	}}
+	obs := newObserver()
+	r := newRecorder(t, recorder.Options{Store: store, Clock: clk, Observer: obs, BatchSize: 2, MaxDelay: time.Hour})
+	for i := 1; i <= 5; i++ {
+		r.Record(rep(i))
+	}
+	recv(t, ctx, obs.failed, "a failed write")
+	grace, cancel := context.WithCancel(ctx)
+	closed := make(chan error, 1)
+	go func() { closed <- r.Close(grace) }()
+	cancel() // the grace period ends while the writer backs off
+	if err := recv(t, ctx, closed, "Close"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Close = %v, want context.Canceled", err)
+	}
+	s := r.Stats()
+	if s.Written != 0 || s.Dropped != 5 || s.Buffered != 0 {
+		t.Errorf("stats %+v; want all 5 dropped", s)
+	}
+	checkBalance(t, s)
+}
+
+func TestNewValidatesOptions(t *testing.T) {
+	clk := clocktest.New(t0)
+	store := fakeStore{}
+	for name, o := range map[string]recorder.Options{
+		"no store":         {Clock: clk},
+		"no clock":         {Store: store},
+		"negative delay":   {Store: store, Clock: clk, MaxDelay: -1},
+		"negative backoff": {Store: store, Clock: clk, MinBackoff: -1},
+		"negative buffer":  {Store: store, Clock: clk, BufferSize: -1},
+	} {
+		if _, err := recorder.New(o); domain.ErrorCode(err) != domain.CodeInvalidArgument {
+			t.Errorf("%s: New = %v, want %s", name, err, domain.CodeInvalidArgument)
+		}
+	}
+}

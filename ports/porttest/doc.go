@@ -1,0 +1,8 @@
+// Package porttest holds the contract suites of the ports: one suite per
+// port, run against every adapter that implements it (the in-memory and
+// PostgreSQL history stores run HistoryStore), so adapters cannot drift
+// apart.
+//
+// It is test support: only _test.go files may import it. It must not know
+// any adapter.
+package porttest
