@@ -334,4 +334,3 @@ func (s *Store) Imbalance(ctx context.Context, q ports.ImbalanceQuery) (ports.Im
 	res.Spans, res.Truncated = truncate(res.Spans, q.MaxResults())
 	return res, nil
 }
-

@@ -82,12 +82,12 @@ func (s *Store) Append(ctx context.Context, reports []*domain.Report) error {
 		rq                 []int64
 		rst, rwt           []int16
 
-		kw, ks                                   []string
-		kt, kst                                  []time.Time
-		kq                                       []int64
-		kd                                       []int32
+		kw, ks                                    []string
+		kt, kst                                   []time.Time
+		kq                                        []int64
+		kd                                        []int32
 		krun, kwait, kunc, kused, ktot, kmax, kmr []int64
-		kusage, kgen, kcache, kutil              []float64
+		kusage, kgen, kcache, kutil               []float64
 	)
 	for _, r := range reports {
 		t := r.ReportTime.UTC()
