@@ -64,9 +64,10 @@ func (m *Main) Start() error {
 		_ = m.reporter.Run(loopCtx)
 	}()
 	m.serveDone = make(chan error, 1)
+	useTLS := m.server.TLSConfig != nil // Serve adjusts TLSConfig: read it first
 	go func() {
 		var err error
-		if m.server.TLSConfig != nil {
+		if useTLS {
 			err = m.server.ServeTLS(ln, "", "")
 		} else {
 			err = m.server.Serve(ln)
@@ -78,7 +79,7 @@ func (m *Main) Start() error {
 	}()
 	close(m.ready.ready)
 	m.log.Info("loadreporter serving", "addr", ln.Addr().String(), "source", m.cfg.Source,
-		"schedule", m.cfg.Schedule, "tls", m.server.TLSConfig != nil, "auth", m.cfg.AuthToken != "")
+		"schedule", m.cfg.Schedule, "tls", useTLS, "auth", m.cfg.AuthToken != "")
 	return nil
 }
 

@@ -71,9 +71,11 @@ func NewReporter(c Config, e Engine, clk ports.Clock, m *metrics.Reporter, log *
 	if workerAddr == "" {
 		workerAddr = c.Listen
 	}
+	// --dp-size wins; the simulator knows its own ranks; others are learned.
 	expected := domain.RankRange(c.DPSize)
-	if c.Source == "sim" && c.DPSize == 0 {
-		expected = domain.RankRange(sim.DefaultRanks)
+	if e.Sim != nil && c.DPSize == 0 {
+		_, n := e.Sim.Mode()
+		expected = domain.RankRange(n)
 	}
 	return reporter.New(reporter.Options{
 		Source: e.Source,

@@ -1,0 +1,252 @@
+package tests
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
+	"github.com/loadreporter/loadreporter/domain"
+	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
+	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
+	"github.com/loadreporter/loadreporter/ports"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// net/http keeps idle client connections' readers until they close.
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+	)
+}
+
+// countingEngine is an instant engine of n ranks that counts its pulls.
+type countingEngine struct {
+	ranks int
+	pulls atomic.Int64
+	fail  atomic.Bool
+}
+
+func (e *countingEngine) Pull(ctx context.Context) (domain.Snapshot, error) {
+	n := e.pulls.Add(1)
+	if e.fail.Load() {
+		return domain.Snapshot{}, domain.Errorf(domain.CodeSourceFailed, "engine answered HTTP 500")
+	}
+	s := domain.Snapshot{}
+	for i := range e.ranks {
+		s.Ranks = append(s.Ranks, domain.RankLoad{
+			DPRank: int64(i), SnapshotTime: time.Now(), NumRunningReqs: n % 100, NumWaitingReqs: 1,
+			NumUsedTokens: 1000, MaxTotalNumTokens: 4000, MaxRunningRequests: 256, TokenUsage: 0.25,
+		})
+	}
+	return s, nil
+}
+
+var _ ports.SnapshotSource = (*countingEngine)(nil)
+
+// testConfig is the default config on an ephemeral port, quiet logs.
+func testConfig() app.Config {
+	c := app.DefaultConfig()
+	c.Listen = "127.0.0.1:0"
+	c.LogLevel = "error"
+	c.ShutdownGrace = 5 * time.Second
+	return c
+}
+
+// startMain boots the service around source; it is closed at cleanup.
+func startMain(t *testing.T, c app.Config, source ports.SnapshotSource) *app.Main {
+	t.Helper()
+	var m *app.Main
+	var err error
+	if source == nil {
+		m, err = app.InitializeMain(c)
+	} else {
+		m, err = app.InitializeMainWithEngine(c, app.Engine{Source: source})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return m
+}
+
+// router is one Monitor stream, whatever the client library.
+type router interface {
+	Send(*pb.RouterFrame) error
+	Recv() (*pb.WorkerFrame, error)
+	CloseSend() error
+}
+
+// dialer opens Monitor streams to addr with one kind of client.
+type dialer struct {
+	name string
+	open func(t *testing.T, ctx context.Context, addr string) router
+}
+
+// dialers are the four clients every Monitor rule is checked with: a stock
+// grpc-go client, and connect clients speaking gRPC, gRPC-Web and Connect.
+var dialers = []dialer{
+	{"grpc-go", openGRPC},
+	{"connect-grpc", connectDialer(connect.WithGRPC())},
+	{"connect-grpcweb", connectDialer(connect.WithGRPCWeb())},
+	{"connect", connectDialer()},
+}
+
+func openGRPC(t *testing.T, ctx context.Context, addr string) router {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	st, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true},
+		loadmonitorv1connect.LoadMonitorServiceMonitorProcedure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return grpcRouter{st}
+}
+
+type grpcRouter struct{ st grpc.ClientStream }
+
+func (g grpcRouter) Send(f *pb.RouterFrame) error { return g.st.SendMsg(f) }
+func (g grpcRouter) CloseSend() error             { return g.st.CloseSend() }
+func (g grpcRouter) Recv() (*pb.WorkerFrame, error) {
+	f := new(pb.WorkerFrame)
+	return f, g.st.RecvMsg(f)
+}
+
+// h2cClient is an HTTP client that speaks HTTP/2 without TLS.
+func h2cClient(t *testing.T) *http.Client {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &p, TLSClientConfig: &tls.Config{}}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+func connectDialer(opts ...connect.ClientOption) func(*testing.T, context.Context, string) router {
+	return func(t *testing.T, ctx context.Context, addr string) router {
+		t.Helper()
+		c := loadmonitorv1connect.NewLoadMonitorServiceClient(h2cClient(t), "http://"+addr, opts...)
+		return connectRouter{c.Monitor(ctx)}
+	}
+}
+
+type connectRouter struct {
+	st *connect.BidiStreamForClient[pb.RouterFrame, pb.WorkerFrame]
+}
+
+func (c connectRouter) Send(f *pb.RouterFrame) error   { return c.st.Send(f) }
+func (c connectRouter) Recv() (*pb.WorkerFrame, error) { return c.st.Receive() }
+func (c connectRouter) CloseSend() error               { return c.st.CloseRequest() }
+
+func registerFrame(id string, intervalMs, leaseMs int64) *pb.RouterFrame {
+	return &pb.RouterFrame{Payload: &pb.RouterFrame_Register{Register: &pb.RegisterRequest{
+		RouterId: id, ReportIntervalMs: intervalMs, LeaseTtlMs: leaseMs}}}
+}
+
+var (
+	keepAliveFrame = &pb.RouterFrame{Payload: &pb.RouterFrame_KeepAlive{KeepAlive: &pb.KeepAlive{}}}
+	stopFrame      = &pb.RouterFrame{Payload: &pb.RouterFrame_Stop{Stop: &pb.StopRequest{}}}
+)
+
+func updateFrame(intervalMs, leaseMs *int64) *pb.RouterFrame {
+	return &pb.RouterFrame{Payload: &pb.RouterFrame_UpdateConfig{UpdateConfig: &pb.UpdateConfigRequest{
+		ReportIntervalMs: intervalMs, LeaseTtlMs: leaseMs}}}
+}
+
+// testCtx bounds every wait of a test.
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// recvFrame receives one frame, failing the test on a stream error.
+func recvFrame(t *testing.T, r router) *pb.WorkerFrame {
+	t.Helper()
+	f, err := r.Recv()
+	if err != nil {
+		t.Fatalf("recv: %v", err)
+	}
+	return f
+}
+
+func recvReport(t *testing.T, r router) *pb.LoadReport {
+	t.Helper()
+	f := recvFrame(t, r)
+	if f.GetReport() == nil {
+		t.Fatalf("want a report, got %v", f)
+	}
+	return f.GetReport()
+}
+
+// recvError receives frames until a StreamError and returns its code; the
+// stream must then end with status OK.
+func recvError(t *testing.T, r router) *pb.StreamError {
+	t.Helper()
+	for {
+		f := recvFrame(t, r)
+		if e := f.GetError(); e != nil {
+			expectCleanEnd(t, r)
+			return e
+		}
+	}
+}
+
+// expectCleanEnd asserts the stream ends with status OK (io.EOF).
+func expectCleanEnd(t *testing.T, r router) {
+	t.Helper()
+	for {
+		f, err := r.Recv()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("stream ended with %v, want status OK", err)
+		}
+		if f.GetReport() == nil {
+			t.Fatalf("unexpected frame before the end: %v", f)
+		}
+	}
+}
+
+// freePortClosed returns an address nobody listens on.
+func freePortClosed(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// appInit builds and starts a Main without registering its Close at
+// cleanup (tests of shutdown close it themselves).
+func appInit(c app.Config, source ports.SnapshotSource) (*app.Main, error) {
+	m, err := app.InitializeMainWithEngine(c, app.Engine{Source: source})
+	if err != nil {
+		return nil, err
+	}
+	return m, m.Start()
+}

@@ -1,0 +1,266 @@
+package tests
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loadreporter/loadreporter/domain/session"
+	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
+)
+
+// TestMonitorProtocol runs every rule of the stream protocol with each of
+// the four clients.
+func TestMonitorProtocol(t *testing.T) {
+	for _, d := range dialers {
+		t.Run(d.name, func(t *testing.T) {
+			c := testConfig()
+			c.Limits.MinLease = 100 * time.Millisecond
+			engine := &countingEngine{ranks: 4}
+			m := startMain(t, c, engine)
+			addr := m.Addr()
+
+			t.Run("handshake then reports at the interval", func(t *testing.T) {
+				ctx := testCtx(t, 10*time.Second)
+				r := d.open(t, ctx, addr)
+				if err := r.Send(registerFrame("r-handshake", 100, 5000)); err != nil {
+					t.Fatal(err)
+				}
+				ack := recvFrame(t, r).GetRegistered()
+				if ack == nil || ack.GetLeaseTtlMs() != 5000 || ack.GetRenewAfterMs() != 1666 {
+					t.Fatalf("first frame must be the ack, got %v", ack)
+				}
+				var times []int64
+				var last uint64
+				for range 6 {
+					rep := recvReport(t, r)
+					if rep.GetStatus() != pb.ReportStatus_REPORT_STATUS_HEALTHY || len(rep.GetRanks()) != 4 {
+						t.Fatalf("report %v", rep)
+					}
+					if rep.GetSequenceId() <= last {
+						t.Fatalf("sequence %d after %d", rep.GetSequenceId(), last)
+					}
+					last = rep.GetSequenceId()
+					times = append(times, rep.GetReportTimeUnixMs())
+				}
+				// Cadence, not speed: five gaps of about 100 ms (the first
+				// gap is 50–150 ms on the aligned grid).
+				if span := times[5] - times[1]; span < 200 || span > 2000 {
+					t.Fatalf("4 intervals took %d ms, want about 400", span)
+				}
+				if err := r.Send(stopFrame); err != nil {
+					t.Fatal(err)
+				}
+				expectCleanEnd(t, r)
+			})
+
+			t.Run("update_config changes the cadence", func(t *testing.T) {
+				ctx := testCtx(t, 10*time.Second)
+				r := d.open(t, ctx, addr)
+				_ = r.Send(registerFrame("r-update", 5000, 10000))
+				recvFrame(t, r) // ack
+				first := recvReport(t, r)
+				ivl := int64(50)
+				if err := r.Send(updateFrame(&ivl, nil)); err != nil {
+					t.Fatal(err)
+				}
+				// At 5 s a second report would take 5 s; at 50 ms, three
+				// arrive well within one second.
+				var rep *pb.LoadReport
+				for range 3 {
+					rep = recvReport(t, r)
+				}
+				if took := rep.GetReportTimeUnixMs() - first.GetReportTimeUnixMs(); took > 2000 {
+					t.Fatalf("three reports after the update took %d ms", took)
+				}
+				_ = r.Send(stopFrame)
+				expectCleanEnd(t, r)
+			})
+
+			t.Run("keep_alive keeps the session past its lease", func(t *testing.T) {
+				ctx := testCtx(t, 10*time.Second)
+				r := d.open(t, ctx, addr)
+				_ = r.Send(registerFrame("r-keepalive", 50, 800))
+				recvFrame(t, r)
+				deadline := time.Now().Add(2 * time.Second) // two and a half leases
+				for time.Now().Before(deadline) {
+					recvReport(t, r)
+					if err := r.Send(keepAliveFrame); err != nil {
+						t.Fatal(err)
+					}
+				}
+				_ = r.Send(stopFrame)
+				expectCleanEnd(t, r)
+			})
+
+			t.Run("closed before any frame ends OK", func(t *testing.T) {
+				r := d.open(t, testCtx(t, 5*time.Second), addr)
+				if err := r.CloseSend(); err != nil {
+					t.Fatal(err)
+				}
+				expectCleanEnd(t, r)
+			})
+
+			errorCases := []struct {
+				name  string
+				first *pb.RouterFrame
+				then  func(r router)
+				code  string
+			}{
+				{name: "keep_alive first", first: keepAliveFrame, code: "INVALID_FIRST_FRAME"},
+				{name: "stop first", first: stopFrame, code: "INVALID_FIRST_FRAME"},
+				{name: "interval too small", first: registerFrame("r-bad", 5, 1000), code: "INVALID_ARGUMENT"},
+				{name: "blank router id", first: registerFrame(" ", 100, 1000), code: "INVALID_ARGUMENT"},
+				{name: "lease zero", first: registerFrame("r-bad", 100, 0), code: "INVALID_ARGUMENT"},
+				{name: "invalid update", first: registerFrame("r-upd", 100, 1000), then: func(r router) {
+					bad := int64(999999999)
+					_ = r.Send(updateFrame(&bad, nil))
+				}, code: "INVALID_ARGUMENT"},
+				{name: "second register with another id", first: registerFrame("r-one", 100, 1000), then: func(r router) {
+					_ = r.Send(registerFrame("r-two", 100, 1000))
+				}, code: "INVALID_ARGUMENT"},
+				{name: "lease expires", first: registerFrame("r-lease", 50, 200), code: "LEASE_EXPIRED"},
+			}
+			for _, ec := range errorCases {
+				t.Run(ec.name, func(t *testing.T) {
+					r := d.open(t, testCtx(t, 10*time.Second), addr)
+					if err := r.Send(ec.first); err != nil {
+						t.Fatal(err)
+					}
+					if ec.then != nil {
+						if recvFrame(t, r).GetRegistered() == nil {
+							t.Fatal("no ack")
+						}
+						ec.then(r)
+					}
+					if e := recvError(t, r); e.GetCode() != ec.code || e.GetMessage() == "" {
+						t.Fatalf("error %q %q, want %s with a message", e.GetCode(), e.GetMessage(), ec.code)
+					}
+				})
+			}
+
+			t.Run("second register on a live stream updates it", func(t *testing.T) {
+				r := d.open(t, testCtx(t, 10*time.Second), addr)
+				_ = r.Send(registerFrame("r-rereg", 5000, 10000))
+				recvFrame(t, r)
+				recvReport(t, r)
+				_ = r.Send(registerFrame("r-rereg", 50, 10000))
+				recvReport(t, r)
+				recvReport(t, r)
+				_ = r.Send(stopFrame)
+				expectCleanEnd(t, r)
+			})
+
+			t.Run("re-registering replaces the old stream", func(t *testing.T) {
+				ctx := testCtx(t, 10*time.Second)
+				old := d.open(t, ctx, addr)
+				_ = old.Send(registerFrame("r-dup", 100, 5000))
+				recvFrame(t, old)
+				neu := d.open(t, ctx, addr)
+				_ = neu.Send(registerFrame("r-dup", 100, 5000))
+				if e := recvError(t, old); e.GetCode() != "REPLACED" {
+					t.Fatalf("old stream got %q", e.GetCode())
+				}
+				recvFrame(t, neu) // ack
+				recvReport(t, neu)
+				recvReport(t, neu) // still alive after the old one's cleanup
+				_ = neu.Send(stopFrame)
+				expectCleanEnd(t, neu)
+			})
+		})
+	}
+}
+
+func TestResourceExhausted(t *testing.T) {
+	c := testConfig()
+	c.Limits.MaxSessions = 2
+	m := startMain(t, c, &countingEngine{ranks: 2})
+	ctx := testCtx(t, 10*time.Second)
+	for _, id := range []string{"a", "b"} {
+		r := openGRPC(t, ctx, m.Addr())
+		_ = r.Send(registerFrame(id, 1000, 5000))
+		recvFrame(t, r)
+	}
+	r := openGRPC(t, ctx, m.Addr())
+	_ = r.Send(registerFrame("c", 1000, 5000))
+	if e := recvError(t, r); e.GetCode() != "RESOURCE_EXHAUSTED" {
+		t.Fatalf("got %q", e.GetCode())
+	}
+}
+
+func TestShutdownSendsShuttingDownToEveryStream(t *testing.T) {
+	c := testConfig()
+	m, err := appInit(c, &countingEngine{ranks: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, 10*time.Second)
+	var routers []router
+	for i, d := range dialers {
+		r := d.open(t, ctx, m.Addr())
+		_ = r.Send(registerFrame(d.name+string(rune('a'+i)), 100, 5000))
+		recvFrame(t, r)
+		recvReport(t, r)
+		routers = append(routers, r)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close() }()
+	var wg sync.WaitGroup
+	for i, r := range routers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				f, err := r.Recv()
+				if err != nil {
+					t.Errorf("%s: stream ended with %v before SHUTTING_DOWN", dialers[i].name, err)
+					return
+				}
+				if e := f.GetError(); e != nil {
+					if e.GetCode() != "SHUTTING_DOWN" {
+						t.Errorf("%s: got %q", dialers[i].name, e.GetCode())
+					}
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil { // idempotent
+		t.Fatal(err)
+	}
+}
+
+// TestSlowRouterNeverDelaysOthers: one router never reads; another, on its
+// own connection, keeps getting every report.
+func TestSlowRouterNeverDelaysOthers(t *testing.T) {
+	engine := &countingEngine{ranks: 8}
+	m := startMain(t, testConfig(), engine)
+	ctx := testCtx(t, 20*time.Second)
+	slow := openGRPC(t, ctx, m.Addr())
+	_ = slow.Send(registerFrame("slow", 10, 60000)) // and never reads again
+	fast := openGRPC(t, ctx, m.Addr())
+	_ = fast.Send(registerFrame("fast", 10, 60000))
+	recvFrame(t, fast)
+	var missed, last uint64
+	for i := range 300 { // 3 s of 10 ms reports: far past any flow-control window
+		rep := recvReport(t, fast)
+		if rep.GetStatus() != pb.ReportStatus_REPORT_STATUS_HEALTHY || len(rep.GetRanks()) != 8 {
+			t.Fatalf("report %v (%s)", rep.GetStatus(), rep.GetLastError())
+		}
+		if i > 0 {
+			missed += rep.GetSequenceId() - last - 1
+		}
+		last = rep.GetSequenceId()
+	}
+	// Both routers share the 10 ms grid: every fire is also the fast one's.
+	if missed > 30 {
+		t.Fatalf("the fast router missed %d of 300 reports while another stalled", missed)
+	}
+	if m.Reporter().Count(session.KindMonitor) != 2 {
+		t.Fatal("the slow router's session should still be live")
+	}
+}
