@@ -1,0 +1,666 @@
+package vllm
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loadreporter/loadreporter/adapters/clock/clocktest"
+	"github.com/loadreporter/loadreporter/domain"
+)
+
+// testWait bounds every wait in these tests: a Pull that outlives it has
+// ignored its context.
+const testWait = 10 * time.Second
+
+// textFormat is what prometheus_client (and so vLLM) answers with.
+const textFormat = "text/plain; version=0.0.4; charset=utf-8"
+
+// fakeEngine serves h on 127.0.0.1 and returns its base URL.
+func fakeEngine(t *testing.T, h http.HandlerFunc) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// serveBody answers every request like vLLM's /metrics: 200, text format.
+func serveBody(body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", textFormat)
+		_, _ = w.Write([]byte(body))
+	}
+}
+
+func newSource(t *testing.T, o Options) *Source {
+	t.Helper()
+	s, err := New(o)
+	if err != nil {
+		t.Fatalf("New(%+v): %v", o, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// pull runs one Pull under a ctx deadline of d and fails the test if Pull
+// does not return within testWait.
+func pull(t *testing.T, s *Source, d time.Duration) (domain.Snapshot, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	type result struct {
+		snap domain.Snapshot
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		snap, err := s.Pull(ctx)
+		ch <- result{snap, err}
+	}()
+	wait, stop := context.WithTimeout(t.Context(), testWait)
+	defer stop()
+	select {
+	case r := <-ch:
+		return r.snap, r.err
+	case <-wait.Done():
+		t.Fatalf("Pull did not return within %s of its ctx ending", testWait)
+		return domain.Snapshot{}, nil
+	}
+}
+
+func readFixture(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "vllm-metrics-dp2.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// cacheConfig is a vllm:cache_config_info family shaped like vLLM's, one
+// series per given label set.
+func cacheConfig(series ...string) string {
+	var b strings.Builder
+	b.WriteString("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n")
+	b.WriteString("# TYPE vllm:cache_config_info gauge\n")
+	for _, s := range series {
+		b.WriteString(`vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",` + s + `,gpu_memory_utilization="0.9"} 1.0` + "\n")
+	}
+	return b.String()
+}
+
+func TestPullFixture(t *testing.T) {
+	fixture := readFixture(t)
+	tests := []struct {
+		name string
+		body string
+		opts Options
+		want []domain.RankLoad
+	}{
+		{
+			name: "fixture",
+			body: fixture,
+			want: []domain.RankLoad{
+				{DPRank: 0, NumRunningReqs: 7, NumWaitingReqs: 2, TokenUsage: 0.3125, MaxRunningRequests: 256},
+				{DPRank: 1, NumRunningReqs: 5, NumWaitingReqs: 0, TokenUsage: 0.1875, MaxRunningRequests: 256},
+			},
+		},
+		{
+			name: "max running from options",
+			body: fixture,
+			opts: Options{MaxRunningRequests: 1024},
+			want: []domain.RankLoad{
+				{DPRank: 0, NumRunningReqs: 7, NumWaitingReqs: 2, TokenUsage: 0.3125, MaxRunningRequests: 1024},
+				{DPRank: 1, NumRunningReqs: 5, NumWaitingReqs: 0, TokenUsage: 0.1875, MaxRunningRequests: 1024},
+			},
+		},
+		{
+			name: "cache config per engine",
+			body: fixture + cacheConfig(`engine="0",num_gpu_blocks="12345"`, `engine="1",num_gpu_blocks="10000"`),
+			want: []domain.RankLoad{
+				// 12345 × 16 = 197520; round(0.3125 × 197520) = 61725.
+				{DPRank: 0, NumRunningReqs: 7, NumWaitingReqs: 2, TokenUsage: 0.3125, MaxRunningRequests: 256, MaxTotalNumTokens: 197520, NumUsedTokens: 61725},
+				{DPRank: 1, NumRunningReqs: 5, NumWaitingReqs: 0, TokenUsage: 0.1875, MaxRunningRequests: 256, MaxTotalNumTokens: 160000, NumUsedTokens: 30000},
+			},
+		},
+		{
+			name: "cache config for all engines",
+			body: fixture + cacheConfig(`num_gpu_blocks="10000"`),
+			want: []domain.RankLoad{
+				{DPRank: 0, NumRunningReqs: 7, NumWaitingReqs: 2, TokenUsage: 0.3125, MaxRunningRequests: 256, MaxTotalNumTokens: 160000, NumUsedTokens: 50000},
+				{DPRank: 1, NumRunningReqs: 5, NumWaitingReqs: 0, TokenUsage: 0.1875, MaxRunningRequests: 256, MaxTotalNumTokens: 160000, NumUsedTokens: 30000},
+			},
+		},
+		{
+			name: "cache config before allocation",
+			body: fixture + cacheConfig(`engine="0",num_gpu_blocks="None"`, `engine="1",num_gpu_blocks="None"`),
+			want: []domain.RankLoad{
+				{DPRank: 0, NumRunningReqs: 7, NumWaitingReqs: 2, TokenUsage: 0.3125, MaxRunningRequests: 256},
+				{DPRank: 1, NumRunningReqs: 5, NumWaitingReqs: 0, TokenUsage: 0.1875, MaxRunningRequests: 256},
+			},
+		},
+		{
+			name: "older vLLM: no engine label, gpu_ names, untyped",
+			body: "vllm:num_requests_running{model_name=\"m\"} 3\n" +
+				"vllm:num_requests_waiting{model_name=\"m\"} 1\n" +
+				"vllm:gpu_cache_usage_perc{model_name=\"m\"} 0.5\n" +
+				"vllm:gpu_prefix_cache_hits_total{model_name=\"m\"} 5\n" +
+				"vllm:gpu_prefix_cache_queries_total{model_name=\"m\"} 10\n",
+			want: []domain.RankLoad{
+				{DPRank: 0, NumRunningReqs: 3, NumWaitingReqs: 1, TokenUsage: 0.5, MaxRunningRequests: 256},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var got []*http.Request
+			url := fakeEngine(t, func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				got = append(got, r)
+				mu.Unlock()
+				serveBody(tt.body)(w, r)
+			})
+			o := tt.opts
+			o.BaseURL = url
+			snap, err := pull(t, newSource(t, o), testWait)
+			if err != nil {
+				t.Fatalf("Pull: %v", err)
+			}
+			if len(snap.Ranks) != len(tt.want) {
+				t.Fatalf("got %d ranks, want %d: %+v", len(snap.Ranks), len(tt.want), snap.Ranks)
+			}
+			for i, want := range tt.want {
+				if snap.Ranks[i] != want {
+					t.Errorf("rank %d:\n got %+v\nwant %+v", want.DPRank, snap.Ranks[i], want)
+				}
+			}
+			if err := domain.ValidateSnapshot(snap, domain.RankRange(len(tt.want))); err != nil {
+				t.Errorf("snapshot does not validate: %v", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) != 1 {
+				t.Fatalf("engine saw %d requests, want 1", len(got))
+			}
+			if r := got[0]; r.Method != http.MethodGet || r.URL.Path != "/metrics" || !strings.HasPrefix(r.Header.Get("Accept"), "text/plain") {
+				t.Errorf("request %s %s Accept %q, want GET /metrics accepting text/plain", r.Method, r.URL, r.Header.Get("Accept"))
+			}
+		})
+	}
+}
+
+// counterBody is a two-engine exposition with the given cumulative
+// counters per engine: generated tokens, prefix-cache hits and queries.
+func counterBody(c0, c1 [3]float64) string {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	var b strings.Builder
+	b.WriteString("# TYPE vllm:num_requests_running gauge\n")
+	b.WriteString("vllm:num_requests_running{engine=\"0\"} 1\nvllm:num_requests_running{engine=\"1\"} 1\n")
+	b.WriteString("# TYPE vllm:num_requests_waiting gauge\n")
+	b.WriteString("vllm:num_requests_waiting{engine=\"0\"} 0\nvllm:num_requests_waiting{engine=\"1\"} 0\n")
+	b.WriteString("# TYPE vllm:kv_cache_usage_perc gauge\n")
+	b.WriteString("vllm:kv_cache_usage_perc{engine=\"0\"} 0.1\nvllm:kv_cache_usage_perc{engine=\"1\"} 0.1\n")
+	for i, name := range []string{"vllm:generation_tokens_total", "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"} {
+		b.WriteString("# TYPE " + name + " counter\n")
+		b.WriteString(name + "{engine=\"0\"} " + f(c0[i]) + "\n")
+		b.WriteString(name + "{engine=\"1\"} " + f(c1[i]) + "\n")
+	}
+	return b.String()
+}
+
+func TestPullRates(t *testing.T) {
+	clock := clocktest.New(time.Unix(1_800_000_000, 0))
+	var mu sync.Mutex
+	body := ""
+	url := fakeEngine(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		b := body
+		mu.Unlock()
+		serveBody(b)(w, r)
+	})
+	s := newSource(t, Options{BaseURL: url, Clock: clock})
+	// Each step serves new counters after advancing the fake clock, then
+	// expects [throughput, hit rate] for ranks 0 and 1.
+	steps := []struct {
+		name    string
+		advance time.Duration
+		c0, c1  [3]float64
+		want    [2][2]float64
+	}{
+		{"first scrape has no rate", 0, [3]float64{1000, 100, 400}, [3]float64{500, 0, 0}, [2][2]float64{{0, 0}, {0, 0}}},
+		{"deltas over 2s", 2 * time.Second, [3]float64{2000, 400, 800}, [3]float64{600, 50, 100}, [2][2]float64{{500, 0.75}, {50, 0.5}}},
+		{"engine 1 restarted", time.Second, [3]float64{2100, 450, 900}, [3]float64{10, 1, 2}, [2][2]float64{{100, 0.5}, {0, 0}}},
+		{"after the restart", 4 * time.Second, [3]float64{2100, 450, 900}, [3]float64{210, 3, 6}, [2][2]float64{{0, 0}, {50, 0.5}}},
+		{"no time passed", 0, [3]float64{2200, 460, 910}, [3]float64{310, 4, 7}, [2][2]float64{{0, 1}, {0, 1}}},
+	}
+	for _, st := range steps {
+		clock.Advance(st.advance)
+		mu.Lock()
+		body = counterBody(st.c0, st.c1)
+		mu.Unlock()
+		snap, err := pull(t, s, testWait)
+		if err != nil {
+			t.Fatalf("%s: Pull: %v", st.name, err)
+		}
+		for i, r := range snap.Ranks {
+			if r.GenThroughput != st.want[i][0] || r.CacheHitRate != st.want[i][1] {
+				t.Errorf("%s: rank %d gen_throughput %v cache_hit_rate %v, want %v %v",
+					st.name, r.DPRank, r.GenThroughput, r.CacheHitRate, st.want[i][0], st.want[i][1])
+			}
+		}
+	}
+}
+
+func TestPullBearerToken(t *testing.T) {
+	tests := []struct {
+		name   string
+		apiKey string
+		want   []string
+	}{
+		{"set", "s3cret-key", []string{"Bearer s3cret-key"}},
+		{"unset", "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var got []string
+			body := readFixture(t)
+			url := fakeEngine(t, func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				got = r.Header.Values("Authorization")
+				mu.Unlock()
+				serveBody(body)(w, r)
+			})
+			s := newSource(t, Options{BaseURL: url, APIKey: tt.apiKey})
+			if _, err := pull(t, s, testWait); err != nil {
+				t.Fatalf("Pull: %v", err)
+			}
+			if strings.Contains(s.String(), "s3cret") {
+				t.Errorf("String() shows the API key: %s", s)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+				t.Errorf("Authorization = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// closedPortURL returns a base URL on 127.0.0.1 where nothing listens.
+func closedPortURL(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return "http://" + addr
+}
+
+// gauges is a minimal two-engine exposition with the given sample values
+// (as text) for running, waiting and usage, engine 0 then engine 1.
+func gauges(run0, run1, wait0, wait1, use0, use1 string) string {
+	return "# TYPE vllm:num_requests_running gauge\n" +
+		"vllm:num_requests_running{engine=\"0\"} " + run0 + "\n" +
+		"vllm:num_requests_running{engine=\"1\"} " + run1 + "\n" +
+		"# TYPE vllm:num_requests_waiting gauge\n" +
+		"vllm:num_requests_waiting{engine=\"0\"} " + wait0 + "\n" +
+		"vllm:num_requests_waiting{engine=\"1\"} " + wait1 + "\n" +
+		"# TYPE vllm:kv_cache_usage_perc gauge\n" +
+		"vllm:kv_cache_usage_perc{engine=\"0\"} " + use0 + "\n" +
+		"vllm:kv_cache_usage_perc{engine=\"1\"} " + use1 + "\n"
+}
+
+func TestPullErrors(t *testing.T) {
+	fixture := readFixture(t)
+	big := fixture + "# " + strings.Repeat("x", 2<<20) + "\n"
+	handler := func(h http.HandlerFunc) func(<-chan struct{}) http.HandlerFunc {
+		return func(<-chan struct{}) http.HandlerFunc { return h }
+	}
+	tests := []struct {
+		name     string
+		handler  func(done <-chan struct{}) http.HandlerFunc
+		baseURL  func(t *testing.T) string // instead of a handler
+		opts     Options
+		deadline time.Duration
+		// want are substrings of the error message; "{url}" is the request URL.
+		want     []string
+		wantCode string
+		timeout  bool
+	}{
+		{
+			name:     "connection refused",
+			baseURL:  closedPortURL,
+			want:     []string{"GET {url}: ", "connection refused"},
+			wantCode: domain.CodeSourceFailed,
+		},
+		{
+			name:     "404",
+			handler:  handler(http.NotFound),
+			want:     []string{"GET {url}: HTTP 404 Not Found: 404 page not found"},
+			wantCode: domain.CodeSourceFailed,
+		},
+		{
+			name: "500",
+			handler: handler(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusInternalServerError)
+				_, _ = w.Write([]byte("Internal Server Error\n\nengine core died\n"))
+			}),
+			want:     []string{"GET {url}: HTTP 500 Internal Server Error: Internal Server Error engine core died"},
+			wantCode: domain.CodeSourceFailed,
+		},
+		{
+			name:     "not Prometheus text",
+			handler:  handler(serveBody("<html><body>vLLM</body></html>\n")),
+			want:     []string{"body is not Prometheus text: text format parsing error in line 1"},
+			wantCode: domain.CodeSourceFailed,
+		},
+		{
+			name:     "JSON instead of Prometheus text",
+			handler:  handler(serveBody(`{"loads":[]}` + "\n")),
+			want:     []string{"body is not Prometheus text: text format parsing error in line 1"},
+			wantCode: domain.CodeSourceFailed,
+		},
+		{
+			name:     "empty body",
+			handler:  handler(serveBody("")),
+			want:     []string{"empty response body, want Prometheus text"},
+			wantCode: domain.CodeSourceFailed,
+		},
+		{
+			name:     "truncated mid-line",
+			handler:  handler(serveBody(fixture[:strings.Index(fixture, "vllm:num_requests_waiting{")+20])),
+			want:     []string{"truncated Prometheus text: text format parsing error in line 7: unexpected end of input stream"},
+			wantCode: domain.CodeSourceFailed,
+		},
+		{
+			name:     "truncated at a line end",
+			handler:  handler(serveBody(fixture[:strings.Index(fixture, "vllm:num_requests_waiting{engine=\"1\"")])),
+			want:     []string{"rank 0: token_usage: no vllm:kv_cache_usage_perc series for this engine"},
+			wantCode: domain.CodeInvalidSnapshot,
+		},
+		{
+			name: "connection closed mid-body",
+			handler: handler(func(w http.ResponseWriter, r *http.Request) {
+				// Promise the whole fixture, send half, hang up.
+				conn, buf, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					panic(err)
+				}
+				defer conn.Close()
+				_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: " + textFormat + "\r\n")
+				_, _ = buf.WriteString("Content-Length: " + strconv.Itoa(len(fixture)) + "\r\n\r\n" + fixture[:len(fixture)/2])
+				_ = buf.Flush()
+			}),
+			want:     []string{"GET {url}: response body cut short: unexpected EOF"},
+			wantCode: domain.CodeSourceFailed,
+		},
+		{
+			name: "over the default size limit",
+			handler: handler(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Length", strconv.Itoa(len(big)))
+				serveBody(big)(w, r)
+			}),
+			want:     []string{"GET {url}: response body exceeds 1048576 bytes (Content-Length " + strconv.Itoa(len(big)) + ")"},
+			wantCode: domain.CodeSourceFailed,
+		},
+		{
+			name: "over a set size limit, chunked",
+			handler: handler(func(w http.ResponseWriter, r *http.Request) {
+				// Flushing first makes the response chunked: no
+				// Content-Length to judge by, only the bytes.
+				w.Header().Set("Content-Type", textFormat)
+				_, _ = w.Write([]byte(fixture[:100]))
+				_ = http.NewResponseController(w).Flush()
+				_, _ = w.Write([]byte(fixture[100:]))
+			}),
+			opts:     Options{MaxBodyBytes: 512},
+			want:     []string{"GET {url}: response body exceeds 512 bytes"},
+			wantCode: domain.CodeSourceFailed,
+		},
+		{
+			name:     "float where an integer belongs",
+			handler:  handler(serveBody(gauges("1", "7.5", "0", "0", "0.1", "0.1"))),
+			want:     []string{"rank 1: num_running_reqs (vllm:num_requests_running) is a float (7.5), want an integer"},
+			wantCode: domain.CodeInvalidSnapshot,
+		},
+		{
+			name:     "NaN where an integer belongs",
+			handler:  handler(serveBody(gauges("1", "1", "NaN", "0", "0.1", "0.1"))),
+			want:     []string{"rank 0: num_waiting_reqs (vllm:num_requests_waiting) is NaN, want an integer"},
+			wantCode: domain.CodeInvalidSnapshot,
+		},
+		{
+			name:     "Inf where an integer belongs",
+			handler:  handler(serveBody(gauges("1", "1", "0", "+Inf", "0.1", "0.1"))),
+			want:     []string{"rank 1: num_waiting_reqs (vllm:num_requests_waiting) +Inf is outside the int64 range"},
+			wantCode: domain.CodeInvalidSnapshot,
+		},
+		{
+			name:     "integer beyond int64",
+			handler:  handler(serveBody(gauges("1e19", "1", "0", "0", "0.1", "0.1"))),
+			want:     []string{"rank 0: num_running_reqs (vllm:num_requests_running) 1e+19 is outside the int64 range"},
+			wantCode: domain.CodeInvalidSnapshot,
+		},
+		{
+			name:     "non-integer engine label",
+			handler:  handler(serveBody(strings.Replace(fixture, `vllm:num_requests_waiting{engine="1"`, `vllm:num_requests_waiting{engine="dp-1"`, 1))),
+			want:     []string{`vllm:num_requests_waiting: engine label "dp-1" is not an integer DP rank`},
+			wantCode: domain.CodeInvalidSnapshot,
+		},
+		{
+			name:     "duplicate engine series",
+			handler:  handler(serveBody(strings.Replace(fixture, `vllm:num_requests_running{engine="1"`, `vllm:num_requests_running{engine="0",replica="b"`, 1))),
+			want:     []string{"rank 0: vllm:num_requests_running has more than one series for this engine"},
+			wantCode: domain.CodeInvalidSnapshot,
+		},
+		{
+			name:     "wrong metric type",
+			handler:  handler(serveBody(strings.Replace(fixture, "# TYPE vllm:num_requests_running gauge", "# TYPE vllm:num_requests_running counter", 1))),
+			want:     []string{"vllm:num_requests_running is a COUNTER, want a GAUGE"},
+			wantCode: domain.CodeSourceFailed,
+		},
+		{
+			name:     "negative counter",
+			handler:  handler(serveBody(counterBody([3]float64{-5, 0, 0}, [3]float64{0, 0, 0}))),
+			want:     []string{"rank 0: counter vllm:generation_tokens_total is -5, want a finite value ≥ 0"},
+			wantCode: domain.CodeInvalidSnapshot,
+		},
+		{
+			name:     "usage missing for an engine",
+			handler:  handler(serveBody(strings.Replace(fixture, `vllm:kv_cache_usage_perc{engine="1",model_name="meta-llama/Llama-3.1-8B-Instruct"} 0.1875`+"\n", "", 1))),
+			want:     []string{"rank 1: token_usage: no vllm:kv_cache_usage_perc series for this engine"},
+			wantCode: domain.CodeInvalidSnapshot,
+		},
+		{
+			name:     "no engines (not a vLLM server)",
+			handler:  handler(serveBody("# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes 4.2e+09\n")),
+			want:     []string{"no vllm:num_requests_running in the /metrics body: is this a vLLM server?"},
+			wantCode: domain.CodeSourceFailed,
+		},
+		{
+			name: "hang",
+			handler: func(done <-chan struct{}) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					select {
+					case <-r.Context().Done():
+					case <-done:
+					}
+				}
+			},
+			deadline: 100 * time.Millisecond,
+			want:     []string{"GET {url}: timed out after"},
+			wantCode: domain.CodePullTimeout,
+			timeout:  true,
+		},
+		{
+			name: "slow body",
+			handler: func(done <-chan struct{}) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					// Headers and a start at once, then a byte now and then:
+					// the body would take many seconds to finish.
+					w.Header().Set("Content-Type", textFormat)
+					rc := http.NewResponseController(w)
+					_, _ = w.Write([]byte(fixture[:20]))
+					_ = rc.Flush()
+					tick := time.NewTicker(10 * time.Millisecond)
+					defer tick.Stop()
+					for i := 20; i < len(fixture); i++ {
+						select {
+						case <-r.Context().Done():
+							return
+						case <-done:
+							return
+						case <-tick.C:
+						}
+						_, _ = w.Write([]byte{fixture[i]})
+						_ = rc.Flush()
+					}
+				}
+			},
+			deadline: 200 * time.Millisecond,
+			want:     []string{"GET {url}: timed out after"},
+			wantCode: domain.CodePullTimeout,
+			timeout:  true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var base string
+			if tt.baseURL != nil {
+				base = tt.baseURL(t)
+			} else {
+				// Blocking handlers also watch done, closed before the
+				// server's Close waits for them.
+				done := make(chan struct{})
+				base = fakeEngine(t, tt.handler(done))
+				t.Cleanup(func() { close(done) })
+			}
+			o := tt.opts
+			o.BaseURL = base
+			s := newSource(t, o)
+			deadline := tt.deadline
+			if deadline == 0 {
+				deadline = testWait
+			}
+			snap, err := pull(t, s, deadline)
+			if err == nil {
+				t.Fatalf("Pull succeeded with %+v, want an error", snap)
+			}
+			msg := domain.ErrorMessage(err)
+			t.Logf("last_error: %s", msg)
+			for _, w := range tt.want {
+				w = strings.ReplaceAll(w, "{url}", s.URL())
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q\ndoes not contain %q", msg, w)
+				}
+			}
+			if strings.ContainsAny(msg, "\r\n") {
+				t.Errorf("error spans lines: %q", msg)
+			}
+			if code := domain.ErrorCode(err); code != tt.wantCode {
+				t.Errorf("code %s, want %s (%v)", code, tt.wantCode, err)
+			}
+			if isTimeout := errors.Is(err, context.DeadlineExceeded); isTimeout != tt.timeout {
+				t.Errorf("errors.Is(err, DeadlineExceeded) = %v, want %v", isTimeout, tt.timeout)
+			}
+		})
+	}
+}
+
+// TestPullThenValidate covers the whole path for values that parse but
+// break the snapshot invariants: the source passes them on and
+// domain.ValidateSnapshot names rank and field.
+func TestPullThenValidate(t *testing.T) {
+	capacity := cacheConfig(`engine="0",num_gpu_blocks="100"`, `engine="1",num_gpu_blocks="100"`)
+	tests := []struct {
+		name string
+		body string
+		want string
+	}{
+		{"negative gauge", gauges("1", "-1", "0", "0", "0.1", "0.1"), "rank 1: num_running_reqs is negative (-1)"},
+		{"usage above 1", gauges("1", "1", "0", "0", "1.5", "0.1") + capacity, "rank 0: num_used_tokens 2400 exceeds max_total_num_tokens 1600"},
+		{"NaN usage", gauges("1", "1", "0", "0", "0.1", "NaN"), "rank 1: token_usage is not finite (NaN)"},
+		{"Inf usage", gauges("1", "1", "0", "0", "+Inf", "0.1") + capacity, "rank 0: token_usage is not finite (+Inf)"},
+		{"running above --max-num-seqs", gauges("1", "300", "0", "0", "0.1", "0.1"), "rank 1: num_running_reqs 300 exceeds max_running_requests 256"},
+		{"missing rank", "vllm:num_requests_running{engine=\"0\"} 1\nvllm:num_requests_waiting{engine=\"0\"} 0\nvllm:kv_cache_usage_perc{engine=\"0\"} 0\n",
+			"rank set changed: missing [1]"},
+		{"extra rank", gauges("1", "1", "0", "0", "0.1", "0.1") +
+			"vllm:num_requests_running{engine=\"2\"} 1\nvllm:num_requests_waiting{engine=\"2\"} 0\nvllm:kv_cache_usage_perc{engine=\"2\"} 0\n",
+			"rank set changed: unexpected [2]"},
+		{"rank beyond int32", strings.ReplaceAll(gauges("1", "1", "0", "0", "0.1", "0.1"), `engine="1"`, `engine="4294967296"`), "dp_rank 4294967296 is outside 0..2147483647"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			url := fakeEngine(t, serveBody(tt.body))
+			snap, err := pull(t, newSource(t, Options{BaseURL: url}), testWait)
+			if err != nil {
+				t.Fatalf("Pull: %v", err)
+			}
+			verr := domain.ValidateSnapshot(snap, domain.RankRange(2))
+			if verr == nil {
+				t.Fatalf("ValidateSnapshot accepted %+v", snap)
+			}
+			if msg := domain.ErrorMessage(verr); !strings.Contains(msg, tt.want) {
+				t.Errorf("validation error %q\ndoes not contain %q", msg, tt.want)
+			}
+		})
+	}
+}
+
+func TestNew(t *testing.T) {
+	tests := []struct {
+		name    string
+		opts    Options
+		wantErr string // "" means valid
+		wantURL string
+	}{
+		{name: "plain", opts: Options{BaseURL: "http://127.0.0.1:8000"}, wantURL: "http://127.0.0.1:8000/metrics"},
+		{name: "trailing slash", opts: Options{BaseURL: "http://127.0.0.1:8000/"}, wantURL: "http://127.0.0.1:8000/metrics"},
+		{name: "path prefix", opts: Options{BaseURL: "https://gw.example/vllm/"}, wantURL: "https://gw.example/vllm/metrics"},
+		{name: "password redacted", opts: Options{BaseURL: "http://u:pw@127.0.0.1:8000"}, wantURL: "http://u:xxxxx@127.0.0.1:8000/metrics"},
+		{name: "empty", opts: Options{}, wantErr: "--engine-url is required"},
+		{name: "no scheme", opts: Options{BaseURL: "127.0.0.1:8000"}, wantErr: `--engine-url "127.0.0.1:8000"`},
+		{name: "bad scheme", opts: Options{BaseURL: "unix:///run/vllm.sock"}, wantErr: "scheme must be http or https"},
+		{name: "no host", opts: Options{BaseURL: "http:///metrics"}, wantErr: "no host"},
+		{name: "query", opts: Options{BaseURL: "http://127.0.0.1:8000/?x=1"}, wantErr: "without a query"},
+		{name: "fragment", opts: Options{BaseURL: "http://127.0.0.1:8000#x"}, wantErr: "fragment"},
+		{name: "key with newline", opts: Options{BaseURL: "http://127.0.0.1:8000", APIKey: "a\r\nb"}, wantErr: "--engine-api-key contains a control character"},
+		{name: "negative body bound", opts: Options{BaseURL: "http://127.0.0.1:8000", MaxBodyBytes: -1}, wantErr: "max body bytes must be > 0"},
+		{name: "negative max running", opts: Options{BaseURL: "http://127.0.0.1:8000", MaxRunningRequests: -1}, wantErr: "--max-num-seqs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := New(tt.opts)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("New: %v", err)
+				}
+				if s.URL() != tt.wantURL {
+					t.Errorf("URL() = %s, want %s", s.URL(), tt.wantURL)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("New accepted %+v", tt.opts)
+			}
+			if domain.ErrorCode(err) != domain.CodeInvalidArgument || !strings.Contains(domain.ErrorMessage(err), tt.wantErr) {
+				t.Errorf("New error %v, want INVALID_ARGUMENT containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
