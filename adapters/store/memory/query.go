@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports"
 )
 
@@ -74,43 +75,27 @@ func clone(r *domain.Report, keep map[int64]bool) *domain.Report {
 	return &c
 }
 
+// ofWorkers keeps the reports of workers (all when workers is empty).
+func ofWorkers(reports []*domain.Report, workers []string) []*domain.Report {
+	if len(workers) == 0 {
+		return reports
+	}
+	keep := set(workers)
+	var out []*domain.Report
+	for _, r := range reports {
+		if keep[r.Worker.Addr] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 func set[T comparable](vs []T) map[T]bool {
 	m := make(map[T]bool, len(vs))
 	for _, v := range vs {
 		m[v] = true
 	}
 	return m
-}
-
-// runs finds, per worker, the maximal runs of consecutive reports for which
-// in returns true, calling emit for each (end is nil while ongoing).
-func runs(reports []*domain.Report, workers map[string]bool, in func(*domain.Report) bool,
-	emit func(run []*domain.Report, end *domain.Report)) {
-	open := map[string][]*domain.Report{}
-	var order []string // workers with an open run, in the order runs opened
-	for _, r := range reports {
-		w := r.Worker.Addr
-		if len(workers) > 0 && !workers[w] {
-			continue
-		}
-		if in(r) {
-			if open[w] == nil {
-				order = append(order, w)
-			}
-			open[w] = append(open[w], r)
-			continue
-		}
-		if run := open[w]; run != nil {
-			emit(run, r)
-			delete(open, w)
-		}
-	}
-	for _, w := range order {
-		if run := open[w]; run != nil {
-			emit(run, nil)
-			delete(open, w)
-		}
-	}
 }
 
 // Outages returns the maximal runs of non-HEALTHY reports. See
@@ -124,34 +109,34 @@ func (s *Store) Outages(ctx context.Context, q ports.OutagesQuery) (ports.Outage
 	}
 	var res ports.OutagesResult
 	s.mu.RLock()
-	runs(s.window(q.Window), set(q.Workers), func(r *domain.Report) bool { return r.Status != domain.StatusHealthy },
-		func(run []*domain.Report, end *domain.Report) {
-			o := ports.Outage{
-				WorkerAddr: run[0].Worker.Addr,
-				Start:      run[0].ReportTime,
-				LastSeen:   run[len(run)-1].ReportTime,
-				Reports:    int64(len(run)),
+	for _, rn := range audit.Runs(ofWorkers(s.window(q.Window), q.Workers), audit.Unhealthy) {
+		run, end := rn.Reports, rn.End
+		o := ports.Outage{
+			WorkerAddr: run[0].Worker.Addr,
+			Start:      run[0].ReportTime,
+			LastSeen:   run[len(run)-1].ReportTime,
+			Reports:    int64(len(run)),
+		}
+		seen := map[domain.Status]bool{}
+		for _, r := range run {
+			if !seen[r.Status] {
+				seen[r.Status] = true
+				o.Statuses = append(o.Statuses, r.Status)
 			}
-			seen := map[domain.Status]bool{}
-			for _, r := range run {
-				if !seen[r.Status] {
-					seen[r.Status] = true
-					o.Statuses = append(o.Statuses, r.Status)
-				}
-				if r.LastError != "" {
-					o.LastError = r.LastError
-				}
+			if r.LastError != "" {
+				o.LastError = r.LastError
 			}
-			slices.Sort(o.Statuses)
-			if end != nil {
-				o.End = end.ReportTime
-				o.Duration = o.End.Sub(o.Start)
-			} else {
-				o.Ongoing = true
-				o.Duration = o.LastSeen.Sub(o.Start)
-			}
-			res.Outages = append(res.Outages, o)
-		})
+		}
+		slices.Sort(o.Statuses)
+		if end != nil {
+			o.End = end.ReportTime
+			o.Duration = o.End.Sub(o.Start)
+		} else {
+			o.Ongoing = true
+			o.Duration = o.LastSeen.Sub(o.Start)
+		}
+		res.Outages = append(res.Outages, o)
+	}
 	s.mu.RUnlock()
 	slices.SortStableFunc(res.Outages, func(a, b ports.Outage) int {
 		return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.WorkerAddr, b.WorkerAddr))
@@ -215,7 +200,7 @@ func (s *Store) RankStats(ctx context.Context, q ports.RankStatsQuery) (ports.Ra
 		n := float64(len(a.usage))
 		res.Stats = append(res.Stats, ports.RankStat{
 			WorkerAddr: k.worker, DPRank: k.rank, Reports: int64(len(a.usage)),
-			AvgTokenUsage: a.sum / n, MaxTokenUsage: a.maxUsage, P95TokenUsage: percentile(a.usage, 0.95),
+			AvgTokenUsage: a.sum / n, MaxTokenUsage: a.maxUsage, P95TokenUsage: audit.Percentile(a.usage, 0.95),
 			MaxWaitingReqs: a.maxWaiting, MeanGenThroughput: a.gen / n,
 		})
 	}
@@ -224,19 +209,6 @@ func (s *Store) RankStats(ctx context.Context, q ports.RankStatsQuery) (ports.Ra
 	})
 	res.Stats, res.Truncated = truncate(res.Stats, q.MaxResults())
 	return res, nil
-}
-
-// percentile is PostgreSQL's percentile_cont: linear interpolation between
-// the two values around position p·(n−1) of the sorted values.
-func percentile(v []float64, p float64) float64 {
-	slices.Sort(v)
-	pos := p * float64(len(v)-1)
-	lo := int(math.Floor(pos))
-	if lo+1 >= len(v) {
-		return v[len(v)-1]
-	}
-	frac := pos - float64(lo)
-	return v[lo] + frac*(v[lo+1]-v[lo])
 }
 
 // Gaps returns recording gaps and restarts. See ports.HistoryQuery.
@@ -281,18 +253,6 @@ func (s *Store) Gaps(ctx context.Context, q ports.GapsQuery) (ports.GapsResult, 
 	return res, nil
 }
 
-// spread is max − min token_usage across r's ranks (0 without ranks).
-func spread(r *domain.Report) float64 {
-	if len(r.Ranks) == 0 {
-		return 0
-	}
-	lo, hi := r.Ranks[0].TokenUsage, r.Ranks[0].TokenUsage
-	for _, k := range r.Ranks[1:] {
-		lo, hi = min(lo, k.TokenUsage), max(hi, k.TokenUsage)
-	}
-	return hi - lo
-}
-
 // Imbalance returns runs of reports whose token_usage spread exceeds the
 // threshold. See ports.HistoryQuery.
 func (s *Store) Imbalance(ctx context.Context, q ports.ImbalanceQuery) (ports.ImbalanceResult, error) {
@@ -304,29 +264,30 @@ func (s *Store) Imbalance(ctx context.Context, q ports.ImbalanceQuery) (ports.Im
 	}
 	var res ports.ImbalanceResult
 	s.mu.RLock()
-	runs(s.window(q.Window), set(q.Workers), func(r *domain.Report) bool { return spread(r) > q.Threshold },
-		func(run []*domain.Report, end *domain.Report) {
-			sp := ports.Imbalance{
-				WorkerAddr: run[0].Worker.Addr,
-				Start:      run[0].ReportTime,
-				LastSeen:   run[len(run)-1].ReportTime,
-				Reports:    int64(len(run)),
-				PeakSpread: math.Inf(-1),
+	hot := func(r *domain.Report) bool { return audit.Spread(r) > q.Threshold }
+	for _, rn := range audit.Runs(ofWorkers(s.window(q.Window), q.Workers), hot) {
+		run, end := rn.Reports, rn.End
+		sp := ports.Imbalance{
+			WorkerAddr: run[0].Worker.Addr,
+			Start:      run[0].ReportTime,
+			LastSeen:   run[len(run)-1].ReportTime,
+			Reports:    int64(len(run)),
+			PeakSpread: math.Inf(-1),
+		}
+		for _, r := range run {
+			if v := audit.Spread(r); v > sp.PeakSpread {
+				sp.PeakSpread, sp.PeakTime = v, r.ReportTime
 			}
-			for _, r := range run {
-				if v := spread(r); v > sp.PeakSpread {
-					sp.PeakSpread, sp.PeakTime = v, r.ReportTime
-				}
-			}
-			if end != nil {
-				sp.End = end.ReportTime
-				sp.Duration = sp.End.Sub(sp.Start)
-			} else {
-				sp.Ongoing = true
-				sp.Duration = sp.LastSeen.Sub(sp.Start)
-			}
-			res.Spans = append(res.Spans, sp)
-		})
+		}
+		if end != nil {
+			sp.End = end.ReportTime
+			sp.Duration = sp.End.Sub(sp.Start)
+		} else {
+			sp.Ongoing = true
+			sp.Duration = sp.LastSeen.Sub(sp.Start)
+		}
+		res.Spans = append(res.Spans, sp)
+	}
 	s.mu.RUnlock()
 	slices.SortStableFunc(res.Spans, func(a, b ports.Imbalance) int {
 		return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.WorkerAddr, b.WorkerAddr))
