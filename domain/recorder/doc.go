@@ -4,7 +4,8 @@
 // retries with capped exponential backoff while the store fails (keeping
 // the batch), drops the oldest reports when its bounded buffer is full and
 // counts them, and flushes what it holds on Close within the caller's
-// deadline.
+// deadline. RunRetention is the periodic, bounded enforcement of the
+// history retention over the same port.
 //
 // It is one of the two packages under domain that run goroutines (the other
 // is the fire loop, domain/reporter): its writer, and a short-lived watcher

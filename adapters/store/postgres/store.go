@@ -395,3 +395,12 @@ func (s *Store) deleteDefault(ctx context.Context, t time.Time, limit int) (int6
 	}
 	return tag.RowsAffected(), tx.Commit(ctx)
 }
+
+// Ping checks that the database answers (for readiness checks).
+func (s *Store) Ping(ctx context.Context) error {
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return wrapErr(ctx, "ping", err)
+	}
+	return wrapErr(ctx, "ping", tx.Rollback(ctx))
+}

@@ -81,6 +81,9 @@ func TestPartitionsAndDefaultSafetyNet(t *testing.T) {
 	s, _ := newStore(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
 	day := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
 	// Someone else wrote a row for a day with no partition yet: it lands in
 	// the default partition.
@@ -153,6 +156,9 @@ func TestUnreachableDatabaseIsUnavailable(t *testing.T) {
 	_, err = s.Outages(ctx, ports.OutagesQuery{Window: ports.Window{Since: time.Unix(0, 0), Until: time.Now()}})
 	if domain.ErrorCode(err) != domain.CodeUnavailable {
 		t.Errorf("Outages on a closed port = %v, want %s", err, domain.CodeUnavailable)
+	}
+	if err := s.Ping(ctx); domain.ErrorCode(err) != domain.CodeUnavailable {
+		t.Errorf("Ping on a closed port = %v, want %s", err, domain.CodeUnavailable)
 	}
 	if _, err := postgres.Open("postgres://%zz", postgres.Options{}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
 		t.Errorf("Open(bad url) = %v, want %s", err, domain.CodeInvalidArgument)

@@ -1,0 +1,85 @@
+package recorder_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/loadreporter/loadreporter/adapters/clock/clocktest"
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/recorder"
+)
+
+// deleteStore is a store whose DeleteBefore answers from a script.
+type deleteStore struct {
+	fakeStore
+	calls   chan time.Time
+	answers chan int64
+}
+
+func (d deleteStore) DeleteBefore(ctx context.Context, t time.Time, limit int) (int64, error) {
+	if limit != 100 {
+		return 0, errors.New("wrong limit")
+	}
+	d.calls <- t
+	n := <-d.answers
+	if n < 0 {
+		return 0, domain.Errorf(domain.CodeUnavailable, "down")
+	}
+	return n, nil
+}
+
+func TestRetentionDeletesInBoundedStepsEveryPeriod(t *testing.T) {
+	ctx := testCtx(t)
+	clk := clocktest.New(t0)
+	store := deleteStore{calls: make(chan time.Time), answers: make(chan int64)}
+	removed := make(chan int64, 10)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- recorder.RunRetention(runCtx, recorder.RetentionOptions{
+			Store: store, Clock: clk, Retention: 24 * time.Hour, Every: time.Hour, Limit: 100,
+			Removed: func(n int64, err error) {
+				if err != nil {
+					n = -1
+				}
+				removed <- n
+			},
+		})
+	}()
+	round := func(wantBefore time.Time, answers ...int64) {
+		t.Helper()
+		for _, a := range answers {
+			if got := recv(t, ctx, store.calls, "DeleteBefore"); !got.Equal(wantBefore) {
+				t.Errorf("DeleteBefore(%s), want %s", got, wantBefore)
+			}
+			store.answers <- a
+		}
+	}
+	round(t0.Add(-24*time.Hour), 100, 100, 7, 0) // until nothing is left
+	if n := recv(t, ctx, removed, "first round"); n != 207 {
+		t.Errorf("first round removed %d, want 207", n)
+	}
+	if err := clk.WaitPending(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour)
+	round(t0.Add(-23*time.Hour), -1) // a failure waits for the next round
+	if n := recv(t, ctx, removed, "failed round"); n != -1 {
+		t.Errorf("failed round reported %d", n)
+	}
+	if err := clk.WaitPending(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour)
+	round(t0.Add(-22*time.Hour), 0)
+	recv(t, ctx, removed, "third round")
+	stop()
+	if err := recv(t, ctx, done, "RunRetention to return"); !errors.Is(err, context.Canceled) {
+		t.Errorf("RunRetention = %v, want context.Canceled", err)
+	}
+	if err := recorder.RunRetention(ctx, recorder.RetentionOptions{Store: store, Clock: clk}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
+		t.Errorf("RunRetention(no retention) = %v", err)
+	}
+}
