@@ -1,0 +1,48 @@
+# loadreporter — build, test and generate.
+#
+#   make run             serve with the embedded defaults (simulated engine)
+#   make test            the whole test suite, race detector on
+#   make generate        regenerate protobuf/Connect code and the Wire injector
+#   make check-generate  fail if regenerating changes anything committed
+#   make lint            go vet, gofmt, buf lint and buf format
+
+GO      ?= go
+BUF     := $(GO) tool -modfile=tools/go.mod buf
+LISTEN  ?= 127.0.0.1:8080
+export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+
+.PHONY: run test test-short generate check-generate lint bench services
+
+run:
+	$(GO) run ./cmd/loadreporter serve --listen $(LISTEN)
+
+# services starts what the tests need when the machine has it but it is down.
+services:
+	@./tests/services.sh
+
+test: services
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 12m ./...
+
+test-short:
+	$(GO) test -race -count=1 -short ./...
+
+generate:
+	$(BUF) generate
+	$(GO) tool wire ./cmd/loadreporter/app
+
+check-generate: generate
+	@git add -N . >/dev/null 2>&1; \
+	if ! git diff --quiet -- gen cmd/loadreporter/app/wire_gen.go; then \
+		echo "generated code is out of date; run 'make generate' and commit:"; \
+		git --no-pager diff --stat -- gen cmd/loadreporter/app/wire_gen.go; exit 1; \
+	fi; echo "generated code is up to date"
+
+lint:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	$(BUF) lint
+	$(BUF) format -d --exit-code
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
