@@ -257,8 +257,13 @@ func testIdempotent(t *testing.T, s Store) {
 	if err := s.Append(ctx, fx); err != nil {
 		t.Fatalf("Append(again): %v", err)
 	}
+	// A new report twice in one batch.
+	extra := report(w1, "src-z", 1, 30, H, "", rk{0, .5, 0, 1}, rk{1, .5, 0, 1})
+	if err := s.Append(ctx, []*domain.Report{extra, fx[0], extra}); err != nil {
+		t.Fatalf("Append(a new report twice): %v", err)
+	}
 	page := mustReports(t, s, ports.ReportsQuery{Window: full, Limit: ports.MaxLimit})
-	equalLines(t, "reports after re-appending", labels(page.Reports), fixtureOrder)
+	equalLines(t, "reports after re-appending", labels(page.Reports), append(slices.Clone(fixtureOrder), "src-z#1"))
 	stats, err := s.RankStats(ctx, ports.RankStatsQuery{Window: full})
 	if err != nil {
 		t.Fatalf("RankStats: %v", err)
@@ -268,7 +273,7 @@ func testIdempotent(t *testing.T, s Store) {
 		got = append(got, fmt.Sprintf("%s/%d n=%d", st.WorkerAddr, st.DPRank, st.Reports))
 	}
 	equalLines(t, "rank rows after re-appending", got, []string{
-		w1 + "/0 n=8", w1 + "/1 n=8", w2 + "/0 n=4", w2 + "/1 n=4", w2 + "/2 n=4",
+		w1 + "/0 n=9", w1 + "/1 n=9", w2 + "/0 n=4", w2 + "/1 n=4", w2 + "/2 n=4",
 	})
 }
 

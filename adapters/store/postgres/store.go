@@ -89,7 +89,18 @@ func (s *Store) Append(ctx context.Context, reports []*domain.Report) error {
 		krun, kwait, kunc, kused, ktot, kmax, kmr []int64
 		kusage, kgen, kcache, kutil               []float64
 	)
+	type identity struct {
+		source string
+		seq    uint64
+	}
+	seen := make(map[identity]bool, len(reports))
 	for _, r := range reports {
+		// A report twice in one batch is written once (its ranks too).
+		id := identity{r.SourceInstanceID, r.SequenceID}
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
 		t := r.ReportTime.UTC()
 		rw = append(rw, r.Worker.Addr)
 		rt = append(rt, t)
@@ -129,36 +140,40 @@ func (s *Store) Append(ctx context.Context, reports []*domain.Report) error {
 		return wrapErr(ctx, "append", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, insertReports, rw, rt, rs, rq, rst, re, rwt, rm, rz); err != nil {
-		return wrapErr(ctx, "append reports", err)
-	}
-	if len(kw) > 0 {
-		if _, err := tx.Exec(ctx, insertRanks, kw, kt, ks, kq, kd, kst,
-			krun, kwait, kunc, kused, ktot, kmax, kmr, kusage, kgen, kcache, kutil); err != nil {
-			return wrapErr(ctx, "append ranks", err)
-		}
+	if _, err := tx.Exec(ctx, insertReportsAndRanks, rw, rt, rs, rq, rst, re, rwt, rm, rz,
+		kw, kt, ks, kq, kd, kst, krun, kwait, kunc, kused, ktot, kmax, kmr, kusage, kgen, kcache, kutil); err != nil {
+		return wrapErr(ctx, "append", err)
 	}
 	return wrapErr(ctx, "append commit", tx.Commit(ctx))
 }
 
-const insertReports = `
-INSERT INTO history_reports
-    (worker_addr, report_time, source_instance_id, sequence_id, status, last_error, worker_type, model, zone)
-SELECT w, t, s, q, st, NULLIF(e, ''), wt, NULLIF(m, ''), NULLIF(z, '')
-FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::bigint[], $5::smallint[],
-            $6::text[], $7::smallint[], $8::text[], $9::text[]) AS u(w, t, s, q, st, e, wt, m, z)
-ON CONFLICT DO NOTHING`
-
-const insertRanks = `
+// insertReportsAndRanks writes a batch in one statement. Reports already
+// stored are skipped by the primary key (ON CONFLICT DO NOTHING), and only
+// the ranks of the reports actually inserted are written: rank rows exist
+// only together with their report (Append, retention and the default
+// partition clean-up change both in one transaction), so the rank insert
+// needs no conflict check, which makes it markedly cheaper.
+const insertReportsAndRanks = `
+WITH new AS (
+    INSERT INTO history_reports
+        (worker_addr, report_time, source_instance_id, sequence_id, status, last_error, worker_type, model, zone)
+    SELECT w, t, s, q, st, NULLIF(e, ''), wt, NULLIF(m, ''), NULLIF(z, '')
+    FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::bigint[], $5::smallint[],
+                $6::text[], $7::smallint[], $8::text[], $9::text[]) AS u(w, t, s, q, st, e, wt, m, z)
+    ON CONFLICT DO NOTHING
+    RETURNING worker_addr, report_time, source_instance_id, sequence_id
+)
 INSERT INTO history_ranks
     (worker_addr, report_time, source_instance_id, sequence_id, dp_rank, snapshot_time,
      num_running_reqs, num_waiting_reqs, num_waiting_uncached_tokens, num_used_tokens,
      num_total_tokens, max_total_num_tokens, max_running_requests,
      token_usage, gen_throughput, cache_hit_rate, utilization)
-SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::bigint[], $5::integer[], $6::timestamptz[],
-                     $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[],
-                     $14::float8[], $15::float8[], $16::float8[], $17::float8[])
-ON CONFLICT DO NOTHING`
+SELECT k.* FROM unnest($10::text[], $11::timestamptz[], $12::text[], $13::bigint[], $14::integer[], $15::timestamptz[],
+                       $16::bigint[], $17::bigint[], $18::bigint[], $19::bigint[], $20::bigint[], $21::bigint[], $22::bigint[],
+                       $23::float8[], $24::float8[], $25::float8[], $26::float8[])
+         AS k(w, t, s, q, dp, snap, run, wait, unc, used, tot, maxt, maxr, usage, gen, hit, util)
+JOIN new ON new.worker_addr = k.w AND new.report_time = k.t
+        AND new.source_instance_id = k.s AND new.sequence_id = k.q`
 
 // Partitioned tables, and the prefix of their daily partitions' names.
 var partitioned = []string{"history_reports", "history_ranks"}
