@@ -23,16 +23,16 @@ var (
 
 // benchReport is report i of a synthetic fleet: each worker reports once a
 // second with 8 ranks; every 500th report starts a 5-report outage, every
-// 2 000th is followed by a 10 s recording gap, every 5 000th comes from a
+// 600th is followed by a 10 s recording gap, every 1 500th comes from a
 // new process, and token usage drifts apart across ranks in waves
 // (imbalance).
 func benchReport(i int, start time.Time) *domain.Report {
 	workers := *benchWorkers
 	w, k := i%workers, i/workers // k: this worker's k-th report
-	t := start.Add(time.Duration(k)*time.Second + time.Duration(k/2000)*10*time.Second)
+	t := start.Add(time.Duration(k)*time.Second + time.Duration(k/600)*10*time.Second)
 	r := &domain.Report{
-		SourceInstanceID: fmt.Sprintf("bench-%d-%d", w, k/5000),
-		SequenceID:       uint64(k%5000 + 1),
+		SourceInstanceID: fmt.Sprintf("bench-%d-%d", w, k/1500),
+		SequenceID:       uint64(k%1500 + 1),
 		ReportTime:       t,
 		Worker:           domain.Worker{Addr: fmt.Sprintf("10.1.%d.%d:30000", w/256, w%256), Type: domain.WorkerTypeRegular, Model: "llama"},
 		Status:           domain.StatusHealthy,

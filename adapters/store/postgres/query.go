@@ -18,7 +18,11 @@ func (s *Store) readTx(ctx context.Context, op string, fn func(tx pgx.Tx) error)
 		return wrapErr(ctx, op, err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`); err != nil {
+	// Custom plans always: the filters are "empty array or match", which
+	// only a plan made for the actual values turns into an index condition.
+	// No arguments, so pgx sends both statements in one simple query.
+	if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY;
+		SET LOCAL plan_cache_mode = force_custom_plan`); err != nil {
 		return wrapErr(ctx, op, err)
 	}
 	if err := fn(tx); err != nil {
