@@ -57,3 +57,7 @@ func ErrorMessage(err error) string {
 	}
 	return "internal error"
 }
+
+// CodeFailedPrecondition: the request is valid but the service is not in a
+// state to honour it (e.g. a simulator command without the simulator).
+const CodeFailedPrecondition = "FAILED_PRECONDITION"

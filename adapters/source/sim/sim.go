@@ -99,6 +99,12 @@ func (s *Source) Mode() (Mode, int) {
 	return s.mode, len(s.ranks)
 }
 
+// State is Mode for callers that deal in plain strings.
+func (s *Source) State() (mode string, ranks int) {
+	m, n := s.Mode()
+	return string(m), n
+}
+
 // SetMode switches the failure mode: one of Modes(), or "ranks N" to change
 // the number of ranks the engine reports.
 func (s *Source) SetMode(spec string) error {

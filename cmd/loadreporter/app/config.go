@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/reporter"
 	"github.com/loadreporter/loadreporter/domain/session"
@@ -22,6 +23,9 @@ type Config struct {
 	DPSize       int
 	SimMode      string
 	SimSeed      uint64
+	PollMaxAge   time.Duration
+
+	VLLMMaxRunningRequests int64
 
 	StaleAfter time.Duration
 	PullBudget time.Duration
@@ -56,6 +60,7 @@ func DefaultConfig() Config {
 		ShutdownGrace: 5 * time.Second,
 		WorkerType:    "regular",
 		SimMode:       "normal",
+		PollMaxAge:    pollapi.DefaultMaxAge,
 		LogLevel:      "info",
 		LogFormat:     "text",
 	}
@@ -76,6 +81,8 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.IntVar(&c.DPSize, "dp-size", c.DPSize, "expected number of DP ranks (0: learn from the first valid snapshot; sim uses 4)")
 	fs.StringVar(&c.SimMode, "sim-mode", c.SimMode, "sim source start mode: normal, stall, error, hang, garbage")
 	fs.Uint64Var(&c.SimSeed, "sim-seed", c.SimSeed, "sim source random seed")
+	fs.DurationVar(&c.PollMaxAge, "poll-max-age", c.PollMaxAge, "GET /v1/loads serves the latest report when younger, else waits for the next fire")
+	fs.Int64Var(&c.VLLMMaxRunningRequests, "vllm-max-running-requests", c.VLLMMaxRunningRequests, "vllm-metrics: the server's --max-num-seqs (vLLM does not publish it; 0: 256)")
 	fs.DurationVar(&c.StaleAfter, "stale-after", c.StaleAfter, "a report whose oldest rank is older than this is STALE")
 	fs.DurationVar(&c.PullBudget, "pull-budget", c.PullBudget, "bound on one fire's pull, retry included")
 	fs.StringVar(&c.Schedule, "schedule", c.Schedule, "report deadlines: aligned (shared grid) or anchored (per registration)")
@@ -121,6 +128,12 @@ func (c Config) Validate() error {
 	}
 	if c.StaleAfter < 0 {
 		return fmt.Errorf("--stale-after %s: must not be negative", c.StaleAfter)
+	}
+	if c.PollMaxAge < 0 {
+		return fmt.Errorf("--poll-max-age %s: must not be negative", c.PollMaxAge)
+	}
+	if c.VLLMMaxRunningRequests < 0 {
+		return fmt.Errorf("--vllm-max-running-requests %d: must not be negative", c.VLLMMaxRunningRequests)
 	}
 	if c.PullBudget <= 0 {
 		return fmt.Errorf("--pull-budget %s: must be > 0", c.PullBudget)

@@ -110,6 +110,7 @@ func (m *Main) close() error {
 		return nil
 	}
 	start := time.Now()
+	m.health.SetStatus("", grpchealth.StatusNotServing)
 	m.health.SetStatus(loadmonitorv1connect.LoadMonitorServiceName, grpchealth.StatusNotServing)
 	m.reporter.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownGrace)
@@ -128,6 +129,7 @@ func (m *Main) close() error {
 	if serveErr := <-m.serveDone; serveErr != nil {
 		err = errors.Join(err, serveErr)
 	}
+	err = errors.Join(err, m.engine.Close())
 	m.log.Info("loadreporter stopped", "took", time.Since(start).Round(time.Millisecond))
 	return err
 }

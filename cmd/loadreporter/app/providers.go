@@ -4,13 +4,17 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 
 	"github.com/loadreporter/loadreporter/adapters/clock"
 	"github.com/loadreporter/loadreporter/adapters/metrics"
+	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/adapters/rpc"
+	"github.com/loadreporter/loadreporter/adapters/source/sglanghttp"
 	"github.com/loadreporter/loadreporter/adapters/source/sim"
+	"github.com/loadreporter/loadreporter/adapters/source/vllm"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/reporter"
 	"github.com/loadreporter/loadreporter/domain/session"
@@ -36,6 +40,7 @@ func NewClock() ports.Clock { return clock.System{} }
 type Engine struct {
 	Source ports.SnapshotSource
 	Sim    *sim.Source // nil unless --source sim
+	closer io.Closer
 }
 
 // NewEngine builds the snapshot source named by --source.
@@ -50,8 +55,29 @@ func NewEngine(c Config, clk ports.Clock) (Engine, error) {
 			return Engine{}, fmt.Errorf("--sim-mode: %s", domain.ErrorMessage(err))
 		}
 		return Engine{Source: s, Sim: s}, nil
+	case "sglang-http":
+		s, err := sglanghttp.New(sglanghttp.Options{BaseURL: c.EngineURL, APIKey: c.EngineAPIKey})
+		if err != nil {
+			return Engine{}, err
+		}
+		return Engine{Source: s, closer: s}, nil
+	case "vllm-metrics":
+		s, err := vllm.New(vllm.Options{BaseURL: c.EngineURL, APIKey: c.EngineAPIKey,
+			MaxRunningRequests: c.VLLMMaxRunningRequests, Clock: clk})
+		if err != nil {
+			return Engine{}, err
+		}
+		return Engine{Source: s, closer: s}, nil
 	}
 	return Engine{}, fmt.Errorf("--source %s is not available in this build", c.Source)
+}
+
+// Close releases the source's connections.
+func (e Engine) Close() error {
+	if e.closer == nil {
+		return nil
+	}
+	return e.closer.Close()
 }
 
 // NewMetrics returns the Prometheus metrics of the fire loop.
@@ -93,6 +119,20 @@ func NewReporter(c Config, e Engine, clk ports.Clock, m *metrics.Reporter, log *
 		Logger:     log,
 	})
 }
+
+// NewWatch returns the browsers' Watch service.
+func NewWatch(r *reporter.Reporter) *rpc.Watch { return rpc.NewWatch(r) }
+
+// NewAdmin returns the admin service.
+func NewAdmin(e Engine, r *reporter.Reporter) *rpc.Admin {
+	if e.Sim == nil {
+		return rpc.NewAdmin(nil, r)
+	}
+	return rpc.NewAdmin(e.Sim, r)
+}
+
+// NewPoll returns the /v1/loads handler for polling routers.
+func NewPoll(c Config, r *reporter.Reporter) *pollapi.Handler { return pollapi.New(r, c.PollMaxAge) }
 
 // NewMonitor returns the Monitor RPC service.
 func NewMonitor(r *reporter.Reporter, log *slog.Logger) *rpc.Monitor { return rpc.NewMonitor(r, log) }

@@ -14,7 +14,9 @@ import (
 	"connectrpc.com/grpcreflect"
 
 	"github.com/loadreporter/loadreporter/adapters/metrics"
+	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/adapters/rpc"
+	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 )
 
@@ -24,7 +26,8 @@ type Health = grpchealth.StaticChecker
 
 // NewHealth returns a checker that reports the served services.
 func NewHealth() *Health {
-	return grpchealth.NewStaticChecker(loadmonitorv1connect.LoadMonitorServiceName)
+	return grpchealth.NewStaticChecker(loadmonitorv1connect.LoadMonitorServiceName,
+		loadreporterv1connect.WatchServiceName, loadreporterv1connect.AdminServiceName)
 }
 
 // Readiness tells /readyz whether the service accepts sessions.
@@ -34,11 +37,16 @@ type Readiness struct{ ready chan struct{} }
 func NewReadiness() *Readiness { return &Readiness{ready: make(chan struct{})} }
 
 // NewHandler assembles everything served on the one port.
-func NewHandler(c Config, monitor *rpc.Monitor, health *Health, m *metrics.Reporter, ready *Readiness) http.Handler {
+func NewHandler(c Config, monitor *rpc.Monitor, watch *rpc.Watch, admin *rpc.Admin, poll *pollapi.Handler,
+	health *Health, m *metrics.Reporter, ready *Readiness) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(monitor.Handler())
+	mux.Handle(watch.Handler())
+	mux.Handle(admin.Handler())
+	mux.Handle(pollapi.Route, poll)
 	mux.Handle(grpchealth.NewHandler(health))
-	reflector := grpcreflect.NewStaticReflector(loadmonitorv1connect.LoadMonitorServiceName, grpchealth.HealthV1ServiceName)
+	reflector := grpcreflect.NewStaticReflector(loadmonitorv1connect.LoadMonitorServiceName,
+		loadreporterv1connect.WatchServiceName, loadreporterv1connect.AdminServiceName, grpchealth.HealthV1ServiceName)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle("GET /metrics", m.Handler())

@@ -22,10 +22,13 @@ func InitializeMain(c Config) (*Main, error) {
 		return nil, err
 	}
 	monitor := NewMonitor(reporterReporter, logger)
+	watch := NewWatch(reporterReporter)
+	admin := NewAdmin(engine, reporterReporter)
+	handler := NewPoll(c, reporterReporter)
 	v := NewHealth()
 	readiness := NewReadiness()
-	handler := NewHandler(c, monitor, v, reporter, readiness)
-	server, err := NewServer(c, handler)
+	httpHandler := NewHandler(c, monitor, watch, admin, handler, v, reporter, readiness)
+	server, err := NewServer(c, httpHandler)
 	if err != nil {
 		return nil, err
 	}
@@ -44,10 +47,13 @@ func InitializeMainWithEngine(c Config, e Engine) (*Main, error) {
 		return nil, err
 	}
 	monitor := NewMonitor(reporterReporter, logger)
+	watch := NewWatch(reporterReporter)
+	admin := NewAdmin(e, reporterReporter)
+	handler := NewPoll(c, reporterReporter)
 	v := NewHealth()
 	readiness := NewReadiness()
-	handler := NewHandler(c, monitor, v, reporter, readiness)
-	server, err := NewServer(c, handler)
+	httpHandler := NewHandler(c, monitor, watch, admin, handler, v, reporter, readiness)
+	server, err := NewServer(c, httpHandler)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,177 @@
+package pollapi
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/loadreporter/loadreporter/domain"
+)
+
+// DefaultMaxAge is how old the latest report may be and still be served
+// without waiting for the next fire.
+const DefaultMaxAge = time.Second
+
+// Poller yields a report at most maxAge old; *reporter.Reporter implements it.
+type Poller interface {
+	Poll(ctx context.Context, maxAge time.Duration) (*domain.Report, error)
+}
+
+// Handler serves GET /v1/loads.
+type Handler struct {
+	poller Poller
+	maxAge time.Duration
+}
+
+// New returns the handler; maxAge 0 means DefaultMaxAge.
+func New(p Poller, maxAge time.Duration) *Handler {
+	if maxAge <= 0 {
+		maxAge = DefaultMaxAge
+	}
+	return &Handler{poller: p, maxAge: maxAge}
+}
+
+// Route is where Handler is mounted.
+const Route = "GET /v1/loads"
+
+// Envelope is the response body: SGLang's /v1/loads envelope with the core
+// section, plus status fields SGLang clients ignore.
+type Envelope struct {
+	Timestamp   string `json:"timestamp"`
+	Version     string `json:"version"`
+	DPRankCount int    `json:"dp_rank_count"`
+	Loads       []Load `json:"loads"`
+
+	Status           string `json:"status"`
+	SequenceID       uint64 `json:"sequence_id"`
+	SourceInstanceID string `json:"source_instance_id"`
+	LastError        string `json:"last_error,omitempty"`
+}
+
+// Load is one rank's core section. Integer fields are int32 on purpose:
+// polling clients parse them as such; larger values saturate.
+type Load struct {
+	DPRank                   int32   `json:"dp_rank"`
+	Timestamp                float64 `json:"timestamp"`
+	NumRunningReqs           int32   `json:"num_running_reqs"`
+	NumWaitingReqs           int32   `json:"num_waiting_reqs"`
+	NumWaitingUncachedTokens int32   `json:"num_waiting_uncached_tokens"`
+	NumUsedTokens            int32   `json:"num_used_tokens"`
+	NumTotalTokens           int32   `json:"num_total_tokens"`
+	MaxTotalNumTokens        int32   `json:"max_total_num_tokens"`
+	MaxRunningRequests       int32   `json:"max_running_requests"`
+	TokenUsage               float64 `json:"token_usage"`
+	GenThroughput            float64 `json:"gen_throughput"`
+	CacheHitRate             float64 `json:"cache_hit_rate"`
+	Utilization              float64 `json:"utilization"`
+}
+
+// ErrorBody is the body of every non-200 answer.
+type ErrorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	SequenceID uint64 `json:"sequence_id,omitempty"`
+}
+
+// ServeHTTP answers one poll.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := checkInclude(r.URL.Query()["include"]); err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", err.Error(), 0)
+		return
+	}
+	rep, err := h.poller.Poll(r.Context(), h.maxAge)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return // the poller went away
+		}
+		status := http.StatusServiceUnavailable
+		if domain.ErrorCode(err) == domain.CodeResourceExhausted {
+			status = http.StatusTooManyRequests
+		}
+		writeError(w, status, domain.ErrorCode(err), domain.ErrorMessage(err), 0)
+		return
+	}
+	if rep.Status == domain.StatusUnreachable {
+		writeError(w, http.StatusServiceUnavailable, "UNREACHABLE", rep.LastError, rep.SequenceID)
+		return
+	}
+	writeJSON(w, http.StatusOK, envelopeOf(rep))
+}
+
+// checkInclude accepts no include, or only "core" (repeated or
+// comma-separated); anything else names the section it cannot serve.
+func checkInclude(values []string) error {
+	for _, v := range values {
+		for _, section := range strings.Split(v, ",") {
+			if s := strings.TrimSpace(section); s != "core" {
+				return includeError(s)
+			}
+		}
+	}
+	return nil
+}
+
+type includeError string
+
+func (e includeError) Error() string {
+	return "include section " + `"` + string(e) + `"` + " is not served here; this reporter serves: core"
+}
+
+func envelopeOf(r *domain.Report) Envelope {
+	e := Envelope{
+		Timestamp:        r.ReportTime.UTC().Format(time.RFC3339Nano),
+		Version:          "loadreporter",
+		DPRankCount:      len(r.Ranks),
+		Loads:            make([]Load, len(r.Ranks)),
+		Status:           r.Status.String(),
+		SequenceID:       r.SequenceID,
+		SourceInstanceID: r.SourceInstanceID,
+		LastError:        r.LastError,
+	}
+	for i, k := range r.Ranks {
+		e.Loads[i] = Load{
+			DPRank:                   int32(k.DPRank),
+			Timestamp:                float64(k.SnapshotTime.UnixMicro()) / 1e6,
+			NumRunningReqs:           sat32(k.NumRunningReqs),
+			NumWaitingReqs:           sat32(k.NumWaitingReqs),
+			NumWaitingUncachedTokens: sat32(k.NumWaitingUncachedTokens),
+			NumUsedTokens:            sat32(k.NumUsedTokens),
+			NumTotalTokens:           sat32(k.NumTotalTokens),
+			// Pollers divide by it: an engine that does not publish it (0)
+			// is reported as 1 rather than inviting a division by zero.
+			MaxTotalNumTokens:  max(1, sat32(k.MaxTotalNumTokens)),
+			MaxRunningRequests: sat32(k.MaxRunningRequests),
+			TokenUsage:         k.TokenUsage,
+			GenThroughput:      k.GenThroughput,
+			CacheHitRate:       k.CacheHitRate,
+			Utilization:        k.Utilization,
+		}
+	}
+	return e
+}
+
+// sat32 narrows a validated, non-negative counter to int32, saturating.
+func sat32(v int64) int32 {
+	if v > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int32(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string, seq uint64) {
+	var b ErrorBody
+	b.Error.Code, b.Error.Message, b.SequenceID = code, msg, seq
+	writeJSON(w, status, b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

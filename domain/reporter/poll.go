@@ -1,0 +1,49 @@
+package reporter
+
+import (
+	"context"
+	"time"
+
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/session"
+)
+
+// Poll answers a polling router: the latest report when it is younger than
+// maxAge, otherwise the report of the next fire, joined as a one-shot
+// session. Any number of concurrent pollers therefore cost the engine at
+// most one pull per fire.
+func (r *Reporter) Poll(ctx context.Context, maxAge time.Duration) (*domain.Report, error) {
+	r.mu.Lock()
+	latest := r.latest
+	fresh := latest != nil && r.clock.Now().Sub(latest.ReportTime) < maxAge
+	r.mu.Unlock()
+	if fresh {
+		return latest, nil
+	}
+	sub, err := r.Subscribe(session.Options{
+		Kind: session.KindPoll, Name: "poll",
+		// The interval is never used: the session ends after one report.
+		Config: session.Config{Interval: r.table.Limits().MaxInterval}, NoLease: true, OneShot: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Close()
+	select {
+	case rep := <-sub.Reports():
+		return rep, nil
+	case <-sub.Done():
+		// A one-shot ends right after its report was offered: take it.
+		select {
+		case rep := <-sub.Reports():
+			return rep, nil
+		default:
+		}
+		if err := sub.Err(); err != nil {
+			return nil, err
+		}
+		return nil, domain.Errorf(domain.CodeUnavailable, "the poll ended without a report")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
