@@ -238,6 +238,11 @@ func (w *Recorder) Close(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
+	select {
+	case <-w.done: // finished just in time
+		return nil
+	default:
+	}
 	w.abort()
 	<-w.done
 	return ctx.Err()
