@@ -1,0 +1,108 @@
+package pollapi
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loadreporter/loadreporter/domain"
+)
+
+type fakePoller struct {
+	report *domain.Report
+	err    error
+	maxAge time.Duration
+}
+
+func (f *fakePoller) Poll(_ context.Context, maxAge time.Duration) (*domain.Report, error) {
+	f.maxAge = maxAge
+	return f.report, f.err
+}
+
+func get(t *testing.T, h http.Handler, target string) (*httptest.ResponseRecorder, map[string]any) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, target, nil))
+	var body map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		t.Fatalf("body is not JSON: %q", rec.Body.String())
+	}
+	return rec, body
+}
+
+func TestEnvelopeShape(t *testing.T) {
+	at := time.Date(2026, 11, 29, 7, 30, 0, 250_000_000, time.UTC)
+	p := &fakePoller{report: &domain.Report{
+		SequenceID: 9, SourceInstanceID: "abc", ReportTime: at, Status: domain.StatusStale,
+		LastError: "load snapshot stale by 4000 ms",
+		Ranks: []domain.RankLoad{{
+			DPRank: 1, SnapshotTime: at, NumRunningReqs: 3, NumUsedTokens: math.MaxInt32 + 5,
+			MaxTotalNumTokens: 0, MaxRunningRequests: 64, TokenUsage: 0.5,
+		}},
+	}}
+	rec, body := get(t, New(p, 0), "/v1/loads?include=core")
+	if rec.Code != http.StatusOK || p.maxAge != DefaultMaxAge || rec.Header().Get("Content-Type") != "application/json" {
+		t.Fatalf("status %d, max age %v", rec.Code, p.maxAge)
+	}
+	if body["status"] != "STALE" || body["dp_rank_count"] != 1.0 || body["timestamp"] != "2026-11-29T07:30:00.25Z" {
+		t.Fatalf("envelope %v", body)
+	}
+	load := body["loads"].([]any)[0].(map[string]any)
+	raw := rec.Body.String()
+	for _, key := range []string{"num_running_reqs", "num_waiting_reqs", "num_waiting_uncached_tokens",
+		"num_used_tokens", "num_total_tokens", "max_total_num_tokens", "max_running_requests", "dp_rank"} {
+		if _, ok := load[key]; !ok {
+			t.Fatalf("missing %s", key)
+		}
+	}
+	if strings.Contains(raw, "null") || strings.Contains(raw, `"num_running_reqs":3.`) {
+		t.Fatalf("integers must be plain JSON integers: %s", raw)
+	}
+	if load["num_used_tokens"] != float64(math.MaxInt32) {
+		t.Fatalf("num_used_tokens %v, want saturated at int32 max", load["num_used_tokens"])
+	}
+	if load["max_total_num_tokens"] != 1.0 {
+		t.Fatalf("max_total_num_tokens %v, want at least 1", load["max_total_num_tokens"])
+	}
+	if load["timestamp"] != 1795937400.25 {
+		t.Fatalf("timestamp %v", load["timestamp"])
+	}
+}
+
+func TestIncludeSections(t *testing.T) {
+	p := &fakePoller{report: &domain.Report{Status: domain.StatusHealthy}}
+	for _, ok := range []string{"/v1/loads", "/v1/loads?include=core", "/v1/loads?include=core&include=core", "/v1/loads?include=core,core"} {
+		if rec, _ := get(t, New(p, time.Second), ok); rec.Code != http.StatusOK {
+			t.Errorf("%s: %d", ok, rec.Code)
+		}
+	}
+	for _, bad := range []string{"/v1/loads?include=memory", "/v1/loads?include=core,lora", "/v1/loads?include=", "/v1/loads?include=all"} {
+		rec, body := get(t, New(p, time.Second), bad)
+		msg := body["error"].(map[string]any)["message"].(string)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(msg, "serves: core") {
+			t.Errorf("%s: %d %q", bad, rec.Code, msg)
+		}
+	}
+}
+
+func TestUnreachableAndErrors(t *testing.T) {
+	p := &fakePoller{report: &domain.Report{Status: domain.StatusUnreachable, LastError: "GET …: HTTP 500", SequenceID: 4}}
+	rec, body := get(t, New(p, time.Second), "/v1/loads")
+	e := body["error"].(map[string]any)
+	if rec.Code != http.StatusServiceUnavailable || e["code"] != "UNREACHABLE" || e["message"] != "GET …: HTTP 500" || body["sequence_id"] != 4.0 {
+		t.Fatalf("%d %v", rec.Code, body)
+	}
+	p = &fakePoller{err: domain.Errorf(domain.CodeResourceExhausted, "10000 sessions are live")}
+	if rec, _ := get(t, New(p, time.Second), "/v1/loads"); rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("%d", rec.Code)
+	}
+	p = &fakePoller{err: domain.Errorf(domain.CodeShuttingDown, "bye")}
+	if rec, _ := get(t, New(p, time.Second), "/v1/loads"); rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("%d", rec.Code)
+	}
+}
