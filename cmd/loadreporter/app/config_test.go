@@ -1,0 +1,96 @@
+package app
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestEnvironmentThenFlags(t *testing.T) {
+	c, err := ParseServe([]string{"--stale-after", "5s"}, env(map[string]string{
+		"LOADREPORTER_LISTEN":      "127.0.0.1:9999",
+		"LOADREPORTER_STALE_AFTER": "1s",
+		"LOADREPORTER_MAX_LEASE":   "20m",
+		"LOADREPORTER_SCHEDULE":    "anchored",
+	}), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:9999" || c.StaleAfter != 5*time.Second || c.Limits.MaxLease != 20*time.Minute || c.Schedule != "anchored" {
+		t.Fatalf("config %+v", c)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := ParseServe(nil, env(nil), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultConfig()
+	if c.Listen != "127.0.0.1:8080" || c.Source != "sim" || c.PullBudget != time.Second || c.StaleAfter != 3*time.Second ||
+		c.Limits != want.Limits || c.Schedule != "aligned" || c.ShutdownGrace != 5*time.Second {
+		t.Fatalf("defaults %+v", c)
+	}
+}
+
+func TestHelpListsEveryFlagWithDefaultAndVariable(t *testing.T) {
+	var out bytes.Buffer
+	_, err := ParseServe([]string{"--help"}, env(nil), &out)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err = %v", err)
+	}
+	for _, want := range []string{
+		"--listen", "default 127.0.0.1:8080", "LOADREPORTER_LISTEN",
+		"--source", "--engine-url", "--engine-api-key", "--dp-size", "--stale-after", "default 3s",
+		"--pull-budget", "--schedule", "default aligned", "--min-report-interval", "default 10ms",
+		"--max-report-interval", "default 1m0s", "--min-lease", "--max-lease", "default 10m0s",
+		"--max-sessions", "default 10000", "--shutdown-grace", "--worker-addr", "--worker-type",
+		"--model", "--zone", "--tls-cert", "--tls-key", "--tls-client-ca", "--auth-token",
+		"LOADREPORTER_MAX_REPORT_INTERVAL",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+}
+
+func TestBadSettingsNameTheirFlag(t *testing.T) {
+	cases := map[string][]string{
+		"--listen":              {"--listen", "nope"},
+		"--source":              {"--source", "ollama"},
+		"--engine-url":          {"--source", "sglang-http"},
+		"--schedule":            {"--schedule", "random"},
+		"--pull-budget":         {"--pull-budget", "0s"},
+		"--min-report-interval": {"--min-report-interval", "0s"},
+		"--max-lease":           {"--max-lease", "1ms"},
+		"--worker-type":         {"--worker-type", "gpu"},
+		"--tls-cert":            {"--tls-key", "k.pem"},
+		"--dp-size":             {"--dp-size", "-1"},
+		"--log-level":           {"--log-level", "loud"},
+	}
+	for flagName, args := range cases {
+		_, err := ParseServe(args, env(nil), &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), flagName) {
+			t.Errorf("%v: err = %v, want it to name %s", args, err, flagName)
+		}
+	}
+	_, err := ParseServe(nil, env(map[string]string{"LOADREPORTER_PULL_BUDGET": "soon"}), &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "LOADREPORTER_PULL_BUDGET") {
+		t.Errorf("bad environment value: %v", err)
+	}
+}
+
+func TestWatchFlags(t *testing.T) {
+	c, err := ParseWatch([]string{"--interval", "250ms"}, env(map[string]string{"LOADREPORTER_TARGET": "10.0.0.1:8080"}), &bytes.Buffer{})
+	if err != nil || c.Target != "10.0.0.1:8080" || c.Interval != 250*time.Millisecond {
+		t.Fatalf("%+v %v", c, err)
+	}
+	if _, err := ParseWatch([]string{"--target", "nohostport"}, env(nil), &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "--target") {
+		t.Fatalf("err = %v", err)
+	}
+}
