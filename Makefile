@@ -44,5 +44,10 @@ lint:
 	$(BUF) lint
 	$(BUF) format -d --exit-code
 
+# bench runs the SPEC §8 fan-out scenario against loadreporter and a
+# per-stream baseline side by side (ROUTERS=1000 INTERVAL=100ms by default).
+ROUTERS ?= 1000
+INTERVAL ?= 100ms
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) build -o bin/loadbench ./cmd/loadbench
+	./bin/loadbench --routers $(ROUTERS) --interval $(INTERVAL)
