@@ -23,6 +23,9 @@ CREATE TABLE history_reports (
     worker_type        smallint    NOT NULL, -- 0 unspecified, 1 regular, 2 prefill, 3 decode
     model              text,
     zone               text,
+    -- max − min token_usage across the report's ranks (0 with fewer than
+    -- two), kept with the report so imbalance queries read reports only.
+    token_usage_spread double precision NOT NULL DEFAULT 0,
     PRIMARY KEY (worker_addr, report_time, source_instance_id, sequence_id)
 ) PARTITION BY RANGE (report_time);
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports"
 )
 
@@ -192,10 +193,10 @@ func insertRowByRow(ctx context.Context, s *postgres.Store, r *domain.Report) er
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, `INSERT INTO history_reports
-		(worker_addr, report_time, source_instance_id, sequence_id, status, last_error, worker_type, model, zone)
-		VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), $7, NULLIF($8, ''), NULLIF($9, '')) ON CONFLICT DO NOTHING`,
+		(worker_addr, report_time, source_instance_id, sequence_id, status, last_error, worker_type, model, zone, token_usage_spread)
+		VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), $7, NULLIF($8, ''), NULLIF($9, ''), $10) ON CONFLICT DO NOTHING`,
 		r.Worker.Addr, r.ReportTime, r.SourceInstanceID, int64(r.SequenceID), int16(r.Status), r.LastError,
-		int16(r.Worker.Type), r.Worker.Model, r.Worker.Zone); err != nil {
+		int16(r.Worker.Type), r.Worker.Model, r.Worker.Zone, audit.Spread(r)); err != nil {
 		return err
 	}
 	for _, k := range r.Ranks {

@@ -387,21 +387,13 @@ func (s *Store) Gaps(ctx context.Context, q ports.GapsQuery) (ports.GapsResult, 
 	return res, nil
 }
 
-// imbalanceSQL computes each report's spread from its rank rows (0 without
-// ranks), then finds runs of spread > threshold like outagesSQL.
+// imbalanceSQL finds runs of reports whose stored spread exceeds the
+// threshold, like outagesSQL.
 const imbalanceSQL = `
-WITH sp AS (
+WITH r AS (
     SELECT worker_addr, report_time, source_instance_id, sequence_id,
-           max(token_usage) - min(token_usage) AS spread
-    FROM history_ranks WHERE ` + windowAndWorkers + `
-    GROUP BY worker_addr, report_time, source_instance_id, sequence_id
-), r AS (
-    SELECT h.worker_addr, h.report_time, h.source_instance_id, h.sequence_id,
-           coalesce(sp.spread, 0) AS spread, coalesce(sp.spread, 0) > $4 AS hot
-    FROM history_reports h
-    LEFT JOIN sp USING (worker_addr, report_time, source_instance_id, sequence_id)
-    WHERE h.report_time >= $1 AND h.report_time < $2
-      AND (cardinality($3::text[]) = 0 OR h.worker_addr = ANY($3::text[]))
+           token_usage_spread AS spread, token_usage_spread > $4 AS hot
+    FROM history_reports WHERE ` + windowAndWorkers + `
 ), m AS (
     SELECT *, lag(hot) OVER (` + runOrder + `) AS prev_hot FROM r
 ), g AS (

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports"
 )
 
@@ -81,6 +82,7 @@ func (s *Store) Append(ctx context.Context, reports []*domain.Report) error {
 		rt                 []time.Time
 		rq                 []int64
 		rst, rwt           []int16
+		rsp                []float64
 
 		kw, ks                                    []string
 		kt, kst                                   []time.Time
@@ -111,6 +113,7 @@ func (s *Store) Append(ctx context.Context, reports []*domain.Report) error {
 		rwt = append(rwt, int16(r.Worker.Type))
 		rm = append(rm, r.Worker.Model)
 		rz = append(rz, r.Worker.Zone)
+		rsp = append(rsp, audit.Spread(r))
 		for _, k := range r.Ranks {
 			snap := k.SnapshotTime
 			if snap.IsZero() {
@@ -140,7 +143,7 @@ func (s *Store) Append(ctx context.Context, reports []*domain.Report) error {
 		return wrapErr(ctx, "append", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, insertReportsAndRanks, rw, rt, rs, rq, rst, re, rwt, rm, rz,
+	if _, err := tx.Exec(ctx, insertReportsAndRanks, rw, rt, rs, rq, rst, re, rwt, rm, rz, rsp,
 		kw, kt, ks, kq, kd, kst, krun, kwait, kunc, kused, ktot, kmax, kmr, kusage, kgen, kcache, kutil); err != nil {
 		return wrapErr(ctx, "append", err)
 	}
@@ -156,10 +159,11 @@ func (s *Store) Append(ctx context.Context, reports []*domain.Report) error {
 const insertReportsAndRanks = `
 WITH new AS (
     INSERT INTO history_reports
-        (worker_addr, report_time, source_instance_id, sequence_id, status, last_error, worker_type, model, zone)
-    SELECT w, t, s, q, st, NULLIF(e, ''), wt, NULLIF(m, ''), NULLIF(z, '')
+        (worker_addr, report_time, source_instance_id, sequence_id, status, last_error, worker_type, model, zone,
+         token_usage_spread)
+    SELECT w, t, s, q, st, NULLIF(e, ''), wt, NULLIF(m, ''), NULLIF(z, ''), sp
     FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::bigint[], $5::smallint[],
-                $6::text[], $7::smallint[], $8::text[], $9::text[]) AS u(w, t, s, q, st, e, wt, m, z)
+                $6::text[], $7::smallint[], $8::text[], $9::text[], $10::float8[]) AS u(w, t, s, q, st, e, wt, m, z, sp)
     ON CONFLICT DO NOTHING
     RETURNING worker_addr, report_time, source_instance_id, sequence_id
 )
@@ -168,9 +172,9 @@ INSERT INTO history_ranks
      num_running_reqs, num_waiting_reqs, num_waiting_uncached_tokens, num_used_tokens,
      num_total_tokens, max_total_num_tokens, max_running_requests,
      token_usage, gen_throughput, cache_hit_rate, utilization)
-SELECT k.* FROM unnest($10::text[], $11::timestamptz[], $12::text[], $13::bigint[], $14::integer[], $15::timestamptz[],
-                       $16::bigint[], $17::bigint[], $18::bigint[], $19::bigint[], $20::bigint[], $21::bigint[], $22::bigint[],
-                       $23::float8[], $24::float8[], $25::float8[], $26::float8[])
+SELECT k.* FROM unnest($11::text[], $12::timestamptz[], $13::text[], $14::bigint[], $15::integer[], $16::timestamptz[],
+                       $17::bigint[], $18::bigint[], $19::bigint[], $20::bigint[], $21::bigint[], $22::bigint[], $23::bigint[],
+                       $24::float8[], $25::float8[], $26::float8[], $27::float8[])
          AS k(w, t, s, q, dp, snap, run, wait, unc, used, tot, maxt, maxr, usage, gen, hit, util)
 JOIN new ON new.worker_addr = k.w AND new.report_time = k.t
         AND new.source_instance_id = k.s AND new.sequence_id = k.q`
