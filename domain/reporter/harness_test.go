@@ -24,24 +24,24 @@ type engine struct {
 	clock  *clocktest.Clock
 	mu     sync.Mutex
 	pulls  int
-	script func(ctx context.Context, n int) (domain.Snapshot, error)
+	script func(ctx context.Context, e *engine, n int) (domain.Snapshot, error)
 	hold   chan struct{} // when set, the first pull waits for it to close
 }
 
 func (e *engine) Pull(ctx context.Context) (domain.Snapshot, error) {
 	e.mu.Lock()
 	e.pulls++
-	n := e.pulls
+	n, hold := e.pulls, e.hold
 	e.mu.Unlock()
-	if n == 1 && e.hold != nil {
+	if n == 1 && hold != nil {
 		select {
-		case <-e.hold:
+		case <-hold:
 		case <-ctx.Done():
 			return domain.Snapshot{}, ctx.Err()
 		}
 	}
 	if e.script != nil {
-		return e.script(ctx, n)
+		return e.script(ctx, e, n)
 	}
 	return e.snapshot(4), nil
 }
@@ -85,7 +85,7 @@ func withSchedule(s session.Schedule) option { return func(o *Options) { o.Sched
 func withExpected(n int) option              { return func(o *Options) { o.Expected = domain.RankRange(n) } }
 func withLimits(l session.Limits) option     { return func(o *Options) { o.Limits = l } }
 
-func newHarness(t *testing.T, script func(ctx context.Context, n int) (domain.Snapshot, error), opts ...option) *harness {
+func newHarness(t *testing.T, script func(ctx context.Context, e *engine, n int) (domain.Snapshot, error), opts ...option) *harness {
 	t.Helper()
 	clk := clocktest.New(t0)
 	e := &engine{clock: clk, script: script}
@@ -163,13 +163,16 @@ func (h *harness) expectWake(want time.Duration) {
 // pull: the first pull is held until the last one registered.
 func (h *harness) registerTogether(ids []string, intervalsMs []int64, leaseMs int64) []*Subscription {
 	h.t.Helper()
-	h.engine.hold = make(chan struct{})
+	hold := make(chan struct{})
+	h.engine.mu.Lock()
+	h.engine.hold = hold
+	h.engine.mu.Unlock()
 	subs := []*Subscription{h.register(ids[0], intervalsMs[0], leaseMs)}
 	h.waitIdle() // the first pull is running
 	for i := 1; i < len(ids); i++ {
 		subs = append(subs, h.register(ids[i], intervalsMs[i], leaseMs))
 	}
-	close(h.engine.hold)
+	close(hold)
 	return subs
 }
 

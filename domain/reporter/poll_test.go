@@ -44,7 +44,10 @@ func TestPollJoinsTheNextFireWhenStale(t *testing.T) {
 
 func TestConcurrentPollsShareOnePull(t *testing.T) {
 	h := newHarness(t, nil)
-	h.engine.hold = make(chan struct{})
+	hold := make(chan struct{})
+	h.engine.mu.Lock()
+	h.engine.hold = hold
+	h.engine.mu.Unlock()
 	results := make(chan *domain.Report, 50)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -71,7 +74,7 @@ func TestConcurrentPollsShareOnePull(t *testing.T) {
 		case <-time.After(time.Millisecond):
 		}
 	}
-	close(h.engine.hold)
+	close(hold)
 	wg.Wait()
 	close(results)
 	for r := range results {
@@ -85,7 +88,7 @@ func TestConcurrentPollsShareOnePull(t *testing.T) {
 }
 
 func TestPollGivesUpWithItsContext(t *testing.T) {
-	h := newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+	h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 		<-ctx.Done()
 		return domain.Snapshot{}, ctx.Err()
 	})

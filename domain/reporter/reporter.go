@@ -29,6 +29,13 @@ type Options struct {
 	Expected domain.RankSet
 	// Observer, when set, is told about every fire and session change.
 	Observer ports.ReporterObserver
+	// History, when set with a positive HistoryInterval, records a report
+	// every HistoryInterval — a session of its own, due whether or not a
+	// router is connected — plus every report whose status differs from the
+	// last one recorded, so outage boundaries are exact to the fire. Each
+	// report is recorded once, however many sessions received it.
+	History         ports.ReportSink
+	HistoryInterval time.Duration
 	Logger   *slog.Logger
 }
 
@@ -43,6 +50,11 @@ type Reporter struct {
 
 	wake  chan struct{} // poked when the table changed
 	pulls sync.WaitGroup
+
+	history         ports.ReportSink
+	historyInterval time.Duration
+	historySub      *Subscription // owned by the loop
+	lastRecorded    *domain.Report
 
 	mu         sync.Mutex
 	table      *session.Table
@@ -76,9 +88,16 @@ func New(o Options) (*Reporter, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.HistoryInterval < 0 {
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "history-interval must be ≥ 0 (0 turns history off), got %s", o.HistoryInterval)
+	}
+	if o.History == nil {
+		o.HistoryInterval = 0
+	}
 	return &Reporter{
 		source: o.Source, clock: o.Clock, builder: o.Builder, budget: o.PullBudget,
 		observer: o.Observer, log: o.Logger,
+		history: o.History, historyInterval: o.HistoryInterval,
 		wake:     make(chan struct{}, 1),
 		table:    session.NewTable(o.Limits, o.Schedule, o.Clock.Now()),
 		expected: o.Expected,
@@ -140,6 +159,16 @@ func (r *Reporter) poke() {
 func (r *Reporter) Run(ctx context.Context) error {
 	defer r.waitPulls()
 	defer r.Shutdown()
+	if r.historyInterval > 0 {
+		sub, err := r.Subscribe(session.Options{
+			Kind: session.KindHistory, Name: "history",
+			Config: session.Config{Interval: r.historyInterval}, NoLease: true,
+		})
+		if err != nil {
+			return err
+		}
+		r.historySub = sub
+	}
 	for {
 		r.mu.Lock()
 		now := r.clock.Now()
@@ -242,6 +271,7 @@ func (r *Reporter) fire(ctx context.Context) error {
 	r.latest = rep
 	delivered, dropped := r.table.Deliver(rep, completed)
 	r.mu.Unlock()
+	r.recordHistory(rep)
 
 	if r.observer != nil {
 		fr := ports.FireResult{
@@ -256,6 +286,24 @@ func (r *Reporter) fire(ctx context.Context) error {
 		r.observer.Fired(fr)
 	}
 	return nil
+}
+
+// recordHistory hands rep to the history sink when the history session was
+// due at this fire, or when its status differs from the last recorded one.
+func (r *Reporter) recordHistory(rep *domain.Report) {
+	if r.historySub == nil {
+		return
+	}
+	due := false
+	select {
+	case <-r.historySub.Reports():
+		due = true
+	default:
+	}
+	if due || r.lastRecorded == nil || r.lastRecorded.Status != rep.Status {
+		r.history.Record(rep)
+		r.lastRecorded = rep
+	}
 }
 
 type pullResult struct {

@@ -138,8 +138,7 @@ func TestSlowerSessionOnlyAtItsDeadlines(t *testing.T) {
 
 func TestSessionsRegisteredDuringAPullShareIt(t *testing.T) {
 	gate := make(chan struct{})
-	var h *harness
-	h = newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+	h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 		if n == 1 {
 			select {
 			case <-gate:
@@ -147,7 +146,7 @@ func TestSessionsRegisteredDuringAPullShareIt(t *testing.T) {
 				return domain.Snapshot{}, ctx.Err()
 			}
 		}
-		return h.engine.snapshot(4), nil
+		return e.snapshot(4), nil
 	})
 	a := h.register("a", 100, 5000)
 	h.waitIdle() // the budget timer: the pull is running
@@ -163,7 +162,7 @@ func TestSessionsRegisteredDuringAPullShareIt(t *testing.T) {
 }
 
 func TestSequenceSharedWithinAFireAndIncreasingAcross(t *testing.T) {
-	h := newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+	h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 		if n == 2 {
 			return domain.Snapshot{}, domain.Errorf(domain.CodeSourceFailed, "engine down")
 		}
@@ -261,12 +260,11 @@ func TestReplacementSafety(t *testing.T) {
 
 func TestSkipNotBurstAfterAStall(t *testing.T) {
 	stall := make(chan struct{})
-	var h *harness
-	h = newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+	h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 		if n == 2 {
 			<-stall // the engine stalls for 3½ intervals
 		}
-		return h.engine.snapshot(4), nil
+		return e.snapshot(4), nil
 	}, withSchedule(session.Anchored), withExpected(4))
 	sub := h.register("r", 100, 60000)
 	report(t, sub)
@@ -286,7 +284,7 @@ func TestSkipNotBurstAfterAStall(t *testing.T) {
 }
 
 func TestHangingSourceIsBoundedByTheBudget(t *testing.T) {
-	h := newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+	h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 		<-ctx.Done() // hangs until cancelled
 		return domain.Snapshot{}, ctx.Err()
 	})
@@ -304,12 +302,11 @@ func TestHangingSourceIsBoundedByTheBudget(t *testing.T) {
 
 func TestRankSetChangeRetriedOnceWithinTheBudget(t *testing.T) {
 	t.Run("second attempt complete", func(t *testing.T) {
-		var h *harness
-		h = newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+		h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 			if n == 1 {
-				return h.engine.snapshot(3), nil
+				return e.snapshot(3), nil
 			}
-			return h.engine.snapshot(4), nil
+			return e.snapshot(4), nil
 		}, withExpected(4))
 		sub := h.register("r", 100, 5000)
 		if r := report(t, sub); r.Status != domain.StatusHealthy || len(r.Ranks) != 4 {
@@ -320,9 +317,8 @@ func TestRankSetChangeRetriedOnceWithinTheBudget(t *testing.T) {
 		}
 	})
 	t.Run("still changed", func(t *testing.T) {
-		var h *harness
-		h = newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
-			return h.engine.snapshot(3), nil
+		h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
+			return e.snapshot(3), nil
 		}, withExpected(4))
 		sub := h.register("r", 100, 5000)
 		r := report(t, sub)
@@ -334,11 +330,10 @@ func TestRankSetChangeRetriedOnceWithinTheBudget(t *testing.T) {
 		}
 	})
 	t.Run("retry shares the one budget", func(t *testing.T) {
-		var h *harness
-		h = newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+		h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 			if n == 1 {
-				h.clock.Advance(600 * ms) // the first attempt took 600ms
-				return h.engine.snapshot(3), nil
+				e.clock.Advance(600 * ms) // the first attempt took 600ms
+				return e.snapshot(3), nil
 			}
 			<-ctx.Done()
 			return domain.Snapshot{}, ctx.Err()
@@ -351,7 +346,7 @@ func TestRankSetChangeRetriedOnceWithinTheBudget(t *testing.T) {
 		}
 	})
 	t.Run("no retry for other errors", func(t *testing.T) {
-		h := newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+		h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 			return domain.Snapshot{}, domain.Errorf(domain.CodeSourceFailed, "HTTP 500")
 		}, withExpected(4))
 		sub := h.register("r", 100, 5000)
@@ -363,17 +358,16 @@ func TestRankSetChangeRetriedOnceWithinTheBudget(t *testing.T) {
 }
 
 func TestUnreachableNeverCarriesOldRanks(t *testing.T) {
-	var h *harness
-	h = newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+	h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 		switch n {
 		case 2:
 			return domain.Snapshot{}, domain.Errorf(domain.CodeSourceFailed, "connection refused")
 		case 3:
-			s := h.engine.snapshot(4)
+			s := e.snapshot(4)
 			s.Ranks[2].NumRunningReqs = -1
 			return s, nil
 		}
-		return h.engine.snapshot(4), nil
+		return e.snapshot(4), nil
 	})
 	sub := h.register("r", 100, 5000)
 	if r := report(t, sub); len(r.Ranks) != 4 {
@@ -392,9 +386,8 @@ func TestUnreachableNeverCarriesOldRanks(t *testing.T) {
 
 func TestStaleThroughTheLoop(t *testing.T) {
 	frozen := t0
-	var h *harness
-	h = newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
-		s := h.engine.snapshot(2)
+	h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
+		s := e.snapshot(2)
 		for i := range s.Ranks {
 			s.Ranks[i].SnapshotTime = frozen
 		}
@@ -436,12 +429,11 @@ func TestSlowReaderNeverDelaysOthers(t *testing.T) {
 }
 
 func TestLearnsRankSetFromFirstValidSnapshot(t *testing.T) {
-	var h *harness
-	h = newHarness(t, func(ctx context.Context, n int) (domain.Snapshot, error) {
+	h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 		if n >= 2 {
-			return h.engine.snapshot(3), nil
+			return e.snapshot(3), nil
 		}
-		return h.engine.snapshot(4), nil
+		return e.snapshot(4), nil
 	})
 	sub := h.register("r", 100, 5000)
 	report(t, sub)
