@@ -36,7 +36,7 @@ type Options struct {
 	// report is recorded once, however many sessions received it.
 	History         ports.ReportSink
 	HistoryInterval time.Duration
-	Logger   *slog.Logger
+	Logger          *slog.Logger
 }
 
 // Reporter owns the session table and the fire loop.
