@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,9 @@ type Reporter struct {
 	delivered   *prometheus.CounterVec
 	dropped     *prometheus.CounterVec
 	rankAge     prometheus.Gauge
+
+	historyOnce sync.Once
+	history     *historyMetrics
 }
 
 var _ ports.ReporterObserver = (*Reporter)(nil)
@@ -111,4 +115,49 @@ func (m *Reporter) SessionsChanged(counts map[string]int) {
 	for kind, n := range counts {
 		m.sessions.WithLabelValues(kind).Set(float64(n))
 	}
+}
+
+// History returns the history recorder's observer, registering its metrics
+// on first use.
+func (m *Reporter) History() ports.RecorderObserver {
+	m.historyOnce.Do(func() {
+		h := &historyMetrics{
+			written: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "loadreporter_history_written_total", Help: "Reports written to the history store.",
+			}),
+			batches: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "loadreporter_history_batches_total", Help: "Batches written to the history store.",
+			}),
+			failures: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "loadreporter_history_write_failures_total", Help: "Failed attempts to write a batch (retried with backoff).",
+			}),
+			dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "loadreporter_history_dropped_total", Help: "Reports the history lost, by reason.",
+			}, []string{"reason"}),
+			lag: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "loadreporter_history_lag_seconds", Help: "Age of the oldest report of the latest written batch.",
+			}),
+		}
+		m.registry.MustRegister(h.written, h.batches, h.failures, h.dropped, h.lag)
+		m.history = h
+	})
+	return m.history
+}
+
+type historyMetrics struct {
+	written, batches, failures prometheus.Counter
+	dropped                    *prometheus.CounterVec
+	lag                        prometheus.Gauge
+}
+
+func (h *historyMetrics) Written(n int, lag time.Duration) {
+	h.written.Add(float64(n))
+	h.batches.Inc()
+	h.lag.Set(lag.Seconds())
+}
+
+func (h *historyMetrics) WriteFailed(error, time.Duration) { h.failures.Inc() }
+
+func (h *historyMetrics) Dropped(n int, reason ports.DropReason) {
+	h.dropped.WithLabelValues(string(reason)).Add(float64(n))
 }

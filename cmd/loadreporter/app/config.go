@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
+	"github.com/loadreporter/loadreporter/adapters/store/memory"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/reporter"
 	"github.com/loadreporter/loadreporter/domain/session"
@@ -34,6 +35,12 @@ type Config struct {
 
 	ShutdownGrace time.Duration
 
+	DatabaseURL      string
+	Migrate          bool
+	HistoryInterval  time.Duration
+	HistoryRetention time.Duration
+	HistoryCapacity  int
+
 	WorkerAddr string
 	WorkerType string
 	Model      string
@@ -51,18 +58,22 @@ type Config struct {
 // DefaultConfig is the embedded default: a simulated engine on localhost.
 func DefaultConfig() Config {
 	return Config{
-		Listen:        "127.0.0.1:8080",
-		Source:        "sim",
-		StaleAfter:    3 * time.Second,
-		PullBudget:    reporter.DefaultPullBudget,
-		Schedule:      "aligned",
-		Limits:        session.DefaultLimits(),
-		ShutdownGrace: 5 * time.Second,
-		WorkerType:    "regular",
-		SimMode:       "normal",
-		PollMaxAge:    pollapi.DefaultMaxAge,
-		LogLevel:      "info",
-		LogFormat:     "text",
+		Listen:           "127.0.0.1:8080",
+		Source:           "sim",
+		StaleAfter:       3 * time.Second,
+		PullBudget:       reporter.DefaultPullBudget,
+		Schedule:         "aligned",
+		Limits:           session.DefaultLimits(),
+		ShutdownGrace:    5 * time.Second,
+		Migrate:          true,
+		HistoryInterval:  time.Second,
+		HistoryRetention: 7 * 24 * time.Hour,
+		HistoryCapacity:  memory.DefaultCapacity,
+		WorkerType:       "regular",
+		SimMode:          "normal",
+		PollMaxAge:       pollapi.DefaultMaxAge,
+		LogLevel:         "info",
+		LogFormat:        "text",
 	}
 }
 
@@ -92,6 +103,11 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.DurationVar(&c.Limits.MaxLease, "max-lease", c.Limits.MaxLease, "longest lease granted (longer requests are lowered)")
 	fs.IntVar(&c.Limits.MaxSessions, "max-sessions", c.Limits.MaxSessions, "live Monitor and Watch sessions at most")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "bound on graceful shutdown")
+	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL URL for the history (default: a bounded in-memory history)")
+	fs.BoolVar(&c.Migrate, "migrate", c.Migrate, "apply the schema migrations at start (with --database-url)")
+	fs.DurationVar(&c.HistoryInterval, "history-interval", c.HistoryInterval, "how often history records a report, besides every status change (0: history off)")
+	fs.DurationVar(&c.HistoryRetention, "history-retention", c.HistoryRetention, "history kept; older reports are removed periodically (0: keep all)")
+	fs.IntVar(&c.HistoryCapacity, "history-capacity", c.HistoryCapacity, "reports the in-memory history keeps (oldest evicted first)")
 	fs.StringVar(&c.WorkerAddr, "worker-addr", c.WorkerAddr, "worker_addr in reports (default: the listen address)")
 	fs.StringVar(&c.WorkerType, "worker-type", c.WorkerType, "worker_type in reports: regular, prefill or decode")
 	fs.StringVar(&c.Model, "model", c.Model, "model in reports")
@@ -102,8 +118,9 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.StringVar(&c.AuthToken, "auth-token", c.AuthToken, "bearer token required on every RPC and page")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
-	fs.Usage = usage(fs, out, "Usage: loadreporter serve [flags]\n\nServes per-rank engine load to routers (Monitor), browsers and operators.", nil)
-	if err := parseFlags(fs, args, getenv, nil); err != nil {
+	fs.Usage = usage(fs, out, "Usage: loadreporter serve [flags]\n\nServes per-rank engine load to routers (Monitor), browsers and operators.",
+		map[string]string{"database-url": "DATABASE_URL"})
+	if err := parseFlags(fs, args, getenv, map[string]string{"database-url": "DATABASE_URL"}); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
@@ -134,6 +151,18 @@ func (c Config) Validate() error {
 	}
 	if c.VLLMMaxRunningRequests < 0 {
 		return fmt.Errorf("--vllm-max-running-requests %d: must not be negative", c.VLLMMaxRunningRequests)
+	}
+	if c.HistoryInterval < 0 {
+		return fmt.Errorf("--history-interval %s: must not be negative (0 turns history off)", c.HistoryInterval)
+	}
+	if c.HistoryInterval > 0 && c.HistoryInterval < 10*time.Millisecond {
+		return fmt.Errorf("--history-interval %s: want 0 (off) or at least 10ms", c.HistoryInterval)
+	}
+	if c.HistoryRetention < 0 {
+		return fmt.Errorf("--history-retention %s: must not be negative (0 keeps all)", c.HistoryRetention)
+	}
+	if c.HistoryCapacity <= 0 {
+		return fmt.Errorf("--history-capacity %d: must be > 0", c.HistoryCapacity)
 	}
 	if c.PullBudget <= 0 {
 		return fmt.Errorf("--pull-budget %s: must be > 0", c.PullBudget)

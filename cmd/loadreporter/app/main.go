@@ -12,8 +12,10 @@ import (
 
 	"connectrpc.com/grpchealth"
 
+	"github.com/loadreporter/loadreporter/domain/recorder"
 	"github.com/loadreporter/loadreporter/domain/reporter"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
+	"github.com/loadreporter/loadreporter/ports"
 )
 
 // Main is the running service: the fire loop and the one port.
@@ -22,22 +24,29 @@ type Main struct {
 	log      *slog.Logger
 	reporter *reporter.Reporter
 	engine   Engine
+	history  *History
+	clock    ports.Clock
 	server   *http.Server
 	health   *Health
 	ready    *Readiness
 
-	ln        net.Listener
-	stopLoop  context.CancelFunc
-	loopDone  chan struct{}
-	serveDone chan error
-	closeOnce sync.Once
-	closeErr  error
+	ln            net.Listener
+	stopLoop      context.CancelFunc
+	loopDone      chan struct{}
+	retentionDone chan struct{}
+	serveDone     chan error
+	closeOnce     sync.Once
+	closeErr      error
 }
 
 // NewMain assembles a Main; Start runs it.
-func NewMain(c Config, log *slog.Logger, r *reporter.Reporter, e Engine, srv *http.Server, h *Health, ready *Readiness) *Main {
-	return &Main{cfg: c, log: log, reporter: r, engine: e, server: srv, health: h, ready: ready}
+func NewMain(c Config, log *slog.Logger, clk ports.Clock, r *reporter.Reporter, e Engine, hist *History,
+	srv *http.Server, h *Health, ready *Readiness) *Main {
+	return &Main{cfg: c, log: log, clock: clk, reporter: r, engine: e, history: hist, server: srv, health: h, ready: ready}
 }
+
+// History is the history store and recorder in use.
+func (m *Main) History() *History { return m.history }
 
 // Reporter is the fire loop (tests and admin handlers use it).
 func (m *Main) Reporter() *reporter.Reporter { return m.reporter }
@@ -59,9 +68,19 @@ func (m *Main) Start() error {
 	loopCtx, stop := context.WithCancel(context.Background())
 	m.stopLoop = stop
 	m.loopDone = make(chan struct{})
+	m.retentionDone = make(chan struct{})
 	go func() {
 		defer close(m.loopDone)
 		_ = m.reporter.Run(loopCtx)
+	}()
+	go func() {
+		defer close(m.retentionDone)
+		if m.cfg.HistoryRetention <= 0 {
+			return
+		}
+		_ = recorder.RunRetention(loopCtx, recorder.RetentionOptions{
+			Store: m.history.Store, Clock: m.clock, Retention: m.cfg.HistoryRetention, Logger: m.log,
+		})
 	}()
 	m.serveDone = make(chan error, 1)
 	useTLS := m.server.TLSConfig != nil // Serve adjusts TLSConfig: read it first
@@ -78,7 +97,7 @@ func (m *Main) Start() error {
 		m.serveDone <- err
 	}()
 	close(m.ready.ready)
-	m.log.Info("loadreporter serving", "addr", ln.Addr().String(), "source", m.cfg.Source,
+	m.log.Info("loadreporter serving", "addr", ln.Addr().String(), "source", m.cfg.Source, "history", m.history.kind,
 		"schedule", m.cfg.Schedule, "tls", useTLS, "auth", m.cfg.AuthToken != "")
 	return nil
 }
@@ -125,6 +144,12 @@ func (m *Main) close() error {
 	case <-m.loopDone:
 	case <-ctx.Done():
 		err = errors.Join(err, errors.New("fire loop did not stop within the grace period"))
+	}
+	<-m.retentionDone
+	// The loop has stopped recording: flush what the history still holds.
+	if herr := m.history.Close(ctx); herr != nil {
+		m.log.Warn("history not fully flushed", "err", herr)
+		err = errors.Join(err, herr)
 	}
 	if serveErr := <-m.serveDone; serveErr != nil {
 		err = errors.Join(err, serveErr)

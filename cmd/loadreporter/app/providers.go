@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 
 	"github.com/loadreporter/loadreporter/adapters/clock"
@@ -84,7 +85,7 @@ func (e Engine) Close() error {
 func NewMetrics(clk ports.Clock) *metrics.Reporter { return metrics.New(clk.Now) }
 
 // NewReporter builds the fire loop from the config.
-func NewReporter(c Config, e Engine, clk ports.Clock, m *metrics.Reporter, log *slog.Logger) (*reporter.Reporter, error) {
+func NewReporter(c Config, e Engine, clk ports.Clock, m *metrics.Reporter, h *History, log *slog.Logger) (*reporter.Reporter, error) {
 	schedule, err := session.ParseSchedule(c.Schedule)
 	if err != nil {
 		return nil, err
@@ -111,12 +112,14 @@ func NewReporter(c Config, e Engine, clk ports.Clock, m *metrics.Reporter, log *
 			Worker:           domain.Worker{Addr: workerAddr, Type: wt, Model: c.Model, Zone: c.Zone},
 			StaleAfter:       c.StaleAfter,
 		},
-		Limits:     c.Limits,
-		Schedule:   schedule,
-		PullBudget: c.PullBudget,
-		Expected:   expected,
-		Observer:   observers{m, newStatusLog(log)},
-		Logger:     log,
+		Limits:          c.Limits,
+		Schedule:        schedule,
+		PullBudget:      c.PullBudget,
+		Expected:        expected,
+		Observer:        observers{m, newStatusLog(log)},
+		History:         h.Sink(),
+		HistoryInterval: c.HistoryInterval,
+		Logger:          log,
 	})
 }
 
@@ -157,4 +160,13 @@ func (o observers) SessionsChanged(c map[string]int) {
 	for _, x := range o {
 		x.SessionsChanged(c)
 	}
+}
+
+// redactURL hides a password in a URL for logs and errors.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	return u.Redacted()
 }

@@ -27,7 +27,8 @@ type Health = grpchealth.StaticChecker
 // NewHealth returns a checker that reports the served services.
 func NewHealth() *Health {
 	return grpchealth.NewStaticChecker(loadmonitorv1connect.LoadMonitorServiceName,
-		loadreporterv1connect.WatchServiceName, loadreporterv1connect.AdminServiceName)
+		loadreporterv1connect.WatchServiceName, loadreporterv1connect.AdminServiceName,
+		loadreporterv1connect.HistoryServiceName)
 }
 
 // Readiness tells /readyz whether the service accepts sessions.
@@ -37,16 +38,18 @@ type Readiness struct{ ready chan struct{} }
 func NewReadiness() *Readiness { return &Readiness{ready: make(chan struct{})} }
 
 // NewHandler assembles everything served on the one port.
-func NewHandler(c Config, monitor *rpc.Monitor, watch *rpc.Watch, admin *rpc.Admin, poll *pollapi.Handler,
-	health *Health, m *metrics.Reporter, ready *Readiness) http.Handler {
+func NewHandler(c Config, monitor *rpc.Monitor, watch *rpc.Watch, admin *rpc.Admin, history *rpc.History,
+	poll *pollapi.Handler, health *Health, m *metrics.Reporter, ready *Readiness) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(monitor.Handler())
 	mux.Handle(watch.Handler())
 	mux.Handle(admin.Handler())
+	mux.Handle(history.Handler())
 	mux.Handle(pollapi.Route, poll)
 	mux.Handle(grpchealth.NewHandler(health))
 	reflector := grpcreflect.NewStaticReflector(loadmonitorv1connect.LoadMonitorServiceName,
-		loadreporterv1connect.WatchServiceName, loadreporterv1connect.AdminServiceName, grpchealth.HealthV1ServiceName)
+		loadreporterv1connect.WatchServiceName, loadreporterv1connect.AdminServiceName,
+		loadreporterv1connect.HistoryServiceName, grpchealth.HealthV1ServiceName)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle("GET /metrics", m.Handler())

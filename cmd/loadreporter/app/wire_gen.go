@@ -17,22 +17,27 @@ func InitializeMain(c Config) (*Main, error) {
 		return nil, err
 	}
 	reporter := NewMetrics(clock)
-	reporterReporter, err := NewReporter(c, engine, clock, reporter, logger)
+	history, err := NewHistory(c, clock, reporter, logger)
+	if err != nil {
+		return nil, err
+	}
+	reporterReporter, err := NewReporter(c, engine, clock, reporter, history, logger)
 	if err != nil {
 		return nil, err
 	}
 	monitor := NewMonitor(reporterReporter, logger)
 	watch := NewWatch(reporterReporter)
 	admin := NewAdmin(engine, reporterReporter)
+	rpcHistory := NewHistoryService(c, history, clock)
 	handler := NewPoll(c, reporterReporter)
 	v := NewHealth()
 	readiness := NewReadiness()
-	httpHandler := NewHandler(c, monitor, watch, admin, handler, v, reporter, readiness)
+	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, handler, v, reporter, readiness)
 	server, err := NewServer(c, httpHandler)
 	if err != nil {
 		return nil, err
 	}
-	main := NewMain(c, logger, reporterReporter, engine, server, v, readiness)
+	main := NewMain(c, logger, clock, reporterReporter, engine, history, server, v, readiness)
 	return main, nil
 }
 
@@ -42,21 +47,26 @@ func InitializeMainWithEngine(c Config, e Engine) (*Main, error) {
 	logger := NewLogger(c)
 	clock := NewClock()
 	reporter := NewMetrics(clock)
-	reporterReporter, err := NewReporter(c, e, clock, reporter, logger)
+	history, err := NewHistory(c, clock, reporter, logger)
+	if err != nil {
+		return nil, err
+	}
+	reporterReporter, err := NewReporter(c, e, clock, reporter, history, logger)
 	if err != nil {
 		return nil, err
 	}
 	monitor := NewMonitor(reporterReporter, logger)
 	watch := NewWatch(reporterReporter)
 	admin := NewAdmin(e, reporterReporter)
+	rpcHistory := NewHistoryService(c, history, clock)
 	handler := NewPoll(c, reporterReporter)
 	v := NewHealth()
 	readiness := NewReadiness()
-	httpHandler := NewHandler(c, monitor, watch, admin, handler, v, reporter, readiness)
+	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, handler, v, reporter, readiness)
 	server, err := NewServer(c, httpHandler)
 	if err != nil {
 		return nil, err
 	}
-	main := NewMain(c, logger, reporterReporter, e, server, v, readiness)
+	main := NewMain(c, logger, clock, reporterReporter, e, history, server, v, readiness)
 	return main, nil
 }

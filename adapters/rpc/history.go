@@ -1,0 +1,177 @@
+package rpc
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/loadreporter/loadreporter/domain"
+	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
+	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
+	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
+	"github.com/loadreporter/loadreporter/ports"
+)
+
+// History serves loadreporter.v1.HistoryService over a ports.HistoryQuery.
+type History struct {
+	query           ports.HistoryQuery
+	now             func() time.Time
+	historyInterval time.Duration
+}
+
+var _ loadreporterv1connect.HistoryServiceHandler = (*History)(nil)
+
+// NewHistory returns the history service. historyInterval is what ListGaps
+// uses when a request names none.
+func NewHistory(q ports.HistoryQuery, now func() time.Time, historyInterval time.Duration) *History {
+	return &History{query: q, now: now, historyInterval: historyInterval}
+}
+
+// Handler returns the route and handler to mount on the shared mux.
+func (h *History) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
+	return loadreporterv1connect.NewHistoryServiceHandler(h, opts...)
+}
+
+func (h *History) window(w *lrv1.Window) ports.Window {
+	var out ports.Window
+	if w.GetSinceUnixMs() != 0 {
+		out.Since = time.UnixMilli(w.GetSinceUnixMs())
+	}
+	if w.GetUntilUnixMs() != 0 {
+		out.Until = time.UnixMilli(w.GetUntilUnixMs())
+	} else {
+		out.Until = h.now()
+	}
+	return out
+}
+
+func ranks64(rs []int32) []int64 {
+	out := make([]int64, len(rs))
+	for i, r := range rs {
+		out[i] = int64(r)
+	}
+	return out
+}
+
+func statusesOf(ss []pb.ReportStatus) []domain.Status {
+	out := make([]domain.Status, len(ss))
+	for i, s := range ss {
+		out[i] = domain.Status(s)
+	}
+	return out
+}
+
+func statusesToProto(ss []domain.Status) []pb.ReportStatus {
+	out := make([]pb.ReportStatus, len(ss))
+	for i, s := range ss {
+		out[i] = pb.ReportStatus(s)
+	}
+	return out
+}
+
+func unixMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// ListReports pages through recorded reports.
+func (h *History) ListReports(ctx context.Context, req *connect.Request[lrv1.ListReportsRequest]) (*connect.Response[lrv1.ListReportsResponse], error) {
+	m := req.Msg
+	page, err := h.query.Reports(ctx, ports.ReportsQuery{
+		Window: h.window(m.GetWindow()), Workers: m.GetWorkers(), Statuses: statusesOf(m.GetStatuses()),
+		Ranks: ranks64(m.GetRanks()), Limit: int(m.GetLimit()), Cursor: m.GetCursor(), Descending: m.GetDescending(),
+	})
+	if err != nil {
+		return nil, toConnectError(err)
+	}
+	out := &lrv1.ListReportsResponse{NextCursor: page.NextCursor, Reports: make([]*pb.LoadReport, len(page.Reports))}
+	for i, r := range page.Reports {
+		out.Reports[i] = ReportToProto(r)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// ListOutages returns maximal runs of non-HEALTHY reports.
+func (h *History) ListOutages(ctx context.Context, req *connect.Request[lrv1.ListOutagesRequest]) (*connect.Response[lrv1.ListOutagesResponse], error) {
+	m := req.Msg
+	res, err := h.query.Outages(ctx, ports.OutagesQuery{Window: h.window(m.GetWindow()), Workers: m.GetWorkers(), Limit: int(m.GetLimit())})
+	if err != nil {
+		return nil, toConnectError(err)
+	}
+	out := &lrv1.ListOutagesResponse{Truncated: res.Truncated}
+	for _, o := range res.Outages {
+		out.Outages = append(out.Outages, &lrv1.Outage{
+			WorkerAddr: o.WorkerAddr, StartUnixMs: unixMs(o.Start), EndUnixMs: unixMs(o.End), Ongoing: o.Ongoing,
+			LastSeenUnixMs: unixMs(o.LastSeen), DurationMs: o.Duration.Milliseconds(),
+			Statuses: statusesToProto(o.Statuses), LastError: o.LastError, Reports: o.Reports,
+		})
+	}
+	return connect.NewResponse(out), nil
+}
+
+// GetRankStats summarises each rank over the window.
+func (h *History) GetRankStats(ctx context.Context, req *connect.Request[lrv1.GetRankStatsRequest]) (*connect.Response[lrv1.GetRankStatsResponse], error) {
+	m := req.Msg
+	res, err := h.query.RankStats(ctx, ports.RankStatsQuery{Window: h.window(m.GetWindow()), Workers: m.GetWorkers(),
+		Ranks: ranks64(m.GetRanks()), Limit: int(m.GetLimit())})
+	if err != nil {
+		return nil, toConnectError(err)
+	}
+	out := &lrv1.GetRankStatsResponse{Truncated: res.Truncated}
+	for _, s := range res.Stats {
+		out.Stats = append(out.Stats, &lrv1.RankStat{
+			WorkerAddr: s.WorkerAddr, DpRank: int32(s.DPRank), Reports: s.Reports,
+			AvgTokenUsage: s.AvgTokenUsage, MaxTokenUsage: s.MaxTokenUsage, P95TokenUsage: s.P95TokenUsage,
+			MaxWaitingReqs: s.MaxWaitingReqs, MeanGenThroughput: s.MeanGenThroughput,
+		})
+	}
+	return connect.NewResponse(out), nil
+}
+
+// ListGaps returns recording gaps and restarts.
+func (h *History) ListGaps(ctx context.Context, req *connect.Request[lrv1.ListGapsRequest]) (*connect.Response[lrv1.ListGapsResponse], error) {
+	m := req.Msg
+	interval := time.Duration(m.GetIntervalMs()) * time.Millisecond
+	if m.GetIntervalMs() == 0 {
+		interval = h.historyInterval
+	}
+	res, err := h.query.Gaps(ctx, ports.GapsQuery{Window: h.window(m.GetWindow()), Workers: m.GetWorkers(),
+		Interval: interval, Limit: int(m.GetLimit())})
+	if err != nil {
+		return nil, toConnectError(err)
+	}
+	out := &lrv1.ListGapsResponse{Truncated: res.Truncated}
+	for _, g := range res.Gaps {
+		out.Gaps = append(out.Gaps, &lrv1.Gap{WorkerAddr: g.WorkerAddr, StartUnixMs: unixMs(g.Start),
+			EndUnixMs: unixMs(g.End), DurationMs: g.Duration.Milliseconds()})
+	}
+	for _, r := range res.Restarts {
+		out.Restarts = append(out.Restarts, &lrv1.Restart{WorkerAddr: r.WorkerAddr, SourceInstanceId: r.SourceInstanceID,
+			FirstUnixMs: unixMs(r.FirstTime), PreviousSourceInstanceId: r.PreviousSourceInstanceID,
+			PreviousLastUnixMs: unixMs(r.PreviousLastTime)})
+	}
+	return connect.NewResponse(out), nil
+}
+
+// ListImbalance returns spans of uneven token usage across ranks.
+func (h *History) ListImbalance(ctx context.Context, req *connect.Request[lrv1.ListImbalanceRequest]) (*connect.Response[lrv1.ListImbalanceResponse], error) {
+	m := req.Msg
+	res, err := h.query.Imbalance(ctx, ports.ImbalanceQuery{Window: h.window(m.GetWindow()), Workers: m.GetWorkers(),
+		Threshold: m.GetThreshold(), Limit: int(m.GetLimit())})
+	if err != nil {
+		return nil, toConnectError(err)
+	}
+	out := &lrv1.ListImbalanceResponse{Truncated: res.Truncated}
+	for _, s := range res.Spans {
+		out.Spans = append(out.Spans, &lrv1.ImbalanceSpan{
+			WorkerAddr: s.WorkerAddr, StartUnixMs: unixMs(s.Start), EndUnixMs: unixMs(s.End), Ongoing: s.Ongoing,
+			LastSeenUnixMs: unixMs(s.LastSeen), DurationMs: s.Duration.Milliseconds(), PeakSpread: s.PeakSpread,
+			PeakUnixMs: unixMs(s.PeakTime), Reports: s.Reports,
+		})
+	}
+	return connect.NewResponse(out), nil
+}
