@@ -27,15 +27,22 @@ test: services
 test-short:
 	$(GO) test -race -count=1 -short ./...
 
+# The dashboard: templ views, then the live page's script (TypeScript from
+# our protos by the local protoc-gen-es that npm ci installs, bundled by
+# esbuild into web/static/live.js, which is committed and embedded).
 generate:
 	$(BUF) generate
 	$(GO) tool wire ./cmd/loadreporter/app
+	$(GO) tool templ generate -include-version=false -path web/views
+	cd web/live && npm ci --no-audit --no-fund
+	$(BUF) generate --template web/live/buf.gen.yaml
+	cd web/live && npx tsc -p . && npx esbuild src/main.ts --bundle --minify --format=iife --target=es2020 --legal-comments=none --log-level=warning --outfile=../static/live.js
 
 check-generate: generate
 	@git add -N . >/dev/null 2>&1; \
-	if ! git diff --quiet -- gen cmd/loadreporter/app/wire_gen.go; then \
+	if ! git diff --quiet -- gen cmd/loadreporter/app/wire_gen.go web/views web/live/gen web/static/live.js; then \
 		echo "generated code is out of date; run 'make generate' and commit:"; \
-		git --no-pager diff --stat -- gen cmd/loadreporter/app/wire_gen.go; exit 1; \
+		git --no-pager diff --stat -- gen cmd/loadreporter/app/wire_gen.go web/views web/live/gen web/static/live.js; exit 1; \
 	fi; echo "generated code is up to date"
 
 lint:

@@ -1,0 +1,41 @@
+// Package web is the operator's dashboard (SPEC §6): the live page, the
+// history page and the audit page, server-rendered with templ (package
+// web/views), plus their embedded static assets.
+//
+// Routes (see Handler.Register):
+//
+//	GET /{$}        live view of the latest report; updates in the browser
+//	                through loadreporter.v1.WatchService/Watch (static/live.js)
+//	GET /history    window picker, token-usage and waiting charts (SVG),
+//	                status timeline with outages, paged table of reports
+//	GET /audit      the audit queries as a GET form, results as a table
+//	GET /audit.csv  the same query as CSV (attachment)
+//	GET /static/…   style.css and live.js, embedded
+//
+// Handlers read the live state through LiveSource and the history through
+// ports.HistoryQuery, turn what they get into view models of formatted
+// strings, and render. History and audit pages work without JavaScript.
+//
+// live.js is built from web/live (TypeScript, the Connect web client
+// generated from our protos by protoc-gen-es, bundled by esbuild) by `make
+// generate`, and committed, so `go build` needs no Node. It calls Watch on
+// the page's own origin and sends no credentials: with --auth-token the
+// RPC is refused and the page stays as the server rendered it (it reloads
+// itself only when JavaScript is off).
+//
+// The live page exposes these data-testid attributes to scripts, browser
+// tests and probes: live, report-status (text HEALTHY, STALE, UNREACHABLE or
+// NO REPORT; data-status healthy, stale, unreachable or none), live-indicator
+// (data-state off, connecting, live or reconnecting), report-age
+// (data-unix-ms), report-sequence, report-time, report-error (hidden when
+// empty), routers-connected, worker, worker-addr, worker-type, worker-model,
+// worker-zone, report-source, rank-cards, rank-cards-empty, and one
+// rank-card-<dp_rank> per rank (data-rank) holding rank-id, rank-kv-usage,
+// rank-kv-bar, rank-kv-tokens, rank-running, rank-waiting,
+// rank-waiting-tokens, rank-throughput, rank-cache-hit-rate and
+// rank-utilization.
+//
+// web must not know adapters, transports or the wiring: it imports domain,
+// ports, templ and its own packages only. It owns the LiveSource interface
+// it consumes; whoever composes the process adapts the fire loop to it.
+package web

@@ -1,0 +1,260 @@
+package views
+
+// Page is what every page's frame needs.
+type Page struct {
+	// Title is the page's own title; the frame appends the product name.
+	Title string
+	// Active names the navigation entry of this page: "live", "history" or
+	// "audit".
+	Active string
+	// StyleHref and ScriptHref are the versioned asset URLs; ScriptHref is
+	// empty on pages that need no JavaScript.
+	StyleHref  string
+	ScriptHref string
+	// RefreshSeconds, when positive, adds a <meta http-equiv="refresh">
+	// inside <noscript>: the page reloads itself only when JavaScript is
+	// off.
+	RefreshSeconds int
+	// Notice is a page-wide message (history off, store unreachable, …).
+	Notice string
+}
+
+// NavItem is one link of the header.
+type NavItem struct {
+	Key, Label, Href string
+}
+
+// Nav is the header's navigation, in order.
+var Nav = []NavItem{
+	{Key: "live", Label: "Live", Href: "/"},
+	{Key: "history", Label: "History", Href: "/history"},
+	{Key: "audit", Label: "Audit", Href: "/audit"},
+}
+
+// Worker is the identity of the engine worker, formatted.
+type Worker struct {
+	Addr  string
+	Type  string
+	Model string
+	Zone  string
+}
+
+// LivePage is the live view.
+type LivePage struct {
+	Page
+	// HasReport is false until the first report exists.
+	HasReport bool
+	// Status is the status name (HEALTHY, STALE, UNREACHABLE, or NO REPORT),
+	// StatusClass its CSS modifier (healthy, stale, unreachable, none).
+	Status      string
+	StatusClass string
+	// Age is how old the report is ("3 s ago"); ReportTime the UTC time;
+	// ReportTimeISO the RFC 3339 form for <time datetime>; ReportUnixMs
+	// lets the script keep Age current.
+	Age           string
+	ReportTime    string
+	ReportTimeISO string
+	ReportUnixMs  string
+	Sequence      string
+	SourceID      string
+	// LastError is empty for HEALTHY reports.
+	LastError        string
+	Worker           Worker
+	RoutersConnected string
+	// Ranks has one card per rank; empty for UNREACHABLE reports.
+	Ranks []RankCard
+	// WatchIntervalMs is the report interval the script asks Watch for.
+	WatchIntervalMs string
+}
+
+// RankCard is one rank's live numbers, formatted.
+type RankCard struct {
+	// Rank is the dp_rank; empty only in the script's card template.
+	Rank string
+	// Running is "running / max running" requests.
+	Running string
+	Waiting string
+	// WaitingTokens is the waiting requests' uncached tokens.
+	WaitingTokens string
+	// KVUsage is token_usage as a percentage; KVBarWidth the bar's width
+	// in 0..100; KVLevel the bar's colour class (low, mid, high).
+	KVUsage    string
+	KVBarWidth string
+	KVLevel    string
+	// KVTokens is "used / max total" tokens.
+	KVTokens     string
+	Throughput   string
+	CacheHitRate string
+	Utilization  string
+}
+
+// FieldErrors maps a form field's name to the message shown next to it.
+type FieldErrors map[string]string
+
+// Option is one <option> of a <select>.
+type Option struct {
+	Value, Label string
+	Selected     bool
+}
+
+// WindowLink is one preset of the history window picker.
+type WindowLink struct {
+	Key, Label, Href string
+	Active           bool
+}
+
+// HistoryPage is the history view.
+type HistoryPage struct {
+	Page
+	Windows []WindowLink
+	// Since, Until and Worker are the custom-window form's values.
+	Since, Until, Worker string
+	Errors               FieldErrors
+	// WindowText describes the window shown ("… – … UTC, 15 min").
+	WindowText string
+	// HasWindow is false when the window could not be resolved (errors);
+	// nothing but the form is shown then.
+	HasWindow bool
+	Usage     Chart
+	Waiting   Chart
+	Timeline  Timeline
+	Outages   []OutageRow
+	Reports   ReportsTable
+}
+
+// Chart is a server-rendered SVG line chart: one series per rank.
+type Chart struct {
+	// ID is the chart's data-testid, e.g. "chart-token-usage".
+	ID    string
+	Title string
+	// Width and Height are the viewBox; the plot area is inside
+	// [Left, Right] × [Top, Bottom].
+	Width, Height            int
+	Left, Right, Top, Bottom string
+	Series                   []Series
+	XTicks, YTicks           []Tick
+	// Empty says there was nothing to draw in the window.
+	Empty bool
+	// Note is a remark under the chart (e.g. the data was truncated).
+	Note string
+}
+
+// Series is one rank's line.
+type Series struct {
+	Rank  string
+	Label string
+	Color string
+	// D is the SVG path data (several subpaths where recording stopped).
+	D string
+}
+
+// Tick is an axis tick at Pos (an x or y in viewBox units).
+type Tick struct {
+	Pos   string
+	Label string
+}
+
+// Timeline is the status timeline: recorded spans and outages over the
+// window, in the same horizontal scale as the charts.
+type Timeline struct {
+	Width, Height   int
+	Left, PlotWidth string
+	Recorded        []Span
+	Outages         []Span
+	XTicks          []Tick
+}
+
+// Span is a horizontal band [X, X+W] of a timeline.
+type Span struct {
+	X, W  string
+	Class string
+	// Title is the tooltip (start, duration, last error).
+	Title string
+}
+
+// OutageRow is one outage, formatted.
+type OutageRow struct {
+	Worker    string
+	Start     string
+	End       string
+	Duration  string
+	Statuses  string
+	Reports   string
+	LastError string
+	Class     string
+}
+
+// ReportsTable is a page of reports, newest first.
+type ReportsTable struct {
+	Rows []ReportRow
+	// NextHref continues with older reports; empty when nothing follows.
+	NextHref string
+	// FirstHref goes back to the newest page; empty on the first page.
+	FirstHref string
+}
+
+// ReportRow is one report, summarised.
+type ReportRow struct {
+	Time        string
+	Worker      string
+	Sequence    string
+	Status      string
+	StatusClass string
+	Ranks       string
+	AvgKVUsage  string
+	Running     string
+	Waiting     string
+	LastError   string
+}
+
+// AuditPage is the audit view.
+type AuditPage struct {
+	Page
+	Form AuditForm
+	// Errors are shown next to their fields; GeneralError above the form.
+	Errors       FieldErrors
+	GeneralError string
+	// Result is nil until a query ran successfully.
+	Result *ResultTable
+	// CSVHref downloads the same query as CSV; empty when no query ran.
+	CSVHref string
+}
+
+// AuditForm is the audit form's values, as typed.
+type AuditForm struct {
+	Queries   []Option
+	Statuses  []Option
+	Since     string
+	Until     string
+	Last      string
+	Worker    string
+	Rank      string
+	Threshold string
+	Interval  string
+	Limit     string
+	// DefaultInterval is the gaps interval used when Interval is blank
+	// (the history interval).
+	DefaultInterval string
+}
+
+// ResultTable is a query's result: the same rows the CSV download holds,
+// formatted for people.
+type ResultTable struct {
+	Query   string
+	Columns []string
+	Rows    [][]Cell
+	// Summary says how many rows and over which window.
+	Summary string
+	// Truncated says the query's limit cut the result.
+	Truncated bool
+	// NextHref continues a paged query (reports); empty when nothing
+	// follows.
+	NextHref string
+}
+
+// Cell is one formatted table cell; Class styles it (status colours,
+// numbers aligned right).
+type Cell struct {
+	Text  string
+	Class string
+}

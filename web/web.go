@@ -1,0 +1,209 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/a-h/templ"
+
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/ports"
+)
+
+// LiveSource is what the live page reads: the latest report the fire loop
+// built and how many routers are connected. Both are called once per page
+// load, from request goroutines, and must be safe for concurrent use.
+type LiveSource interface {
+	// Latest returns the most recent report, or nil before the first one.
+	// The report is shared and must not be modified.
+	Latest() *domain.Report
+	// RoutersConnected returns the number of live Monitor sessions.
+	RoutersConnected() int
+}
+
+// Defaults for Options.
+const (
+	DefaultHistoryInterval = time.Second
+	DefaultWatchInterval   = time.Second
+	DefaultRefresh         = 5 * time.Second
+	DefaultQueryTimeout    = 15 * time.Second
+)
+
+// Options configure a Handler.
+type Options struct {
+	// Live is required.
+	Live LiveSource
+	// History answers the history and audit pages; nil means history is
+	// off, and those pages say so (404).
+	History ports.HistoryQuery
+	// Now is the clock for windows like "last 15 min" and for ages;
+	// default time.Now.
+	Now func() time.Time
+	// Worker is this process's worker identity: shown on the live page
+	// before the first report, and the default worker filter of the
+	// history and audit pages (so a database shared by a fleet shows this
+	// worker unless asked otherwise).
+	Worker domain.Worker
+	// HistoryInterval is --history-interval: the default interval of the
+	// gaps query, and how far apart recorded reports may be before the
+	// charts break their lines. Default DefaultHistoryInterval.
+	HistoryInterval time.Duration
+	// WatchInterval is the report interval the live page's script asks
+	// Watch for; default DefaultWatchInterval. It must lie within the
+	// server's accepted report intervals.
+	WatchInterval time.Duration
+	// Refresh is how often the live page reloads itself when JavaScript is
+	// off; default DefaultRefresh, at least one second.
+	Refresh time.Duration
+	// QueryTimeout bounds the history queries of one page; default
+	// DefaultQueryTimeout.
+	QueryTimeout time.Duration
+	// Logger receives errors that a page can only show as "internal
+	// error"; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Handler serves the dashboard. It is an http.Handler for the routes
+// listed in the package documentation.
+type Handler struct {
+	o      Options
+	mux    *http.ServeMux
+	style  string
+	script string
+}
+
+//go:embed static
+var staticFS embed.FS
+
+// New validates o, fills defaults and returns the dashboard handler.
+func New(o Options) (*Handler, error) {
+	if o.Live == nil {
+		return nil, errors.New("web: Options.Live is required")
+	}
+	if o.HistoryInterval < 0 || o.WatchInterval < 0 || o.Refresh < 0 || o.QueryTimeout < 0 {
+		return nil, errors.New("web: negative interval in Options")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.HistoryInterval == 0 {
+		o.HistoryInterval = DefaultHistoryInterval
+	}
+	if o.WatchInterval == 0 {
+		o.WatchInterval = DefaultWatchInterval
+	}
+	if o.Refresh == 0 {
+		o.Refresh = DefaultRefresh
+	}
+	o.Refresh = max(o.Refresh, time.Second)
+	if o.QueryTimeout == 0 {
+		o.QueryTimeout = DefaultQueryTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	h := &Handler{o: o, mux: http.NewServeMux()}
+	var err error
+	if h.style, err = assetURL("style.css"); err != nil {
+		return nil, err
+	}
+	if h.script, err = assetURL("live.js"); err != nil {
+		return nil, err
+	}
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, err
+	}
+	files := http.StripPrefix("/static/", http.FileServerFS(static))
+	h.mux.Handle("GET /static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Asset URLs carry a content hash (?v=…), so a page always
+		// names the bytes it was rendered with; revalidate anyway.
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		files.ServeHTTP(w, r)
+	}))
+	h.mux.HandleFunc("GET /{$}", h.serveLive)
+	h.mux.HandleFunc("GET /history", h.serveHistory)
+	h.mux.HandleFunc("GET /audit", h.serveAudit)
+	h.mux.HandleFunc("GET /audit.csv", h.serveAuditCSV)
+	return h, nil
+}
+
+// Patterns are the http.ServeMux patterns the dashboard serves.
+func (h *Handler) Patterns() []string {
+	return []string{"GET /{$}", "GET /history", "GET /audit", "GET /audit.csv", "GET /static/"}
+}
+
+// Register adds the dashboard's patterns to mux, so that it shares a mux
+// with the RPC handlers without taking over every path.
+func (h *Handler) Register(mux *http.ServeMux) {
+	for _, p := range h.Patterns() {
+		mux.Handle(p, h)
+	}
+}
+
+// ServeHTTP serves the dashboard's routes; anything else is 404.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mux.ServeHTTP(w, r)
+}
+
+// assetURL is /static/<name>?v=<hash of its content>.
+func assetURL(name string) (string, error) {
+	b, err := staticFS.ReadFile("static/" + name)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return "/static/" + name + "?v=" + hex.EncodeToString(sum[:6]), nil
+}
+
+// contentSecurityPolicy allows the page's own script, styles and RPCs and
+// nothing else; no inline script or style is ever rendered.
+const contentSecurityPolicy = "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// render writes a page with status, or a plain 500 when rendering fails
+// (nothing is written before the page is complete).
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, c templ.Component) {
+	var buf bytes.Buffer
+	if err := c.Render(r.Context(), &buf); err != nil {
+		if !errors.Is(err, context.Canceled) {
+			h.o.Logger.Error("web: render failed", "path", r.URL.Path, "err", err)
+		}
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "text/html; charset=utf-8")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Content-Security-Policy", contentSecurityPolicy)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "same-origin")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// queryStatus is the HTTP status of a failed history query, with the
+// message a page may show for it.
+func (h *Handler) queryStatus(r *http.Request, err error) (int, string) {
+	switch domain.ErrorCode(err) {
+	case domain.CodeInvalidArgument:
+		return http.StatusBadRequest, domain.ErrorMessage(err)
+	case domain.CodeUnavailable:
+		return http.StatusServiceUnavailable, "history store unavailable: " + domain.ErrorMessage(err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return http.StatusGatewayTimeout, "the history query took too long; narrow the window"
+	}
+	if !errors.Is(err, context.Canceled) {
+		h.o.Logger.Error("web: history query failed", "path", r.URL.Path, "err", err)
+	}
+	return http.StatusInternalServerError, "internal error"
+}

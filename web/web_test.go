@@ -1,0 +1,679 @@
+package web
+
+import (
+	"context"
+	"encoding/csv"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/PuerkitoBio/goquery"
+	"go.uber.org/goleak"
+
+	"github.com/loadreporter/loadreporter/adapters/store/memory"
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/ports"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeLive is a LiveSource with fixed answers.
+type fakeLive struct {
+	report  *domain.Report
+	routers int
+}
+
+func (f fakeLive) Latest() *domain.Report { return f.report }
+func (f fakeLive) RoutersConnected() int  { return f.routers }
+
+// The fixture: one worker reporting every 10 s from t0 for 10 min (60
+// reports, sequence 1…60, 2 ranks each), UNREACHABLE from report 21 to 26
+// (t0+200 s … t0+250 s), HEALTHY again at t0+260 s. The page's clock is
+// t0+12 min, so "last 15 min" holds all of it.
+var (
+	t0      = time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	fixNow  = t0.Add(12 * time.Minute)
+	fixAddr = "10.0.0.7:30000"
+)
+
+const (
+	fixReports   = 60
+	fixRanks     = 2
+	outageFirst  = 20 // index of the first UNREACHABLE report
+	outageLen    = 6
+	timeoutError = "load snapshot pull timed out"
+)
+
+func fixtureReport(i int) *domain.Report {
+	at := t0.Add(time.Duration(i) * 10 * time.Second)
+	r := &domain.Report{
+		SourceInstanceID: "inst-a",
+		SequenceID:       uint64(i + 1),
+		ReportTime:       at,
+		Worker:           domain.Worker{Addr: fixAddr, Type: domain.WorkerTypeRegular, Model: "llama-3"},
+		Status:           domain.StatusHealthy,
+	}
+	if i >= outageFirst && i < outageFirst+outageLen {
+		r.Status = domain.StatusUnreachable
+		r.LastError = timeoutError
+		return r
+	}
+	for k := range fixRanks {
+		r.Ranks = append(r.Ranks, domain.RankLoad{
+			DPRank: int64(k), SnapshotTime: at,
+			NumRunningReqs: 12, MaxRunningRequests: 256, NumWaitingReqs: int64(k * 3),
+			NumUsedTokens: 131072, MaxTotalNumTokens: 262144,
+			TokenUsage: 0.25 + 0.5*float64(k), GenThroughput: 1234.5, CacheHitRate: 0.875,
+		})
+	}
+	return r
+}
+
+func newStore(t *testing.T) *memory.Store {
+	t.Helper()
+	st := memory.New(memory.Options{})
+	reports := make([]*domain.Report, fixReports)
+	for i := range reports {
+		reports[i] = fixtureReport(i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := st.Append(ctx, reports); err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	return st
+}
+
+func newHandler(t *testing.T, o Options) *Handler {
+	t.Helper()
+	if o.Live == nil {
+		o.Live = fakeLive{report: fixtureReport(fixReports - 1), routers: 3}
+	}
+	if o.Now == nil {
+		o.Now = func() time.Time { return fixNow }
+	}
+	if o.Worker.Addr == "" {
+		o.Worker = domain.Worker{Addr: fixAddr, Type: domain.WorkerTypeRegular}
+	}
+	if o.HistoryInterval == 0 {
+		o.HistoryInterval = 10 * time.Second
+	}
+	h, err := New(o)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return h
+}
+
+// get serves target and returns the response.
+func get(t *testing.T, h http.Handler, target string) *http.Response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, target, nil))
+	return rec.Result()
+}
+
+// page serves target, checks the status and parses the HTML.
+func page(t *testing.T, h http.Handler, target string, wantStatus int) *goquery.Document {
+	t.Helper()
+	res := get(t, h, target)
+	defer res.Body.Close()
+	if res.StatusCode != wantStatus {
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("GET %s: status %d, want %d\n%s", target, res.StatusCode, wantStatus, b)
+	}
+	if ct := res.Header.Get("Content-Type"); ct != "text/html; charset=utf-8" {
+		t.Errorf("GET %s: Content-Type %q", target, ct)
+	}
+	doc, err := goquery.NewDocumentFromReader(res.Body)
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	return doc
+}
+
+func tid(s interface {
+	Find(string) *goquery.Selection
+}, id string) *goquery.Selection {
+	return s.Find(`[data-testid="` + id + `"]`)
+}
+
+func txt(s *goquery.Selection) string { return strings.TrimSpace(s.Text()) }
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	if _, err := New(Options{}); err == nil {
+		t.Error("New without Live succeeded")
+	}
+	if _, err := New(Options{Live: fakeLive{}, Refresh: -time.Second}); err == nil {
+		t.Error("New with a negative interval succeeded")
+	}
+}
+
+func TestLivePage(t *testing.T) {
+	h := newHandler(t, Options{Refresh: 2 * time.Second, WatchInterval: 500 * time.Millisecond})
+	res := get(t, h, "/")
+	if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
+		t.Errorf("Content-Security-Policy = %q", csp)
+	}
+	res.Body.Close()
+	doc := page(t, h, "/", http.StatusOK)
+
+	if got := doc.Find("head title").Text(); got != "Live · loadreporter" {
+		t.Errorf("title = %q", got)
+	}
+	if n := tid(doc, "rank-cards").Find(`[data-testid^="rank-card-"]`).Length(); n != fixRanks {
+		t.Errorf("rank cards = %d, want %d", n, fixRanks)
+	}
+	c := tid(doc, "rank-card-1")
+	for id, want := range map[string]string{
+		"rank-running":        "12 / 256",
+		"rank-waiting":        "3",
+		"rank-kv-usage":       "75.0 %",
+		"rank-kv-tokens":      "131,072 / 262,144 tokens",
+		"rank-throughput":     "1,234.5 tok/s",
+		"rank-cache-hit-rate": "87.5 %",
+	} {
+		if got := txt(tid(c, id)); got != want {
+			t.Errorf("rank 1 %s = %q, want %q", id, got, want)
+		}
+	}
+	if w, _ := tid(c, "rank-kv-bar").Attr("width"); w != "75.0" {
+		t.Errorf("rank 1 bar width = %q", w)
+	}
+	for id, want := range map[string]string{
+		"report-status":     "HEALTHY",
+		"report-age":        "2 min ago", // report 60 at t0+590 s, page at t0+720 s
+		"report-sequence":   "60",
+		"routers-connected": "3",
+		"worker-addr":       fixAddr,
+		"worker-model":      "llama-3",
+	} {
+		if got := txt(tid(doc, id)); got != want {
+			t.Errorf("%s = %q, want %q", id, got, want)
+		}
+	}
+	if v, _ := doc.Find("[data-live-root]").Attr("data-watch-interval-ms"); v != "500" {
+		t.Errorf("watch interval = %q, want 500", v)
+	}
+	if !strings.Contains(doc.Find("head noscript").Text(), `content="2"`) {
+		t.Errorf("noscript refresh = %q", doc.Find("head noscript").Text())
+	}
+}
+
+func TestLivePageUnreachable(t *testing.T) {
+	h := newHandler(t, Options{Live: fakeLive{report: fixtureReport(outageFirst)}})
+	doc := page(t, h, "/", http.StatusOK)
+	if got := txt(tid(doc, "report-status")); got != "UNREACHABLE" {
+		t.Errorf("report-status = %q", got)
+	}
+	if got := txt(tid(doc, "report-error")); got != timeoutError {
+		t.Errorf("report-error = %q", got)
+	}
+	if n := tid(doc, "rank-cards").Children().Length(); n != 0 {
+		t.Errorf("%d cards on an UNREACHABLE report", n)
+	}
+}
+
+func TestLivePageBeforeFirstReport(t *testing.T) {
+	h := newHandler(t, Options{Live: fakeLive{}})
+	doc := page(t, h, "/", http.StatusOK)
+	if got := txt(tid(doc, "report-status")); got != "NO REPORT" {
+		t.Errorf("report-status = %q", got)
+	}
+	if got := txt(tid(doc, "worker-addr")); got != fixAddr {
+		t.Errorf("worker-addr = %q, want the configured worker", got)
+	}
+}
+
+func TestStaticAssets(t *testing.T) {
+	h := newHandler(t, Options{})
+	doc := page(t, h, "/", http.StatusOK)
+	for sel, attr := range map[string]string{`link[rel="stylesheet"]`: "href", "head script": "src"} {
+		href, _ := doc.Find(sel).Attr(attr)
+		u, err := url.Parse(href)
+		if err != nil || !strings.HasPrefix(u.Path, "/static/") || u.Query().Get("v") == "" {
+			t.Fatalf("%s %s = %q, want a versioned /static/ URL", sel, attr, href)
+		}
+		res := get(t, h, href)
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || len(body) == 0 {
+			t.Errorf("GET %s: %d, %d bytes", href, res.StatusCode, len(body))
+		}
+		want := map[string]string{"href": "text/css", "src": "javascript"}[attr]
+		if ct := res.Header.Get("Content-Type"); !strings.Contains(ct, want) {
+			t.Errorf("GET %s: Content-Type %q", href, ct)
+		}
+	}
+	if res := get(t, h, "/static/nope.js"); res.StatusCode != http.StatusNotFound {
+		t.Errorf("missing asset: %d", res.StatusCode)
+	}
+	if res := get(t, h, "/elsewhere"); res.StatusCode != http.StatusNotFound {
+		t.Errorf("unknown path: %d", res.StatusCode)
+	}
+}
+
+func TestRegisterSharesAMux(t *testing.T) {
+	h := newHandler(t, Options{History: newStore(t)})
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /loadreporter.v1.WatchService/Watch", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusTeapot)
+	})
+	h.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for path, want := range map[string]int{
+		"/": 200, "/history": 200, "/audit": 200, "/audit.csv?query=outages": 200, "/nowhere": 404,
+	} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("GET %s: %d, want %d", path, res.StatusCode, want)
+		}
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/loadreporter.v1.WatchService/Watch", nil)
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusTeapot {
+		t.Errorf("the RPC route was taken over: %d", res.StatusCode)
+	}
+	srv.Client().CloseIdleConnections()
+}
+
+func TestHistoryPageShowsChartsTimelineAndTable(t *testing.T) {
+	h := newHandler(t, Options{History: newStore(t)})
+	doc := page(t, h, "/history", http.StatusOK)
+
+	if got := doc.Find("head title").Text(); got != "History · loadreporter" {
+		t.Errorf("title = %q", got)
+	}
+	for _, id := range []string{"chart-token-usage", "chart-waiting"} {
+		paths := tid(doc, id).Find("svg path")
+		if paths.Length() != fixRanks {
+			t.Errorf("%s: %d paths, want %d", id, paths.Length(), fixRanks)
+		}
+		paths.Each(func(_ int, p *goquery.Selection) {
+			d, _ := p.Attr("d")
+			// The outage (6 reports, 60 s > 2 × 10 s) breaks each line.
+			if strings.Count(d, "M") != 2 {
+				t.Errorf("%s: path %q has %d subpaths, want 2", id, d, strings.Count(d, "M"))
+			}
+		})
+	}
+	if n := tid(doc, "timeline-outage").Length(); n != 1 {
+		t.Errorf("timeline outages = %d, want 1", n)
+	}
+	rows := tid(doc, "outage-row")
+	if rows.Length() != 1 || !strings.Contains(rows.Text(), timeoutError) || !strings.Contains(rows.Text(), "1 min") {
+		t.Errorf("outage rows: %q", rows.Text())
+	}
+
+	// Newest first, 50 a page, then the rest through the cursor link.
+	reports := tid(doc, "report-row")
+	if reports.Length() != historyPageSize {
+		t.Fatalf("report rows = %d, want %d", reports.Length(), historyPageSize)
+	}
+	if first := reports.First().Find("td").Eq(1).Text(); first != "60" {
+		t.Errorf("first row is report %s, want 60", first)
+	}
+	next, ok := tid(doc, "next-page").Attr("href")
+	if !ok {
+		t.Fatal("no next-page link")
+	}
+	doc2 := page(t, h, next, http.StatusOK)
+	rest := tid(doc2, "report-row")
+	if rest.Length() != fixReports-historyPageSize {
+		t.Errorf("second page: %d rows, want %d", rest.Length(), fixReports-historyPageSize)
+	}
+	if last := rest.Last().Find("td").Eq(1).Text(); last != "1" {
+		t.Errorf("last row is report %s, want 1", last)
+	}
+	if tid(doc2, "next-page").Length() != 0 {
+		t.Error("next-page link on the last page")
+	}
+	if tid(doc2, "first-page").Length() != 1 {
+		t.Error("no link back to the newest page")
+	}
+}
+
+func TestHistoryWindows(t *testing.T) {
+	h := newHandler(t, Options{History: newStore(t)})
+
+	// The last 3 min before t0+12 min hold nothing (reports end at t0+590 s).
+	doc := page(t, h, "/history?since="+url.QueryEscape("2026-11-29 08:09:00")+"&until="+url.QueryEscape("2026-11-29T08:12:00Z"), http.StatusOK)
+	if n := tid(doc, "report-row").Length(); n != 6 {
+		t.Errorf("custom window: %d reports, want 6 (08:09:00…08:09:50)", n)
+	}
+	if got := txt(tid(doc, "window-text")); !strings.Contains(got, "2026-11-29 08:09:00 UTC – 2026-11-29 08:12:00 UTC") {
+		t.Errorf("window text = %q", got)
+	}
+
+	// Another worker: nothing.
+	doc = page(t, h, "/history?window=1h&worker=other:1", http.StatusOK)
+	if tid(doc, "reports-empty").Length() != 1 || tid(doc, "chart-token-usage").Find("path").Length() != 0 {
+		t.Error("another worker's history shows reports")
+	}
+	if href, _ := tid(doc, "window-24h").Attr("href"); !strings.Contains(href, "worker=other%3A1") {
+		t.Errorf("presets drop the worker filter: %q", href)
+	}
+	// worker= (empty) is every worker.
+	doc = page(t, h, "/history?window=1h&worker=", http.StatusOK)
+	if n := tid(doc, "report-row").Length(); n != historyPageSize {
+		t.Errorf("all workers: %d rows", n)
+	}
+}
+
+func TestHistoryBadArguments(t *testing.T) {
+	h := newHandler(t, Options{History: newStore(t)})
+	for _, tc := range []struct {
+		name, query, field, want string
+	}{
+		{"bad since", "since=yesterday-ish", "since", `since: "yesterday-ish" is not a time`},
+		{"bad until", "since=2026-11-29+08:00&until=soon", "until", `until: "soon" is not a time`},
+		{"until before since", "since=2026-11-29+08:10&until=2026-11-29+08:00", "until", "until (2026-11-29T08:00:00Z) must be after since"},
+		{"until without since", "until=2026-11-29+08:00", "since", "since is required"},
+		{"unknown preset", "window=3d", "window", `unknown window "3d"`},
+		{"bad cursor", "window=1h&cursor=nope", "cursor", "cursor: not a cursor"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := page(t, h, "/history?"+tc.query, http.StatusBadRequest)
+			got := txt(tid(doc, "error-"+tc.field))
+			if !strings.Contains(got, tc.want) {
+				t.Errorf("error-%s = %q, want it to contain %q", tc.field, got, tc.want)
+			}
+			if tc.field == "since" || tc.field == "until" {
+				if tid(tid(doc, "field-"+tc.field), "error-"+tc.field).Length() != 1 {
+					t.Errorf("error not inside field-%s", tc.field)
+				}
+			}
+			if tid(doc, "chart-token-usage").Length() != 0 {
+				t.Error("chart rendered for a bad window")
+			}
+		})
+	}
+}
+
+func TestHistoryOff(t *testing.T) {
+	h := newHandler(t, Options{})
+	for _, p := range []string{"/history", "/audit"} {
+		doc := page(t, h, p, http.StatusNotFound)
+		if !strings.Contains(txt(tid(doc, "page-notice")), "History is off") {
+			t.Errorf("%s: notice %q", p, txt(tid(doc, "page-notice")))
+		}
+	}
+	if res := get(t, h, "/audit.csv?query=outages"); res.StatusCode != http.StatusNotFound {
+		t.Errorf("CSV with history off: %d", res.StatusCode)
+	}
+}
+
+// failingHistory answers every query with err.
+type failingHistory struct {
+	ports.HistoryQuery
+	err error
+}
+
+func (f failingHistory) Reports(context.Context, ports.ReportsQuery) (ports.ReportsPage, error) {
+	return ports.ReportsPage{}, f.err
+}
+
+func (f failingHistory) Outages(context.Context, ports.OutagesQuery) (ports.OutagesResult, error) {
+	return ports.OutagesResult{}, f.err
+}
+
+func TestStoreUnavailable(t *testing.T) {
+	h := newHandler(t, Options{History: failingHistory{err: domain.Errorf(domain.CodeUnavailable, "connection refused")}})
+	doc := page(t, h, "/history", http.StatusServiceUnavailable)
+	if got := txt(tid(doc, "page-notice")); !strings.Contains(got, "connection refused") {
+		t.Errorf("notice = %q", got)
+	}
+	doc = page(t, h, "/audit?query=outages", http.StatusServiceUnavailable)
+	if got := txt(tid(doc, "form-error")); !strings.Contains(got, "unavailable") {
+		t.Errorf("form-error = %q", got)
+	}
+}
+
+func TestAuditFormBeforeAQuery(t *testing.T) {
+	h := newHandler(t, Options{History: newStore(t)})
+	doc := page(t, h, "/audit", http.StatusOK)
+	if got := doc.Find("head title").Text(); got != "Audit · loadreporter" {
+		t.Errorf("title = %q", got)
+	}
+	if tid(doc, "audit-result").Length() != 0 || doc.Find(".field-error").Length() != 0 {
+		t.Error("a bare /audit ran a query or shows errors")
+	}
+	if v, _ := tid(doc, "field-worker").Find("input").Attr("value"); v != fixAddr {
+		t.Errorf("worker field = %q, want this worker", v)
+	}
+	var names []string
+	tid(doc, "field-query").Find("option").Each(func(_ int, o *goquery.Selection) {
+		v, _ := o.Attr("value")
+		names = append(names, v)
+	})
+	if got := strings.Join(names, ","); got != "outages,reports,rank-stats,gaps,imbalance" {
+		t.Errorf("queries = %s", got)
+	}
+}
+
+func TestAuditOutages(t *testing.T) {
+	h := newHandler(t, Options{History: newStore(t)})
+	doc := page(t, h, "/audit?query=outages&last=1h&worker="+url.QueryEscape(fixAddr), http.StatusOK)
+
+	rows := tid(doc, "result-row")
+	if rows.Length() != 1 {
+		t.Fatalf("outage rows = %d, want 1", rows.Length())
+	}
+	cells := rows.Find("td").Map(func(_ int, s *goquery.Selection) string { return s.Text() })
+	want := []string{fixAddr, "2026-11-29 08:03:20", "2026-11-29 08:04:20", "no", "1 min", "UNREACHABLE", "6", timeoutError}
+	if strings.Join(cells, "|") != strings.Join(want, "|") {
+		t.Errorf("outage row = %q\nwant %q", cells, want)
+	}
+	href, _ := tid(doc, "csv-link").Attr("href")
+	u, _ := url.Parse(href)
+	if u.Path != "/audit.csv" || u.Query().Get("query") != "outages" || u.Query().Get("last") != "1h" {
+		t.Errorf("csv-link = %q", href)
+	}
+	if got := txt(tid(doc, "audit-summary")); !strings.HasPrefix(got, "1 row from") {
+		t.Errorf("summary = %q", got)
+	}
+}
+
+func TestAuditOtherQueries(t *testing.T) {
+	h := newHandler(t, Options{History: newStore(t)})
+	for _, tc := range []struct {
+		query string
+		rows  int
+		has   string
+	}{
+		{"query=reports&last=1h&status=unreachable", outageLen, timeoutError},
+		{"query=reports&last=1h&rank=1&limit=10", 10, "75.0 %"},
+		{"query=rank-stats&last=1h", fixRanks, "25.0 %"},
+		{"query=imbalance&last=1h&threshold=0.4", 2, "50.0 %"},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			doc := page(t, h, "/audit?"+tc.query, http.StatusOK)
+			rows := tid(doc, "result-row")
+			if rows.Length() != tc.rows {
+				t.Errorf("rows = %d, want %d", rows.Length(), tc.rows)
+			}
+			if !strings.Contains(rows.Text(), tc.has) {
+				t.Errorf("rows lack %q: %s", tc.has, rows.Text())
+			}
+		})
+	}
+}
+
+func TestAuditGaps(t *testing.T) {
+	st := newStore(t)
+	h := newHandler(t, Options{History: st})
+	// Reports every 10 s, the history interval: no gap, no restart.
+	doc := page(t, h, "/audit?query=gaps&last=1h", http.StatusOK)
+	if n := tid(doc, "result-row").Length(); n != 0 || tid(doc, "audit-empty").Length() != 1 {
+		t.Errorf("gaps in a gapless history: %d rows", n)
+	}
+	// A new instance at t0+700 s, after 110 s without a report.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r := fixtureReport(0)
+	r.SourceInstanceID, r.ReportTime = "inst-b", t0.Add(700*time.Second)
+	if err := st.Append(ctx, []*domain.Report{r}); err != nil {
+		t.Fatal(err)
+	}
+	doc = page(t, h, "/audit?query=gaps&last=1h", http.StatusOK)
+	rows := tid(doc, "result-row")
+	if rows.Length() != 2 {
+		t.Fatalf("rows = %d, want a gap and a restart", rows.Length())
+	}
+	for i, want := range []string{"gap", "restart"} {
+		if got := rows.Eq(i).Find("td").First().Text(); got != want {
+			t.Errorf("row %d kind = %q, want %q", i, got, want)
+		}
+	}
+	if got := rows.Eq(0).Find("td").Eq(4).Text(); got != "1 min 50 s" {
+		t.Errorf("gap duration = %q", got)
+	}
+	if !strings.Contains(rows.Eq(1).Text(), "inst-b") || !strings.Contains(rows.Eq(1).Text(), "inst-a") {
+		t.Errorf("restart row = %q", rows.Eq(1).Text())
+	}
+}
+
+func TestAuditPagesReports(t *testing.T) {
+	h := newHandler(t, Options{History: newStore(t)})
+	doc := page(t, h, "/audit?query=reports&last=1h&limit=40", http.StatusOK)
+	next, ok := tid(doc, "next-page").Attr("href")
+	if !ok {
+		t.Fatal("no next page")
+	}
+	u, _ := url.Parse(next)
+	if u.Query().Get("cursor") == "" || u.Query().Has("last") || u.Query().Get("since") == "" {
+		t.Errorf("next page link %q must freeze the window", next)
+	}
+	doc = page(t, h, next, http.StatusOK)
+	if got := txt(tid(doc, "audit-summary")); !strings.HasPrefix(got, "20 reports") {
+		t.Errorf("second page summary = %q", got)
+	}
+}
+
+func TestAuditErrorsNextToTheField(t *testing.T) {
+	h := newHandler(t, Options{History: newStore(t)})
+	for _, tc := range []struct {
+		name, query, field, want string
+	}{
+		{"unknown query", "query=everything", "query", `unknown query "everything"`},
+		{"bad since", "query=outages&since=noon", "since", `since: "noon" is not a time`},
+		{"until before since", "query=outages&since=2026-11-29+08:10&until=2026-11-29+08:00", "until", "must be after since"},
+		{"last and since", "query=outages&last=1h&since=2026-11-29", "last", "either last or since"},
+		{"bad last", "query=outages&last=forever", "last", "not a positive duration"},
+		{"threshold out of range", "query=imbalance&last=1h&threshold=2", "threshold", "threshold must be within [0, 1]"},
+		{"threshold not a number", "query=imbalance&last=1h&threshold=lots", "threshold", "not a number"},
+		{"gaps interval too long", "query=gaps&last=1h&interval=48h", "interval", "interval must be within"},
+		{"limit too big", "query=outages&last=1h&limit=20000", "limit", "limit must be within"},
+		{"bad rank", "query=reports&last=1h&rank=x", "rank", `"x" is not a dp_rank`},
+		{"negative rank", "query=reports&last=1h&rank=-1", "rank", "ranks: dp_rank -1"},
+		{"bad status", "query=reports&last=1h&status=sleepy", "status", `status "sleepy"`},
+		{"bad cursor", "query=reports&last=1h&cursor=zzz", "cursor", "cursor: not a cursor"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := page(t, h, "/audit?"+tc.query, http.StatusBadRequest)
+			got := txt(tid(doc, "error-"+tc.field))
+			if !strings.Contains(got, tc.want) {
+				t.Errorf("error-%s = %q, want it to contain %q (page errors: %q)", tc.field, got, tc.want, doc.Find(".field-error").Text())
+			}
+			if tc.field != "cursor" && tid(tid(doc, "field-"+tc.field), "error-"+tc.field).Length() != 1 {
+				t.Errorf("error-%s is not inside field-%s", tc.field, tc.field)
+			}
+			if tid(doc, "audit-result").Length() != 0 {
+				t.Error("a result is shown for a bad query")
+			}
+			// The CSV of the same query is refused the same way.
+			res := get(t, h, "/audit.csv?"+tc.query)
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), tc.field+": ") {
+				t.Errorf("CSV: %d %q", res.StatusCode, body)
+			}
+		})
+	}
+}
+
+func readCSV(t *testing.T, h http.Handler, target string) (*http.Response, [][]string) {
+	t.Helper()
+	res := get(t, h, target)
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("GET %s: %d %s", target, res.StatusCode, b)
+	}
+	recs, err := csv.NewReader(res.Body).ReadAll()
+	if err != nil {
+		t.Fatalf("CSV: %v", err)
+	}
+	return res, recs
+}
+
+func TestAuditCSVOutages(t *testing.T) {
+	h := newHandler(t, Options{History: newStore(t)})
+	res, recs := readCSV(t, h, "/audit.csv?query=outages&since=2026-11-29T08:00:00Z&until=2026-11-29T09:00:00Z")
+	if ct := res.Header.Get("Content-Type"); ct != "text/csv; charset=utf-8" {
+		t.Errorf("Content-Type = %q", ct)
+	}
+	if cd := res.Header.Get("Content-Disposition"); cd != `attachment; filename="loadreporter-outages-20261129T080000Z.csv"` {
+		t.Errorf("Content-Disposition = %q", cd)
+	}
+	want := [][]string{
+		{"worker_addr", "start", "end", "ongoing", "duration_ms", "statuses", "reports", "last_error"},
+		{fixAddr, "2026-11-29T08:03:20Z", "2026-11-29T08:04:20Z", "false", "60000", "UNREACHABLE", "6", timeoutError},
+	}
+	if len(recs) != len(want) {
+		t.Fatalf("CSV = %q", recs)
+	}
+	for i := range want {
+		if strings.Join(recs[i], ",") != strings.Join(want[i], ",") {
+			t.Errorf("CSV line %d = %q\nwant %q", i, recs[i], want[i])
+		}
+	}
+}
+
+func TestAuditCSVReportsFollowsEveryPage(t *testing.T) {
+	h := newHandler(t, Options{History: newStore(t)})
+	// limit is the page size here; the CSV holds the whole window.
+	_, recs := readCSV(t, h, "/audit.csv?query=reports&last=1h&limit=7")
+	header := strings.Join(recs[0], ",")
+	if header != "report_time,worker_addr,source_instance_id,sequence_id,status,last_error,dp_rank,snapshot_time,"+
+		"num_running_reqs,max_running_requests,num_waiting_reqs,num_waiting_uncached_tokens,num_used_tokens,"+
+		"num_total_tokens,max_total_num_tokens,token_usage,gen_throughput,cache_hit_rate,utilization" {
+		t.Errorf("header = %s", header)
+	}
+	wantRows := (fixReports-outageLen)*fixRanks + outageLen
+	if len(recs)-1 != wantRows {
+		t.Errorf("rows = %d, want %d", len(recs)-1, wantRows)
+	}
+	first := recs[1]
+	if first[0] != "2026-11-29T08:00:00Z" || first[3] != "1" || first[4] != "HEALTHY" || first[6] != "0" || first[15] != "0.25" {
+		t.Errorf("first row = %q", first)
+	}
+	var unreachable []string
+	for _, r := range recs[1:] {
+		if r[4] == "UNREACHABLE" {
+			unreachable = r
+		}
+	}
+	if unreachable == nil || unreachable[5] != timeoutError || unreachable[6] != "" {
+		t.Errorf("UNREACHABLE row = %q", unreachable)
+	}
+}
