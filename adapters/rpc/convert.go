@@ -1,6 +1,8 @@
 package rpc
 
 import (
+	"time"
+
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/session"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
@@ -70,4 +72,28 @@ func errorFrame(err error) *pb.WorkerFrame {
 		Code:    domain.ErrorCode(err),
 		Message: domain.ErrorMessage(err),
 	}}}
+}
+
+// ReportFromProto maps a wire report back to the domain.
+func ReportFromProto(r *pb.LoadReport) *domain.Report {
+	out := &domain.Report{
+		SourceInstanceID: r.GetSourceInstanceId(),
+		SequenceID:       r.GetSequenceId(),
+		ReportTime:       time.UnixMilli(r.GetReportTimeUnixMs()).UTC(),
+		Worker: domain.Worker{Addr: r.GetWorker().GetWorkerAddr(), Type: domain.WorkerType(r.GetWorker().GetWorkerType()),
+			Model: r.GetWorker().GetModel(), Zone: r.GetWorker().GetZone()},
+		Status:    domain.Status(r.GetStatus()),
+		LastError: r.GetLastError(),
+	}
+	for _, k := range r.GetRanks() {
+		out.Ranks = append(out.Ranks, domain.RankLoad{
+			DPRank: int64(k.GetDpRank()), SnapshotTime: time.UnixMilli(k.GetSnapshotTimeUnixMs()).UTC(),
+			NumRunningReqs: k.GetNumRunningReqs(), NumWaitingReqs: k.GetNumWaitingReqs(),
+			NumWaitingUncachedTokens: k.GetNumWaitingUncachedTokens(), NumUsedTokens: k.GetNumUsedTokens(),
+			NumTotalTokens: k.GetNumTotalTokens(), MaxTotalNumTokens: k.GetMaxTotalNumTokens(),
+			MaxRunningRequests: k.GetMaxRunningRequests(), TokenUsage: k.GetTokenUsage(),
+			GenThroughput: k.GetGenThroughput(), CacheHitRate: k.GetCacheHitRate(), Utilization: k.GetUtilization(),
+		})
+	}
+	return out
 }

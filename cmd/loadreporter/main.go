@@ -20,6 +20,8 @@ const help = `Usage: loadreporter <command> [flags]
 Commands:
   serve   serve load reports (Monitor, health, metrics) on one port
   watch   dial a worker as a router and print its reports live
+  audit   query the recorded history: reports, outages, rank-stats, gaps, imbalance
+  migrate apply the PostgreSQL history schema
 
 Run 'loadreporter <command> --help' for a command's flags.
 `
@@ -58,6 +60,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 		return app.Watch(ctx, cfg, stdout)
+	case "audit":
+		cfg, err := app.ParseAudit(args[1:], getenv, stderr)
+		if err != nil {
+			return err
+		}
+		return app.Audit(ctx, cfg, stdout)
+	case "migrate":
+		url, err := app.ParseMigrate(args[1:], getenv, stderr)
+		if err != nil {
+			return err
+		}
+		return app.Migrate(ctx, url, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, help)
 		return nil

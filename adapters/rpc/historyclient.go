@@ -1,0 +1,171 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/loadreporter/loadreporter/domain"
+	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
+	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
+	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
+	"github.com/loadreporter/loadreporter/ports"
+)
+
+// HistoryClient is ports.HistoryQuery over a remote HistoryService, so the
+// audit CLI asks a running reporter exactly what its dashboard asks.
+type HistoryClient struct {
+	client loadreporterv1connect.HistoryServiceClient
+	token  string
+}
+
+var _ ports.HistoryQuery = (*HistoryClient)(nil)
+
+// NewHistoryClient dials baseURL (http://host:port) with c.
+func NewHistoryClient(c *http.Client, baseURL, authToken string) *HistoryClient {
+	return &HistoryClient{client: loadreporterv1connect.NewHistoryServiceClient(c, baseURL), token: authToken}
+}
+
+func request[T any](h *HistoryClient, msg *T) *connect.Request[T] {
+	req := connect.NewRequest(msg)
+	if h.token != "" {
+		req.Header().Set("Authorization", "Bearer "+h.token)
+	}
+	return req
+}
+
+func windowToProto(w ports.Window) *lrv1.Window {
+	return &lrv1.Window{SinceUnixMs: unixMs(w.Since), UntilUnixMs: unixMs(w.Until)}
+}
+
+func ranks32(rs []int64) []int32 {
+	out := make([]int32, len(rs))
+	for i, r := range rs {
+		out[i] = int32(r)
+	}
+	return out
+}
+
+func timeOf(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// fromConnectError turns a remote error back into the domain error model.
+func fromConnectError(err error) error {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return domain.Errorf(domain.CodeUnavailable, "%v", err)
+	}
+	for code, cc := range connectCodes {
+		if cc == ce.Code() && code != domain.CodeInvalidFirstFrame && code != domain.CodeShuttingDown {
+			return domain.Errorf(code, "%s", ce.Message())
+		}
+	}
+	return domain.Errorf(domain.CodeInternal, "%s: %s", ce.Code(), ce.Message())
+}
+
+// Reports implements ports.HistoryQuery.
+func (h *HistoryClient) Reports(ctx context.Context, q ports.ReportsQuery) (ports.ReportsPage, error) {
+	st := make([]pb.ReportStatus, len(q.Statuses))
+	for i, s := range q.Statuses {
+		st[i] = pb.ReportStatus(s)
+	}
+	resp, err := h.client.ListReports(ctx, request(h, &lrv1.ListReportsRequest{
+		Window: windowToProto(q.Window), Workers: q.Workers, Statuses: st, Ranks: ranks32(q.Ranks),
+		Limit: int32(q.Limit), Cursor: q.Cursor, Descending: q.Descending,
+	}))
+	if err != nil {
+		return ports.ReportsPage{}, fromConnectError(err)
+	}
+	page := ports.ReportsPage{NextCursor: resp.Msg.GetNextCursor()}
+	for _, r := range resp.Msg.GetReports() {
+		page.Reports = append(page.Reports, ReportFromProto(r))
+	}
+	return page, nil
+}
+
+// Outages implements ports.HistoryQuery.
+func (h *HistoryClient) Outages(ctx context.Context, q ports.OutagesQuery) (ports.OutagesResult, error) {
+	resp, err := h.client.ListOutages(ctx, request(h, &lrv1.ListOutagesRequest{
+		Window: windowToProto(q.Window), Workers: q.Workers, Limit: int32(q.Limit)}))
+	if err != nil {
+		return ports.OutagesResult{}, fromConnectError(err)
+	}
+	out := ports.OutagesResult{Truncated: resp.Msg.GetTruncated()}
+	for _, o := range resp.Msg.GetOutages() {
+		st := make([]domain.Status, len(o.GetStatuses()))
+		for i, s := range o.GetStatuses() {
+			st[i] = domain.Status(s)
+		}
+		out.Outages = append(out.Outages, ports.Outage{
+			WorkerAddr: o.GetWorkerAddr(), Start: timeOf(o.GetStartUnixMs()), End: timeOf(o.GetEndUnixMs()),
+			Ongoing: o.GetOngoing(), LastSeen: timeOf(o.GetLastSeenUnixMs()),
+			Duration: time.Duration(o.GetDurationMs()) * time.Millisecond, Statuses: st,
+			LastError: o.GetLastError(), Reports: o.GetReports(),
+		})
+	}
+	return out, nil
+}
+
+// RankStats implements ports.HistoryQuery.
+func (h *HistoryClient) RankStats(ctx context.Context, q ports.RankStatsQuery) (ports.RankStatsResult, error) {
+	resp, err := h.client.GetRankStats(ctx, request(h, &lrv1.GetRankStatsRequest{
+		Window: windowToProto(q.Window), Workers: q.Workers, Ranks: ranks32(q.Ranks), Limit: int32(q.Limit)}))
+	if err != nil {
+		return ports.RankStatsResult{}, fromConnectError(err)
+	}
+	out := ports.RankStatsResult{Truncated: resp.Msg.GetTruncated()}
+	for _, s := range resp.Msg.GetStats() {
+		out.Stats = append(out.Stats, ports.RankStat{
+			WorkerAddr: s.GetWorkerAddr(), DPRank: int64(s.GetDpRank()), Reports: s.GetReports(),
+			AvgTokenUsage: s.GetAvgTokenUsage(), MaxTokenUsage: s.GetMaxTokenUsage(), P95TokenUsage: s.GetP95TokenUsage(),
+			MaxWaitingReqs: s.GetMaxWaitingReqs(), MeanGenThroughput: s.GetMeanGenThroughput(),
+		})
+	}
+	return out, nil
+}
+
+// Gaps implements ports.HistoryQuery.
+func (h *HistoryClient) Gaps(ctx context.Context, q ports.GapsQuery) (ports.GapsResult, error) {
+	resp, err := h.client.ListGaps(ctx, request(h, &lrv1.ListGapsRequest{
+		Window: windowToProto(q.Window), Workers: q.Workers, IntervalMs: q.Interval.Milliseconds(), Limit: int32(q.Limit)}))
+	if err != nil {
+		return ports.GapsResult{}, fromConnectError(err)
+	}
+	out := ports.GapsResult{Truncated: resp.Msg.GetTruncated()}
+	for _, g := range resp.Msg.GetGaps() {
+		out.Gaps = append(out.Gaps, ports.Gap{WorkerAddr: g.GetWorkerAddr(), Start: timeOf(g.GetStartUnixMs()),
+			End: timeOf(g.GetEndUnixMs()), Duration: time.Duration(g.GetDurationMs()) * time.Millisecond})
+	}
+	for _, r := range resp.Msg.GetRestarts() {
+		out.Restarts = append(out.Restarts, ports.Restart{WorkerAddr: r.GetWorkerAddr(), SourceInstanceID: r.GetSourceInstanceId(),
+			FirstTime: timeOf(r.GetFirstUnixMs()), PreviousSourceInstanceID: r.GetPreviousSourceInstanceId(),
+			PreviousLastTime: timeOf(r.GetPreviousLastUnixMs())})
+	}
+	return out, nil
+}
+
+// Imbalance implements ports.HistoryQuery.
+func (h *HistoryClient) Imbalance(ctx context.Context, q ports.ImbalanceQuery) (ports.ImbalanceResult, error) {
+	resp, err := h.client.ListImbalance(ctx, request(h, &lrv1.ListImbalanceRequest{
+		Window: windowToProto(q.Window), Workers: q.Workers, Threshold: q.Threshold, Limit: int32(q.Limit)}))
+	if err != nil {
+		return ports.ImbalanceResult{}, fromConnectError(err)
+	}
+	out := ports.ImbalanceResult{Truncated: resp.Msg.GetTruncated()}
+	for _, s := range resp.Msg.GetSpans() {
+		out.Spans = append(out.Spans, ports.Imbalance{
+			WorkerAddr: s.GetWorkerAddr(), Start: timeOf(s.GetStartUnixMs()), End: timeOf(s.GetEndUnixMs()),
+			Ongoing: s.GetOngoing(), LastSeen: timeOf(s.GetLastSeenUnixMs()),
+			Duration: time.Duration(s.GetDurationMs()) * time.Millisecond, PeakSpread: s.GetPeakSpread(),
+			PeakTime: timeOf(s.GetPeakUnixMs()), Reports: s.GetReports(),
+		})
+	}
+	return out, nil
+}
