@@ -289,32 +289,40 @@ func (t table) view(a auditArgs) views.ResultTable {
 	return res
 }
 
-// Cell constructors.
+// Cell constructors: raw for the CSV, text for people.
+
 func textCell(s string) cell { return cell{raw: s, text: orDash(s)} }
+
 func timeCell(t time.Time) cell {
 	if t.IsZero() {
 		return cell{text: "—"}
 	}
 	return cell{raw: isoTime(t), text: t.UTC().Format(timeLayout)}
 }
+
 func intCell(n int64) cell {
 	return cell{raw: strconv.FormatInt(n, 10), text: thousands(n), class: "num"}
 }
+
 func ratioCell(f float64) cell {
 	return cell{raw: strconv.FormatFloat(f, 'g', -1, 64), text: percent(f), class: "num"}
 }
+
 func rateCell(f float64) cell {
 	return cell{raw: strconv.FormatFloat(f, 'g', -1, 64), text: decimal(f), class: "num"}
 }
+
 func durationCell(d time.Duration) cell {
 	return cell{raw: strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64), text: duration(d), class: "num"}
 }
+
 func boolCell(b bool) cell {
 	if b {
 		return cell{raw: "true", text: "yes"}
 	}
 	return cell{raw: "false", text: "no"}
 }
+
 func statusCell(s domain.Status) cell {
 	return cell{raw: s.String(), text: s.String(), class: "status-" + statusClass(s)}
 }

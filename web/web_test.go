@@ -138,9 +138,12 @@ func page(t *testing.T, h http.Handler, target string, wantStatus int) *goquery.
 	return doc
 }
 
-func tid(s interface {
+// finder is a document or a selection.
+type finder interface {
 	Find(string) *goquery.Selection
-}, id string) *goquery.Selection {
+}
+
+func tid(s finder, id string) *goquery.Selection {
 	return s.Find(`[data-testid="` + id + `"]`)
 }
 

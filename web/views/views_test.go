@@ -30,9 +30,12 @@ func render(t *testing.T, c templ.Component) *goquery.Document {
 	return doc
 }
 
-func byID(s interface {
+// finder is a document or a selection.
+type finder interface {
 	Find(string) *goquery.Selection
-}, id string) *goquery.Selection {
+}
+
+func byID(s finder, id string) *goquery.Selection {
 	return s.Find(`[data-testid="` + id + `"]`)
 }
 
