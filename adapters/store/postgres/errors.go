@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/puddle/v2"
 
 	"github.com/loadreporter/loadreporter/domain"
 )
@@ -59,6 +60,6 @@ func unavailable(err error) bool {
 	var connErr *pgconn.ConnectError
 	var netErr net.Error
 	return errors.As(err, &connErr) || errors.As(err, &netErr) || errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, errPoolClosed) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, puddle.ErrClosedPool) ||
 		pgconn.SafeToRetry(err) || pgconn.Timeout(err)
 }

@@ -43,7 +43,10 @@ func Open(url string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, domain.Errorf(domain.CodeInvalidArgument, "database-url: %v", err)
 	}
-	p := newConnPool(cfg, o.MaxConns)
+	p, err := newPool(cfg, o.MaxConns)
+	if err != nil {
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "database-url: %v", err)
+	}
 	s := New(p)
 	s.closeDB = p.Close
 	return s, nil
