@@ -15,7 +15,7 @@
 // formats itself.
 //
 // The store needs only transactions from its database (DB): a
-// *pgxpool.Pool fits, and Open makes a small pool of its own.
+// *pgxpool.Pool fits, and Open makes one.
 //
 // It must not know about the fire loop, transports or the recorder that
 // calls it, and it must not decide policy (retention period, history

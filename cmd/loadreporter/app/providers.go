@@ -13,6 +13,7 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/metrics"
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/adapters/rpc"
+	"github.com/loadreporter/loadreporter/adapters/source/sglanggrpc"
 	"github.com/loadreporter/loadreporter/adapters/source/sglanghttp"
 	"github.com/loadreporter/loadreporter/adapters/source/sim"
 	"github.com/loadreporter/loadreporter/adapters/source/vllm"
@@ -58,6 +59,12 @@ func NewEngine(c Config, clk ports.Clock) (Engine, error) {
 		return Engine{Source: s, Sim: s}, nil
 	case "sglang-http":
 		s, err := sglanghttp.New(sglanghttp.Options{BaseURL: c.EngineURL, APIKey: c.EngineAPIKey})
+		if err != nil {
+			return Engine{}, err
+		}
+		return Engine{Source: s, closer: s}, nil
+	case "sglang-grpc":
+		s, err := sglanggrpc.New(sglanggrpc.Options{Target: c.EngineURL, APIKey: c.EngineAPIKey})
 		if err != nil {
 			return Engine{}, err
 		}

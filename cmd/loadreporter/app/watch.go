@@ -73,6 +73,10 @@ func Watch(ctx context.Context, c WatchConfig, out io.Writer) error {
 		RouterId: c.RouterID, ReportIntervalMs: c.Interval.Milliseconds(), LeaseTtlMs: c.Lease.Milliseconds(),
 	}}})
 	if err != nil {
+		// A failed send says little ("EOF"); the receive side has the cause.
+		if _, rerr := stream.Receive(); rerr != nil && !errors.Is(rerr, io.EOF) {
+			err = rerr
+		}
 		return fmt.Errorf("register with %s: %w", c.Target, err)
 	}
 	keepAlive := make(chan time.Duration, 1)
