@@ -1,5 +1,3 @@
-// Command loadreporter serves an inference engine's per-rank load to
-// routers, browsers and operators. Run `loadreporter help` for commands.
 package main
 
 import (

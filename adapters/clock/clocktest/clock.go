@@ -1,5 +1,3 @@
-// Package clocktest is a fake ports.Clock for deterministic tests: time moves
-// only when the test calls Advance. It must not be used outside tests.
 package clocktest
 
 import (
