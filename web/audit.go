@@ -123,7 +123,35 @@ func (h *Handler) parseAudit(q url.Values) (form views.AuditForm, a auditArgs, r
 	a.cursor = q.Get("cursor")
 	in := windowInput{Since: form.Since, Until: form.Until, Last: form.Last}
 	a.window, _ = in.resolve(h.o.Now(), defaultAuditWindow, errs)
+	// The port's own checks (ranges, limits, the cursor) too, so every
+	// field's problem shows at once rather than one per submit.
+	if known {
+		addQueryError(errs, nil, a.validate())
+	}
 	return form, a, ran, errs
+}
+
+// validate runs the query type's Validate; a window that failed to parse
+// (already reported) is replaced by a valid one so the other arguments
+// are still checked.
+func (a auditArgs) validate() error {
+	w := a.window
+	if w.Validate() != nil {
+		w = ports.Window{Since: time.Unix(0, 0), Until: time.Unix(1, 0)}
+	}
+	switch a.query {
+	case queryReports:
+		return ports.ReportsQuery{Window: w, Workers: a.workers, Statuses: a.statuses, Ranks: a.ranks, Limit: a.limit, Cursor: a.cursor}.Validate()
+	case queryOutages:
+		return ports.OutagesQuery{Window: w, Workers: a.workers, Limit: a.limit}.Validate()
+	case queryRankStats:
+		return ports.RankStatsQuery{Window: w, Workers: a.workers, Ranks: a.ranks, Limit: a.limit}.Validate()
+	case queryGaps:
+		return ports.GapsQuery{Window: w, Workers: a.workers, Interval: a.interval, Limit: a.limit}.Validate()
+	case queryImbalance:
+		return ports.ImbalanceQuery{Window: w, Workers: a.workers, Threshold: a.threshold, Limit: a.limit}.Validate()
+	}
+	return nil
 }
 
 func (h *Handler) serveAudit(w http.ResponseWriter, r *http.Request) {

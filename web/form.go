@@ -148,6 +148,9 @@ func fieldOf(msg string) string {
 // no field goes to *general (or, when general is nil, is dropped into the
 // "query" field so it is still shown).
 func addQueryError(errs views.FieldErrors, general *string, err error) {
+	if err == nil {
+		return
+	}
 	msg := domain.ErrorMessage(err)
 	if f := fieldOf(msg); f != "" {
 		if errs[f] == "" {

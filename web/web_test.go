@@ -614,6 +614,16 @@ func TestAuditErrorsNextToTheField(t *testing.T) {
 	}
 }
 
+func TestAuditShowsEveryFieldsErrorAtOnce(t *testing.T) {
+	h := newHandler(t, Options{History: newStore(t)})
+	doc := page(t, h, "/audit?query=imbalance&since=yesterday&threshold=3", http.StatusBadRequest)
+	for field, want := range map[string]string{"since": `"yesterday" is not a time`, "threshold": "threshold must be within [0, 1]"} {
+		if got := txt(tid(tid(doc, "field-"+field), "error-"+field)); !strings.Contains(got, want) {
+			t.Errorf("error-%s = %q, want %q", field, got, want)
+		}
+	}
+}
+
 func readCSV(t *testing.T, h http.Handler, target string) (*http.Response, [][]string) {
 	t.Helper()
 	res := get(t, h, target)

@@ -251,8 +251,13 @@ async function run(root: HTMLElement): Promise<void> {
   const base = new URL(".", location.href).href.replace(/\/$/, "");
   const client = createClient(WatchService, createConnectTransport({ baseUrl: base, useBinaryFormat: true }));
 
+  // Leaving the page ends the stream, so the server drops the session at
+  // once; a page restored from the back/forward cache starts afresh.
   const leaving = new AbortController();
   addEventListener("pagehide", () => leaving.abort());
+  addEventListener("pageshow", (e) => {
+    if (e.persisted) location.reload();
+  });
   setInterval(() => page.tickAge(), 1000);
 
   let backoff = minBackoffMs;
