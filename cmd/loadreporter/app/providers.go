@@ -101,10 +101,6 @@ func NewReporter(c Config, e Engine, clk ports.Clock, m *metrics.Reporter, h *Hi
 	if err != nil {
 		return nil, err
 	}
-	workerAddr := c.WorkerAddr
-	if workerAddr == "" {
-		workerAddr = c.Listen
-	}
 	// --dp-size wins; the simulator knows its own ranks; others are learned.
 	expected := domain.RankRange(c.DPSize)
 	if e.Sim != nil && c.DPSize == 0 {
@@ -116,7 +112,7 @@ func NewReporter(c Config, e Engine, clk ports.Clock, m *metrics.Reporter, h *Hi
 		Clock:  clk,
 		Builder: domain.ReportBuilder{
 			SourceInstanceID: newInstanceID(),
-			Worker:           domain.Worker{Addr: workerAddr, Type: wt, Model: c.Model, Zone: c.Zone},
+			Worker:           domain.Worker{Addr: workerAddr(c), Type: wt, Model: c.Model, Zone: c.Zone},
 			StaleAfter:       c.StaleAfter,
 		},
 		Limits:          c.Limits,

@@ -18,6 +18,7 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/rpc"
 	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
+	"github.com/loadreporter/loadreporter/web"
 )
 
 // Health is the gRPC health checker; Main marks services not serving on
@@ -39,7 +40,7 @@ func NewReadiness() *Readiness { return &Readiness{ready: make(chan struct{})} }
 
 // NewHandler assembles everything served on the one port.
 func NewHandler(c Config, monitor *rpc.Monitor, watch *rpc.Watch, admin *rpc.Admin, history *rpc.History,
-	poll *pollapi.Handler, health *Health, m *metrics.Reporter, ready *Readiness) http.Handler {
+	poll *pollapi.Handler, dashboard *web.Handler, health *Health, m *metrics.Reporter, ready *Readiness) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(monitor.Handler())
 	mux.Handle(watch.Handler())
@@ -64,11 +65,7 @@ func NewHandler(c Config, monitor *rpc.Monitor, watch *rpc.Watch, admin *rpc.Adm
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 		}
 	})
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintf(w, "loadreporter\n\nMonitor: %s (gRPC, gRPC-Web, Connect)\nMetrics: /metrics\nHealth: /healthz /readyz, grpc.health.v1\n",
-			loadmonitorv1connect.LoadMonitorServiceMonitorProcedure)
-	})
+	dashboard.Register(mux)
 	if c.AuthToken == "" {
 		return mux
 	}

@@ -30,9 +30,13 @@ func InitializeMain(c Config) (*Main, error) {
 	admin := NewAdmin(engine, reporterReporter)
 	rpcHistory := NewHistoryService(c, history, clock)
 	handler := NewPoll(c, reporterReporter)
+	webHandler, err := NewDashboard(c, reporterReporter, history, clock, logger)
+	if err != nil {
+		return nil, err
+	}
 	v := NewHealth()
 	readiness := NewReadiness()
-	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, handler, v, reporter, readiness)
+	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, handler, webHandler, v, reporter, readiness)
 	server, err := NewServer(c, httpHandler)
 	if err != nil {
 		return nil, err
@@ -60,9 +64,13 @@ func InitializeMainWithEngine(c Config, e Engine) (*Main, error) {
 	admin := NewAdmin(e, reporterReporter)
 	rpcHistory := NewHistoryService(c, history, clock)
 	handler := NewPoll(c, reporterReporter)
+	webHandler, err := NewDashboard(c, reporterReporter, history, clock, logger)
+	if err != nil {
+		return nil, err
+	}
 	v := NewHealth()
 	readiness := NewReadiness()
-	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, handler, v, reporter, readiness)
+	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, handler, webHandler, v, reporter, readiness)
 	server, err := NewServer(c, httpHandler)
 	if err != nil {
 		return nil, err

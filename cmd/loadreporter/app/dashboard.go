@@ -1,0 +1,47 @@
+package app
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/reporter"
+	"github.com/loadreporter/loadreporter/domain/session"
+	"github.com/loadreporter/loadreporter/ports"
+	"github.com/loadreporter/loadreporter/web"
+)
+
+// liveView adapts the fire loop to what the dashboard's live page reads.
+type liveView struct{ r *reporter.Reporter }
+
+func (l liveView) Latest() *domain.Report { return l.r.Latest() }
+func (l liveView) RoutersConnected() int  { return l.r.Count(session.KindMonitor) }
+
+// NewDashboard returns the server-rendered pages (/, /history, /audit).
+func NewDashboard(c Config, r *reporter.Reporter, h *History, clk ports.Clock, log *slog.Logger) (*web.Handler, error) {
+	wt, err := domain.ParseWorkerType(c.WorkerType)
+	if err != nil {
+		return nil, err
+	}
+	var query ports.HistoryQuery
+	if c.HistoryInterval > 0 || c.DatabaseURL != "" {
+		query = h.Query
+	}
+	return web.New(web.Options{
+		Live:            liveView{r},
+		History:         query,
+		Now:             clk.Now,
+		Worker:          domain.Worker{Addr: workerAddr(c), Type: wt, Model: c.Model, Zone: c.Zone},
+		HistoryInterval: c.HistoryInterval,
+		WatchInterval:   max(time.Second, c.Limits.MinInterval),
+		Logger:          log,
+	})
+}
+
+// workerAddr is --worker-addr, defaulting to the listen address.
+func workerAddr(c Config) string {
+	if c.WorkerAddr != "" {
+		return c.WorkerAddr
+	}
+	return c.Listen
+}
