@@ -38,11 +38,14 @@ generate:
 	$(BUF) generate --template web/live/buf.gen.yaml
 	cd web/live && npx tsc -p . && npx esbuild src/main.ts --bundle --minify --format=iife --target=es2020 --legal-comments=none --log-level=warning --outfile=../static/live.js
 
+GENERATED := gen cmd/loadreporter/app/wire_gen.go web/views web/live/gen web/static/live.js
+
+# check-generate fails when regenerating changes, adds or removes a
+# generated file (untracked files count: status, not diff).
 check-generate: generate
-	@git add -N . >/dev/null 2>&1; \
-	if ! git diff --quiet -- gen cmd/loadreporter/app/wire_gen.go web/views web/live/gen web/static/live.js; then \
-		echo "generated code is out of date; run 'make generate' and commit:"; \
-		git --no-pager diff --stat -- gen cmd/loadreporter/app/wire_gen.go web/views web/live/gen web/static/live.js; exit 1; \
+	@changed="$$(git status --porcelain --untracked-files=all -- $(GENERATED))"; \
+	if [ -n "$$changed" ]; then \
+		echo "generated code is out of date; run 'make generate' and commit:"; echo "$$changed"; exit 1; \
 	fi; echo "generated code is up to date"
 
 lint:
