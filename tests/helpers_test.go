@@ -101,13 +101,15 @@ type dialer struct {
 	open func(t *testing.T, ctx context.Context, addr string) router
 }
 
-// dialers are the four clients every Monitor rule is checked with: a stock
-// grpc-go client, and connect clients speaking gRPC, gRPC-Web and Connect.
+// dialers are the clients every Monitor rule is checked with: a stock
+// grpc-go client, and connect clients speaking gRPC, gRPC-Web and Connect
+// (binary and JSON).
 var dialers = []dialer{
 	{"grpc-go", openGRPC},
 	{"connect-grpc", connectDialer(connect.WithGRPC())},
 	{"connect-grpcweb", connectDialer(connect.WithGRPCWeb())},
 	{"connect", connectDialer()},
+	{"connect-json", connectDialer(connect.WithProtoJSON())},
 }
 
 func openGRPC(t *testing.T, ctx context.Context, addr string) router {
