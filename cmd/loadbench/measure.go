@@ -235,12 +235,14 @@ func printTable(out io.Writer, o options, base, ours result) {
 	expected := float64(o.routers) / o.interval.Seconds()
 	row := func(name string, b, u float64, unit string, lowerBetter bool) {
 		ratio := "—"
-		if b > 0 && u > 0 {
-			if lowerBetter {
-				ratio = fmt.Sprintf("%.1f× better", b/u)
-			} else {
-				ratio = fmt.Sprintf("%.2f×", u/b)
-			}
+		switch {
+		case b <= 0 || u <= 0:
+		case !lowerBetter:
+			ratio = fmt.Sprintf("%.2f× the baseline", u/b)
+		case u <= b:
+			ratio = fmt.Sprintf("%.1f× less", b/u)
+		default:
+			ratio = fmt.Sprintf("%.1f× more", u/b)
 		}
 		fmt.Fprintf(out, "%-34s %14.2f %14.2f  %-8s %s\n", name, b, u, unit, ratio)
 	}

@@ -1,6 +1,8 @@
 package session
 
 import (
+	"cmp"
+	"slices"
 	"time"
 
 	"github.com/loadreporter/loadreporter/domain"
@@ -74,6 +76,10 @@ type Table struct {
 	epoch    time.Time
 	lastID   uint64
 	byID     map[uint64]*Session
+	// ordered holds the live sessions by ID, i.e. in registration order, so
+	// every fire serves them in the same order: a router's place in the
+	// fan-out, and so its report spacing, stays steady from fire to fire.
+	ordered  []*Session
 	byRouter map[string]*Session // Monitor sessions by router_id
 	counts   [numKinds]int
 }
@@ -137,6 +143,7 @@ func (t *Table) Add(o Options, now time.Time) (s, replaced *Session, err error) 
 		s.expiry = now.Add(o.Config.Lease)
 	}
 	t.byID[s.id] = s
+	t.ordered = append(t.ordered, s) // IDs only grow: stays sorted
 	if o.Kind == KindMonitor {
 		t.byRouter[o.Name] = s
 	}
@@ -160,6 +167,9 @@ func (t *Table) Remove(s *Session, err error) bool {
 
 func (t *Table) remove(s *Session, err error) {
 	delete(t.byID, s.id)
+	if i, ok := slices.BinarySearchFunc(t.ordered, s.id, func(x *Session, id uint64) int { return cmp.Compare(x.id, id) }); ok {
+		t.ordered = slices.Delete(t.ordered, i, i+1)
+	}
 	if t.byRouter[s.routerID] == s {
 		delete(t.byRouter, s.routerID)
 	}
@@ -169,7 +179,7 @@ func (t *Table) remove(s *Session, err error) {
 
 // RemoveAll ends every session with err.
 func (t *Table) RemoveAll(err error) {
-	for _, s := range t.byID {
+	for _, s := range slices.Clone(t.ordered) {
 		t.remove(s, err)
 	}
 }
@@ -207,7 +217,7 @@ func (t *Table) Update(s *Session, cfg Config, now time.Time) bool {
 // at or before now, and returns them.
 func (t *Table) ExpireLeases(now time.Time) []*Session {
 	var out []*Session
-	for _, s := range t.byID {
+	for _, s := range t.ordered {
 		if !s.expiry.IsZero() && !s.expiry.After(now) {
 			out = append(out, s)
 		}
@@ -221,7 +231,7 @@ func (t *Table) ExpireLeases(now time.Time) []*Session {
 
 // AnyDue reports whether some session's deadline is at or before now.
 func (t *Table) AnyDue(now time.Time) bool {
-	for _, s := range t.byID {
+	for _, s := range t.ordered {
 		if !s.next.After(now) {
 			return true
 		}
@@ -234,7 +244,8 @@ func (t *Table) AnyDue(now time.Time) bool {
 // their deadlines, removes one-shot sessions, and returns how many sessions
 // received r per kind and how many of them had to drop an unread report.
 func (t *Table) Deliver(r *domain.Report, at time.Time) (delivered, dropped [numKinds]int) {
-	for _, s := range t.byID {
+	var served []*Session // one-shots, removed after the pass
+	for _, s := range t.ordered {
 		if s.next.After(at) {
 			continue
 		}
@@ -243,11 +254,14 @@ func (t *Table) Deliver(r *domain.Report, at time.Time) (delivered, dropped [num
 		}
 		delivered[s.kind]++
 		if s.oneShot {
-			t.remove(s, nil)
+			served = append(served, s)
 			continue
 		}
 		s.next = t.schedule.afterReport(t.epoch, s.cfg.Interval, s.next, at, s.first)
 		s.first = false
+	}
+	for _, s := range served {
+		t.remove(s, nil)
 	}
 	return delivered, dropped
 }
@@ -255,7 +269,7 @@ func (t *Table) Deliver(r *domain.Report, at time.Time) (delivered, dropped [num
 // NextWake is the earliest deadline or lease expiry among live sessions;
 // ok is false when there is none.
 func (t *Table) NextWake() (wake time.Time, ok bool) {
-	for _, s := range t.byID {
+	for _, s := range t.ordered {
 		if !ok || s.next.Before(wake) {
 			wake, ok = s.next, true
 		}

@@ -170,3 +170,46 @@ func TestUpdateMovesDeadline(t *testing.T) {
 		}
 	}
 }
+
+func TestRemovalsDuringPassesTouchEverySession(t *testing.T) {
+	tb := NewTable(DefaultLimits(), Aligned, epoch)
+	var polls, monitors []*Session
+	for i := range 5 {
+		polls = append(polls, mustAdd(t, tb, Options{Kind: KindPoll, Config: Config{Interval: time.Second}, NoLease: true, OneShot: true}, ms(i)))
+		monitors = append(monitors, mustAdd(t, tb, monitor(string(rune('a'+i)), time.Second, time.Minute), ms(i)))
+	}
+	d, _ := tb.Deliver(report(1), ms(10))
+	if d[KindPoll] != 5 || d[KindMonitor] != 5 || tb.Len() != 5 {
+		t.Fatalf("delivered %v, %d left; every one-shot must be served and removed", d, tb.Len())
+	}
+	for _, p := range polls {
+		if tb.Live(p) {
+			t.Fatal("a served one-shot is still live")
+		}
+	}
+	tb.RemoveAll(domain.Errorf(domain.CodeShuttingDown, "bye"))
+	for _, m := range monitors {
+		if domain.ErrorCode(m.Outbox().Err()) != domain.CodeShuttingDown {
+			t.Fatalf("%s not ended", m.RouterID())
+		}
+	}
+	if tb.Len() != 0 || tb.Count(KindMonitor) != 0 {
+		t.Fatalf("%d sessions left", tb.Len())
+	}
+}
+
+func TestDeliverServesInRegistrationOrder(t *testing.T) {
+	tb := NewTable(DefaultLimits(), Aligned, epoch)
+	var subs []*Session
+	for i := range 50 {
+		subs = append(subs, mustAdd(t, tb, monitor(string(rune('A'+i)), time.Second, time.Minute), ms(0)))
+	}
+	tb.Remove(subs[10], nil)
+	prev := uint64(0)
+	for _, s := range tb.ordered {
+		if s.ID() <= prev {
+			t.Fatal("sessions out of registration order")
+		}
+		prev = s.ID()
+	}
+}
