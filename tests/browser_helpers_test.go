@@ -1,0 +1,220 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// The browser tests drive Debian's Chromium, headless, through chromedp.
+
+// chromiumPath is Debian's Chromium; tests/services.sh (run by `make test`)
+// installs it when it is missing.
+const chromiumPath = "/usr/bin/chromium"
+
+// Viewport of every page the browser tests open, and of the README's
+// screenshots.
+const (
+	viewportWidth  = 1280
+	viewportHeight = 900
+)
+
+// maxReadmeScreenshot bounds one README screenshot's size.
+const maxReadmeScreenshot = 200 << 10
+
+var updateScreenshots = flag.Bool("update-screenshots", false,
+	"write the README's screenshots of /, /history and /audit to testdata/screenshots")
+
+// browserLife bounds a browser's whole life in one test, start included.
+const browserLife = 60 * time.Second
+
+// newBrowser starts a headless Chromium with a fresh profile and returns
+// the context of its first tab, viewport set; the browser is closed at
+// cleanup. It skips when Chromium is missing, except under CI=true, where
+// the browser tests must run.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("browser tests must run under CI, but %s is missing (%v): run `apt-get install -y chromium`, or `make test`, which installs it", chromiumPath, err)
+		}
+		t.Skipf("%s is missing (%v): run `apt-get install -y chromium`, or `make test`, which installs it, to run the browser tests", chromiumPath, err)
+	}
+	// Created first, so it is removed after the browser has exited.
+	profile := t.TempDir()
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], // headless, among others
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.UserDataDir(profile),
+	)
+	life, cancelLife := context.WithTimeout(context.Background(), browserLife)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(life, opts...)
+	tab, cancelTab := chromedp.NewContext(alloc)
+	t.Cleanup(func() {
+		// A graceful close lets Chromium stop its own child processes
+		// before the profile folder is removed.
+		ctx, cancel := context.WithTimeout(tab, 10*time.Second)
+		defer cancel()
+		if err := chromedp.Cancel(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			t.Logf("closing chromium: %v", err)
+		}
+		cancelTab()
+		cancelAlloc()
+		cancelLife()
+	})
+	// The first action starts the browser; its deadline is the browser's
+	// life, since a shorter one would stop the browser when it expires.
+	if err := chromedp.Do(tab, chromedp.EmulateViewport(viewportWidth, viewportHeight)); err != nil {
+		t.Fatalf("starting %s: %v", chromiumPath, err)
+	}
+	return tab
+}
+
+// within runs f with tab bounded by d.
+func within(tab context.Context, d time.Duration, f func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(tab, d)
+	defer cancel()
+	return f(ctx)
+}
+
+// navigate opens url in tab and waits for it to load.
+func navigate(t *testing.T, tab context.Context, url string) {
+	t.Helper()
+	err := within(tab, 10*time.Second, func(ctx context.Context) error {
+		return chromedp.Do(ctx, chromedp.Navigate(url))
+	})
+	if err != nil {
+		failWithScreenshot(t, tab, "navigate to %s: %v", url, err)
+	}
+}
+
+// evalJS evaluates expr in the page and decodes its value into T.
+func evalJS[T any](t *testing.T, tab context.Context, expr string) T {
+	t.Helper()
+	var v T
+	err := within(tab, 5*time.Second, func(ctx context.Context) error {
+		var err error
+		v, err = chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+		return err
+	})
+	if err != nil {
+		failWithScreenshot(t, tab, "evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// waitJS polls the JavaScript predicate expr in the page until it is
+// truthy, at most d; what names the wait in the failure.
+func waitJS(t *testing.T, tab context.Context, d time.Duration, what, expr string) {
+	t.Helper()
+	if err := pollJS(tab, d, expr); err != nil {
+		failWithScreenshot(t, tab, "waiting %s for %s: %v", d, what, err)
+	}
+}
+
+// pollJS polls the JavaScript predicate expr until it is truthy, at most d.
+func pollJS(tab context.Context, d time.Duration, expr string) error {
+	return within(tab, d+time.Second, func(ctx context.Context) error {
+		_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr,
+			chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(d)))
+		return err
+	})
+}
+
+// testid is the CSS selector of a data-testid.
+func testid(id string) string { return `[data-testid="` + id + `"]` }
+
+// jsQuote is s as a JavaScript string literal.
+func jsQuote(s string) string { return strconv.Quote(s) }
+
+// saveScreenshot saves the whole page as a PNG test artifact and logs
+// where.
+func saveScreenshot(t *testing.T, tab context.Context, name string) {
+	t.Helper()
+	var png []byte
+	err := within(tab, 10*time.Second, func(ctx context.Context) error {
+		var err error
+		png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		return err
+	})
+	if err != nil {
+		t.Errorf("screenshot %s: %v", name, err)
+		return
+	}
+	path := filepath.Join(t.ArtifactDir(), name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Errorf("screenshot %s: %v", name, err)
+		return
+	}
+	t.Logf("screenshot: %s", path)
+}
+
+// saveReadmeScreenshot writes the viewport (1280×900) to
+// testdata/screenshots/<name>.png when -update-screenshots is given.
+func saveReadmeScreenshot(t *testing.T, tab context.Context, name string) {
+	t.Helper()
+	if !*updateScreenshots {
+		return
+	}
+	var png []byte
+	err := within(tab, 10*time.Second, func(ctx context.Context) error {
+		var err error
+		png, err = chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		return err
+	})
+	if err != nil {
+		t.Fatalf("README screenshot %s: %v", name, err)
+	}
+	if len(png) > maxReadmeScreenshot {
+		t.Errorf("README screenshot %s is %d KiB, want at most %d KiB", name, len(png)>>10, maxReadmeScreenshot>>10)
+	}
+	dir := filepath.Join("testdata", "screenshots")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("README screenshot: %s (%d KiB)", path, len(png)>>10)
+}
+
+// failWithScreenshot saves what the page showed, then fails the test.
+func failWithScreenshot(t *testing.T, tab context.Context, format string, args ...any) {
+	t.Helper()
+	saveScreenshot(t, tab, "failure")
+	t.Fatalf(format, args...)
+}
+
+// eventually calls cond every 20 ms until it returns true, failing the
+// test when ctx ends first.
+func eventually(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// pageURL is the absolute URL of path on m's address.
+func pageURL(addr, path string) string { return fmt.Sprintf("http://%s%s", addr, path) }
