@@ -18,7 +18,7 @@ const (
 	chartWidth    = 960
 	chartHeight   = 240
 	padLeft       = 56
-	padRight      = 16
+	padRight      = 40 // room for half an hh:mm:ss label at the last tick
 	padTop        = 12
 	padBottom     = 28
 	timelineH     = 44

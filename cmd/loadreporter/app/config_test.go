@@ -94,3 +94,20 @@ func TestWatchFlags(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestWorkerAddrDefault(t *testing.T) {
+	host, _ := os.Hostname()
+	for listen, want := range map[string]string{
+		"127.0.0.1:8080": "127.0.0.1:8080",
+		":8080":          host + ":8080",
+		"0.0.0.0:9000":   host + ":9000",
+		"[::]:9000":      host + ":9000",
+	} {
+		if got := workerAddr(Config{Listen: listen}); got != want {
+			t.Errorf("listen %s: worker addr %q, want %q", listen, got, want)
+		}
+	}
+	if got := workerAddr(Config{Listen: ":8080", WorkerAddr: "10.0.0.7:30000"}); got != "10.0.0.7:30000" {
+		t.Errorf("--worker-addr ignored: %q", got)
+	}
+}

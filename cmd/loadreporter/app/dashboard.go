@@ -2,6 +2,8 @@ package app
 
 import (
 	"log/slog"
+	"net"
+	"os"
 	"time"
 
 	"github.com/loadreporter/loadreporter/domain"
@@ -38,10 +40,21 @@ func NewDashboard(c Config, r *reporter.Reporter, h *History, clk ports.Clock, l
 	})
 }
 
-// workerAddr is --worker-addr, defaulting to the listen address.
+// workerAddr is --worker-addr, defaulting to the listen address; a
+// wildcard host (":8080", "0.0.0.0:8080") says nothing to a fleet-wide
+// history, so the machine's host name stands in for it.
 func workerAddr(c Config) string {
 	if c.WorkerAddr != "" {
 		return c.WorkerAddr
+	}
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return c.Listen
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if name, err := os.Hostname(); err == nil && name != "" {
+			return net.JoinHostPort(name, port)
+		}
 	}
 	return c.Listen
 }
