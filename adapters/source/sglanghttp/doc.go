@@ -16,6 +16,11 @@
 // is ignored, and a core key that is absent or null reads as 0, because older
 // engines lack num_waiting_uncached_tokens and num_total_tokens.
 //
+// The request itself (checking --engine-url, the bearer key, the kept-alive
+// client, status, size bound, timeout and their messages) is
+// internal/httpfetch's, shared with the vllm source; this package knows the
+// endpoint and the JSON.
+//
 // It must not know about the fire loop, the pull budget (that arrives as the
 // context's deadline or cancellation), the expected rank set, sessions or
 // transports to routers. Whether a well-formed snapshot is consistent

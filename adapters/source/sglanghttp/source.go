@@ -2,15 +2,9 @@ package sglanghttp
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"strings"
-	"time"
-	"unicode"
 
+	"github.com/loadreporter/loadreporter/adapters/source/internal/httpfetch"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/ports"
 )
@@ -45,12 +39,7 @@ type Options struct {
 // Source pulls SGLang's /v1/loads?include=core. It is safe for concurrent
 // use; it keeps no state between pulls besides the HTTP connection pool.
 type Source struct {
-	url       string // full request URL
-	shownURL  string // url with any password redacted, for messages
-	auth      string // Authorization header value, or ""
-	client    *http.Client
-	ownClient bool
-	maxBody   int64
+	fetch *httpfetch.Fetcher
 }
 
 var _ ports.SnapshotSource = (*Source)(nil)
@@ -58,80 +47,36 @@ var _ ports.SnapshotSource = (*Source)(nil)
 // New validates o and returns a Source. Problems are reported with code
 // domain.CodeInvalidArgument and name the flag the operator has to fix.
 func New(o Options) (*Source, error) {
-	u, err := parseBaseURL(o.BaseURL)
-	if err != nil {
-		return nil, err
-	}
-	if strings.IndexFunc(o.APIKey, unicode.IsControl) >= 0 {
-		// net/http would refuse the header on every pull; say it once, here.
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "--engine-api-key contains a control character")
-	}
-	if o.MaxBodyBytes < 0 {
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "sglang-http max body bytes must be > 0, got %d", o.MaxBodyBytes)
-	}
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	u.Path = strings.TrimRight(u.Path, "/") + loadsPath
-	u.RawPath = ""
-	u.RawQuery = "include=core"
-	s := &Source{url: u.String(), shownURL: u.Redacted(), client: o.Client, maxBody: o.MaxBodyBytes}
-	if o.APIKey != "" {
-		s.auth = "Bearer " + o.APIKey
-	}
-	if s.client == nil {
-		// Our own pool rather than http.DefaultClient's, so Close can drop
-		// idle connections without touching anyone else's.
-		s.client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
-		s.ownClient = true
-	}
-	return s, nil
-}
-
-func parseBaseURL(raw string) (*url.URL, error) {
-	if strings.TrimSpace(raw) == "" {
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "--engine-url is required for the sglang-http source (for example http://127.0.0.1:30000)")
-	}
-	u, err := url.Parse(raw)
+	f, err := httpfetch.New(httpfetch.Options{
+		Name:    "sglang-http",
+		BaseURL: o.BaseURL, URLFlag: "--engine-url", Example: "http://127.0.0.1:30000", Peer: "engine",
+		Path: loadsPath, Query: "include=core",
+		APIKey: o.APIKey, APIKeyFlag: "--engine-api-key",
+		Client: o.Client, MaxBodyBytes: o.MaxBodyBytes, Accept: "application/json",
+	})
 	if err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "--engine-url %q: %v", raw, err)
+		return nil, err
 	}
-	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "--engine-url %q: scheme must be http or https", u.Redacted())
-	case u.Host == "":
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "--engine-url %q: no host", u.Redacted())
-	case u.RawQuery != "" || u.ForceQuery:
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "--engine-url %q: give the engine's base URL without a query; %s?include=core is added", u.Redacted(), loadsPath)
-	case u.Fragment != "":
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "--engine-url %q: must not have a #fragment", u.Redacted())
-	}
-	return u, nil
+	return &Source{fetch: f}, nil
 }
 
 // URL returns the URL pulls request, with any password redacted.
-func (s *Source) URL() string { return s.shownURL }
+func (s *Source) URL() string { return s.fetch.URL() }
 
 // String describes the source for logs; it never shows the API key.
-func (s *Source) String() string { return "sglang-http " + s.shownURL }
+func (s *Source) String() string { return s.fetch.String() }
 
 // Close drops idle connections of the client the Source made itself; a
 // caller-supplied Client is left alone.
-func (s *Source) Close() error {
-	if s.ownClient {
-		s.client.CloseIdleConnections()
-	}
-	return nil
-}
+func (s *Source) Close() error { return s.fetch.Close() }
 
 // Pull requests the engine's current per-rank load. It returns when ctx
 // ends even if the engine stalls mid-body.
 func (s *Source) Pull(ctx context.Context) (domain.Snapshot, error) {
-	body, err := s.fetch(ctx)
+	body, err := s.fetch.Get(ctx)
 	if err != nil {
 		return domain.Snapshot{}, err
 	}
@@ -140,123 +85,4 @@ func (s *Source) Pull(ctx context.Context) (domain.Snapshot, error) {
 		return domain.Snapshot{}, err
 	}
 	return domain.Snapshot{Ranks: ranks}, nil
-}
-
-// fetch returns the body of one successful (2xx) response, bounded by
-// s.maxBody.
-func (s *Source) fetch(ctx context.Context) ([]byte, error) {
-	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
-	if err != nil {
-		return nil, domain.Errorf(domain.CodeSourceFailed, "GET %s: %s", s.shownURL, oneLine(err.Error()))
-	}
-	req.Header.Set("Accept", "application/json")
-	if s.auth != "" {
-		req.Header.Set("Authorization", s.auth)
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return nil, s.transportError(ctx, start, err)
-	}
-	defer resp.Body.Close()
-
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		snippet := readSnippet(resp.Body)
-		msg := fmt.Sprintf("GET %s: HTTP %s", s.shownURL, statusText(resp))
-		if snippet != "" {
-			msg += ": " + snippet
-		}
-		return nil, domain.Errorf(domain.CodeSourceFailed, "%s", msg)
-	}
-	if resp.ContentLength > s.maxBody {
-		return nil, domain.Errorf(domain.CodeSourceFailed, "GET %s: response body exceeds %d bytes (Content-Length %d)", s.shownURL, s.maxBody, resp.ContentLength)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, s.maxBody+1))
-	if err != nil {
-		return nil, s.transportError(ctx, start, err)
-	}
-	if int64(len(body)) > s.maxBody {
-		return nil, domain.Errorf(domain.CodeSourceFailed, "GET %s: response body exceeds %d bytes", s.shownURL, s.maxBody)
-	}
-	return body, nil
-}
-
-// transportError names a failed request or body read. When ctx has ended,
-// the cause is the deadline, whatever net/http wrapped it in; the returned
-// error then also matches context.DeadlineExceeded or context.Canceled so the
-// fire loop can classify it as a timeout.
-func (s *Source) transportError(ctx context.Context, start time.Time, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		var msg string
-		if errors.Is(cerr, context.DeadlineExceeded) {
-			msg = fmt.Sprintf("GET %s: timed out after %s", s.shownURL, time.Since(start).Round(time.Millisecond))
-		} else {
-			msg = fmt.Sprintf("GET %s: pull canceled", s.shownURL)
-		}
-		return &ctxError{err: domain.Errorf(domain.CodePullTimeout, "%s", msg), cause: cerr}
-	}
-	var uerr *url.Error
-	if errors.As(err, &uerr) {
-		err = uerr.Err // its text repeats the URL, quoted
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return domain.Errorf(domain.CodeSourceFailed, "GET %s: response body cut short: %v", s.shownURL, err)
-	}
-	return domain.Errorf(domain.CodeSourceFailed, "GET %s: %s", s.shownURL, oneLine(err.Error()))
-}
-
-// ctxError is a *domain.Error (for its one-line message) that also unwraps
-// to the context's error (for errors.Is).
-type ctxError struct {
-	err   *domain.Error
-	cause error
-}
-
-func (e *ctxError) Error() string   { return e.err.Error() }
-func (e *ctxError) Unwrap() []error { return []error{e.err, e.cause} }
-
-func statusText(resp *http.Response) string {
-	if resp.Status != "" {
-		return oneLine(resp.Status)
-	}
-	return fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
-}
-
-// snippetBytes bounds what an error body contributes to last_error.
-const snippetBytes = 200
-
-// readSnippet returns the start of an error body on one line. It reads at
-// most one byte more than it shows, so a huge or endless error body costs
-// nothing; a read error just shortens the snippet.
-func readSnippet(r io.Reader) string {
-	buf, _ := io.ReadAll(io.LimitReader(r, snippetBytes+1))
-	cut := len(buf) > snippetBytes
-	if cut {
-		buf = buf[:snippetBytes]
-	}
-	s := oneLine(string(buf))
-	if cut && s != "" {
-		s += "…"
-	}
-	return s
-}
-
-// oneLine folds whitespace and control characters so that a message read
-// from the network stays on one line of last_error and of the logs.
-func oneLine(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	var b strings.Builder
-	space := false
-	for _, r := range s {
-		if unicode.IsSpace(r) || unicode.IsControl(r) {
-			space = true
-			continue
-		}
-		if space && b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		space = false
-		b.WriteRune(r)
-	}
-	return b.String()
 }

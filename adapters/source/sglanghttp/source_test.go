@@ -1,11 +1,7 @@
 package sglanghttp
 
 import (
-	"context"
-	"errors"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,20 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loadreporter/loadreporter/adapters/source/internal/sourcetest"
 	"github.com/loadreporter/loadreporter/domain"
 )
-
-// testWait bounds every wait in these tests: a Pull that outlives it has
-// ignored its context.
-const testWait = 10 * time.Second
-
-// fakeEngine serves h on 127.0.0.1 and returns its base URL.
-func fakeEngine(t *testing.T, h http.HandlerFunc) string {
-	t.Helper()
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
 
 // serveBody answers every request like SGLang: 200, JSON.
 func serveBody(body string) http.HandlerFunc {
@@ -47,30 +32,11 @@ func newSource(t *testing.T, o Options) *Source {
 	return s
 }
 
-// pull runs one Pull under a ctx deadline of d and fails the test if Pull
-// does not return within testWait.
+// pull runs one Pull under a ctx deadline of d (0 means sourcetest.Wait)
+// and fails the test if Pull does not return within sourcetest.Wait.
 func pull(t *testing.T, s *Source, d time.Duration) (domain.Snapshot, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	defer cancel()
-	type result struct {
-		snap domain.Snapshot
-		err  error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		snap, err := s.Pull(ctx)
-		ch <- result{snap, err}
-	}()
-	wait, stop := context.WithTimeout(t.Context(), testWait)
-	defer stop()
-	select {
-	case r := <-ch:
-		return r.snap, r.err
-	case <-wait.Done():
-		t.Fatalf("Pull did not return within %s of its ctx ending", testWait)
-		return domain.Snapshot{}, nil
-	}
+	return sourcetest.Within(t, d, s.Pull)
 }
 
 func readFixture(t testing.TB, name string) string {
@@ -134,14 +100,14 @@ func TestPullFixtures(t *testing.T) {
 			body := readFixture(t, tt.fixture)
 			var mu sync.Mutex
 			var got []*http.Request
-			url := fakeEngine(t, func(w http.ResponseWriter, r *http.Request) {
+			url := sourcetest.Serve(t, func(w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
 				got = append(got, r)
 				mu.Unlock()
 				serveBody(body)(w, r)
 			})
-			s := newSource(t, Options{BaseURL: url})
-			snap, err := pull(t, s, testWait)
+			s := newSource(t, Options{BaseURL: url, APIKey: "s3cret-key"})
+			snap, err := pull(t, s, sourcetest.Wait)
 			if err != nil {
 				t.Fatalf("Pull: %v", err)
 			}
@@ -162,6 +128,9 @@ func TestPullFixtures(t *testing.T) {
 			r := got[0]
 			if r.Method != http.MethodGet || r.URL.Path != "/v1/loads" || r.URL.RawQuery != "include=core" {
 				t.Errorf("request %s %s, want GET /v1/loads?include=core", r.Method, r.URL)
+			}
+			if a, k := r.Header.Get("Accept"), r.Header.Get("Authorization"); a != "application/json" || k != "Bearer s3cret-key" {
+				t.Errorf("Accept %q Authorization %q, want application/json and the bearer key", a, k)
 			}
 		})
 	}
@@ -189,8 +158,8 @@ func TestPullNumberForms(t *testing.T) {
 		"max_total_num_tokens":9223372036854775807.0,"max_running_requests":256,
 		"token_usage":1,"gen_throughput":0,"cache_hit_rate":5e-1,"utilization":null,
 		"timestamp":0}]}`
-	url := fakeEngine(t, serveBody(body))
-	snap, err := pull(t, newSource(t, Options{BaseURL: url}), testWait)
+	url := sourcetest.Serve(t, serveBody(body))
+	snap, err := pull(t, newSource(t, Options{BaseURL: url}), sourcetest.Wait)
 	if err != nil {
 		t.Fatalf("Pull: %v", err)
 	}
@@ -205,90 +174,6 @@ func TestPullNumberForms(t *testing.T) {
 	assertRank(t, snap.Ranks[0], want)
 }
 
-func TestPullBearerToken(t *testing.T) {
-	tests := []struct {
-		name   string
-		apiKey string
-		want   []string
-	}{
-		{"set", "s3cret-key", []string{"Bearer s3cret-key"}},
-		{"unset", "", nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var mu sync.Mutex
-			var got []string
-			body := readFixture(t, "sglang-v1-loads-core.json")
-			url := fakeEngine(t, func(w http.ResponseWriter, r *http.Request) {
-				mu.Lock()
-				got = r.Header.Values("Authorization")
-				mu.Unlock()
-				serveBody(body)(w, r)
-			})
-			s := newSource(t, Options{BaseURL: url, APIKey: tt.apiKey})
-			if _, err := pull(t, s, testWait); err != nil {
-				t.Fatalf("Pull: %v", err)
-			}
-			if strings.Contains(s.String(), "s3cret") {
-				t.Errorf("String() shows the API key: %s", s)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
-				t.Errorf("Authorization = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestPullUsesGivenClient(t *testing.T) {
-	body := readFixture(t, "sglang-v1-loads-core.json")
-	url := fakeEngine(t, serveBody(body))
-	rt := &countingTransport{next: http.DefaultTransport}
-	s := newSource(t, Options{BaseURL: url, Client: &http.Client{Transport: rt}})
-	for range 3 {
-		if _, err := pull(t, s, testWait); err != nil {
-			t.Fatalf("Pull: %v", err)
-		}
-	}
-	if n := rt.count(); n != 3 {
-		t.Errorf("given client carried %d requests, want 3", n)
-	}
-}
-
-type countingTransport struct {
-	next http.RoundTripper
-	mu   sync.Mutex
-	n    int
-}
-
-func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.mu.Lock()
-	c.n++
-	c.mu.Unlock()
-	return c.next.RoundTrip(r)
-}
-
-func (c *countingTransport) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
-}
-
-// closedPortURL returns a base URL on 127.0.0.1 where nothing listens.
-func closedPortURL(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return "http://" + addr
-}
-
 func TestPullErrors(t *testing.T) {
 	core := readFixture(t, "sglang-v1-loads-core.json")
 	big := `{"loads":[` + strings.Repeat(" ", 2<<20) + `]}`
@@ -300,26 +185,14 @@ func TestPullErrors(t *testing.T) {
 	tests := []struct {
 		name     string
 		handler  func(done <-chan struct{}) http.HandlerFunc
-		baseURL  func(t *testing.T) string // instead of a handler
-		opts     Options
-		deadline time.Duration
+		deadline time.Duration // 0 means sourcetest.Wait
 		// want are substrings of the error message; "{url}" is the request URL.
 		want     []string
 		wantCode string
 		timeout  bool
 	}{
-		{
-			name:     "connection refused",
-			baseURL:  closedPortURL,
-			want:     []string{"GET {url}: ", "connection refused"},
-			wantCode: domain.CodeSourceFailed,
-		},
-		{
-			name:     "404",
-			handler:  func(<-chan struct{}) http.HandlerFunc { return http.NotFound },
-			want:     []string{"GET {url}: HTTP 404 Not Found: 404 page not found"},
-			wantCode: domain.CodeSourceFailed,
-		},
+		// Transport failures are httpfetch's to test; the 500, the default
+		// size bound and the hang only check that they surface through Pull.
 		{
 			name: "500 with JSON error body",
 			handler: func(<-chan struct{}) http.HandlerFunc {
@@ -330,17 +203,6 @@ func TestPullErrors(t *testing.T) {
 				}
 			},
 			want:     []string{`GET {url}: HTTP 500 Internal Server Error: {"error": "scheduler crashed"}`},
-			wantCode: domain.CodeSourceFailed,
-		},
-		{
-			name: "503 with a long HTML body",
-			handler: func(<-chan struct{}) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					w.WriteHeader(http.StatusServiceUnavailable)
-					_, _ = w.Write([]byte("<html>\n<body>\n" + strings.Repeat("overloaded ", 1000) + "</body></html>"))
-				}
-			},
-			want:     []string{"GET {url}: HTTP 503 Service Unavailable: <html> <body> overloaded overloaded", "…"},
 			wantCode: domain.CodeSourceFailed,
 		},
 		{
@@ -362,24 +224,6 @@ func TestPullErrors(t *testing.T) {
 			wantCode: domain.CodeSourceFailed,
 		},
 		{
-			name: "connection closed mid-body",
-			handler: func(<-chan struct{}) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					// Promise the whole fixture, send half, hang up.
-					conn, buf, err := http.NewResponseController(w).Hijack()
-					if err != nil {
-						panic(err)
-					}
-					defer conn.Close()
-					_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
-					_, _ = buf.WriteString("Content-Length: " + strconv.Itoa(len(core)) + "\r\n\r\n" + core[:len(core)/2])
-					_ = buf.Flush()
-				}
-			},
-			want:     []string{"GET {url}: response body cut short: unexpected EOF"},
-			wantCode: domain.CodeSourceFailed,
-		},
-		{
 			name: "over the default size limit",
 			handler: func(<-chan struct{}) http.HandlerFunc {
 				return func(w http.ResponseWriter, r *http.Request) {
@@ -388,22 +232,6 @@ func TestPullErrors(t *testing.T) {
 				}
 			},
 			want:     []string{"GET {url}: response body exceeds 1048576 bytes (Content-Length " + strconv.Itoa(len(big)) + ")"},
-			wantCode: domain.CodeSourceFailed,
-		},
-		{
-			name: "over a set size limit, chunked",
-			handler: func(<-chan struct{}) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					// Flushing first makes the response chunked: no
-					// Content-Length to judge by, only the bytes.
-					w.Header().Set("Content-Type", "application/json")
-					_, _ = w.Write([]byte(core[:100]))
-					_ = http.NewResponseController(w).Flush()
-					_, _ = w.Write([]byte(core[100:]))
-				}
-			},
-			opts:     Options{MaxBodyBytes: 256},
-			want:     []string{"GET {url}: response body exceeds 256 bytes"},
 			wantCode: domain.CodeSourceFailed,
 		},
 		{
@@ -525,46 +353,9 @@ func TestPullErrors(t *testing.T) {
 			wantCode: domain.CodeSourceFailed,
 		},
 		{
-			name: "hang",
-			handler: func(done <-chan struct{}) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					select {
-					case <-r.Context().Done():
-					case <-done:
-					}
-				}
-			},
+			name:     "hang",
+			handler:  sourcetest.Hang,
 			deadline: 100 * time.Millisecond,
-			want:     []string{"GET {url}: timed out after"},
-			wantCode: domain.CodePullTimeout,
-			timeout:  true,
-		},
-		{
-			name: "slow body",
-			handler: func(done <-chan struct{}) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					// Headers and a start at once, then a byte now and then:
-					// the body would take minutes to finish.
-					w.Header().Set("Content-Type", "application/json")
-					rc := http.NewResponseController(w)
-					_, _ = w.Write([]byte(core[:20]))
-					_ = rc.Flush()
-					tick := time.NewTicker(10 * time.Millisecond)
-					defer tick.Stop()
-					for i := 20; i < len(core); i++ {
-						select {
-						case <-r.Context().Done():
-							return
-						case <-done:
-							return
-						case <-tick.C:
-						}
-						_, _ = w.Write([]byte{core[i]})
-						_ = rc.Flush()
-					}
-				}
-			},
-			deadline: 200 * time.Millisecond,
 			want:     []string{"GET {url}: timed out after"},
 			wantCode: domain.CodePullTimeout,
 			timeout:  true,
@@ -572,43 +363,14 @@ func TestPullErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var base string
-			if tt.baseURL != nil {
-				base = tt.baseURL(t)
-			} else {
-				// Blocking handlers also watch done, closed before the
-				// server's Close waits for them.
-				done := make(chan struct{})
-				base = fakeEngine(t, tt.handler(done))
-				t.Cleanup(func() { close(done) })
-			}
-			o := tt.opts
-			o.BaseURL = base
-			s := newSource(t, o)
-			deadline := tt.deadline
-			if deadline == 0 {
-				deadline = testWait
-			}
-			snap, err := pull(t, s, deadline)
-			if err == nil {
-				t.Fatalf("Pull succeeded with %+v, want an error", snap)
-			}
-			msg := domain.ErrorMessage(err)
-			t.Logf("last_error: %s", msg)
+			s := newSource(t, Options{BaseURL: sourcetest.ServeBlocking(t, tt.handler)})
+			snap, err := pull(t, s, tt.deadline)
+			msg := sourcetest.Failure(t, snap, err, tt.wantCode, tt.timeout)
 			for _, w := range tt.want {
 				w = strings.ReplaceAll(w, "{url}", s.URL())
 				if !strings.Contains(msg, w) {
 					t.Errorf("error %q\ndoes not contain %q", msg, w)
 				}
-			}
-			if strings.ContainsAny(msg, "\r\n") {
-				t.Errorf("error spans lines: %q", msg)
-			}
-			if code := domain.ErrorCode(err); code != tt.wantCode {
-				t.Errorf("code %s, want %s (%v)", code, tt.wantCode, err)
-			}
-			if isTimeout := errors.Is(err, context.DeadlineExceeded); isTimeout != tt.timeout {
-				t.Errorf("errors.Is(err, DeadlineExceeded) = %v, want %v", isTimeout, tt.timeout)
 			}
 		})
 	}
@@ -640,8 +402,8 @@ func TestPullThenValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			url := fakeEngine(t, serveBody(tt.body))
-			snap, err := pull(t, newSource(t, Options{BaseURL: url}), testWait)
+			url := sourcetest.Serve(t, serveBody(tt.body))
+			snap, err := pull(t, newSource(t, Options{BaseURL: url}), sourcetest.Wait)
 			if err != nil {
 				t.Fatalf("Pull: %v", err)
 			}
@@ -660,39 +422,30 @@ func TestNew(t *testing.T) {
 	tests := []struct {
 		name    string
 		opts    Options
-		wantErr string // "" means valid
+		wantErr string // the whole message; "" means valid
 		wantURL string
 	}{
 		{name: "plain", opts: Options{BaseURL: "http://127.0.0.1:30000"}, wantURL: "http://127.0.0.1:30000/v1/loads?include=core"},
 		{name: "trailing slash", opts: Options{BaseURL: "http://127.0.0.1:30000/"}, wantURL: "http://127.0.0.1:30000/v1/loads?include=core"},
 		{name: "path prefix", opts: Options{BaseURL: "https://gw.example/engines/a/"}, wantURL: "https://gw.example/engines/a/v1/loads?include=core"},
 		{name: "password redacted", opts: Options{BaseURL: "http://u:pw@127.0.0.1:30000"}, wantURL: "http://u:xxxxx@127.0.0.1:30000/v1/loads?include=core"},
-		{name: "empty", opts: Options{}, wantErr: "--engine-url is required"},
-		{name: "no scheme", opts: Options{BaseURL: "127.0.0.1:30000"}, wantErr: `--engine-url "127.0.0.1:30000"`},
-		{name: "bad scheme", opts: Options{BaseURL: "grpc://127.0.0.1:30000"}, wantErr: "scheme must be http or https"},
-		{name: "no host", opts: Options{BaseURL: "http:///v1"}, wantErr: "no host"},
-		{name: "query", opts: Options{BaseURL: "http://127.0.0.1:30000/v1/loads?include=core"}, wantErr: "without a query"},
-		{name: "fragment", opts: Options{BaseURL: "http://127.0.0.1:30000#x"}, wantErr: "fragment"},
+		// The rest of the URL checks are httpfetch's; these messages carry
+		// this source's words.
+		{name: "empty", opts: Options{}, wantErr: "--engine-url is required for the sglang-http source (for example http://127.0.0.1:30000)"},
+		{name: "query", opts: Options{BaseURL: "http://127.0.0.1:30000/v1/loads?include=core"},
+			wantErr: `--engine-url "http://127.0.0.1:30000/v1/loads?include=core": give the engine's base URL without a query; /v1/loads?include=core is added`},
 		{name: "key with newline", opts: Options{BaseURL: "http://127.0.0.1:30000", APIKey: "a\nb"}, wantErr: "--engine-api-key contains a control character"},
-		{name: "negative body bound", opts: Options{BaseURL: "http://127.0.0.1:30000", MaxBodyBytes: -1}, wantErr: "max body bytes must be > 0"},
+		{name: "negative body bound", opts: Options{BaseURL: "http://127.0.0.1:30000", MaxBodyBytes: -1}, wantErr: "sglang-http max body bytes must be > 0, got -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := New(tt.opts)
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("New: %v", err)
-				}
-				if s.URL() != tt.wantURL {
-					t.Errorf("URL() = %s, want %s", s.URL(), tt.wantURL)
-				}
+			if tt.wantErr != "" {
+				_, err := New(tt.opts)
+				sourcetest.Invalid(t, err, tt.wantErr)
 				return
 			}
-			if err == nil {
-				t.Fatalf("New accepted %+v", tt.opts)
-			}
-			if domain.ErrorCode(err) != domain.CodeInvalidArgument || !strings.Contains(domain.ErrorMessage(err), tt.wantErr) {
-				t.Errorf("New error %v, want INVALID_ARGUMENT containing %q", err, tt.wantErr)
+			if s := newSource(t, tt.opts); s.URL() != tt.wantURL {
+				t.Errorf("URL() = %s, want %s", s.URL(), tt.wantURL)
 			}
 		})
 	}

@@ -36,6 +36,11 @@
 // Series without an engine label (vLLM before the V1 engine, one engine per
 // server) are rank 0.
 //
+// The scrape itself (checking --engine-url, the bearer key, the kept-alive
+// client, status, size bound, timeout and their messages) is
+// internal/httpfetch's, shared with the sglang-http source; this package
+// knows the endpoint and the exposition.
+//
 // It must not know about the fire loop, the pull budget (that arrives as the
 // context's deadline or cancellation), the expected rank set, sessions or
 // transports to routers. Whether a snapshot is consistent (negative or NaN

@@ -1,11 +1,7 @@
 package vllm
 
 import (
-	"context"
-	"errors"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,23 +11,12 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/adapters/clock/clocktest"
+	"github.com/loadreporter/loadreporter/adapters/source/internal/sourcetest"
 	"github.com/loadreporter/loadreporter/domain"
 )
 
-// testWait bounds every wait in these tests: a Pull that outlives it has
-// ignored its context.
-const testWait = 10 * time.Second
-
 // textFormat is what prometheus_client (and so vLLM) answers with.
 const textFormat = "text/plain; version=0.0.4; charset=utf-8"
-
-// fakeEngine serves h on 127.0.0.1 and returns its base URL.
-func fakeEngine(t *testing.T, h http.HandlerFunc) string {
-	t.Helper()
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
 
 // serveBody answers every request like vLLM's /metrics: 200, text format.
 func serveBody(body string) http.HandlerFunc {
@@ -51,30 +36,11 @@ func newSource(t *testing.T, o Options) *Source {
 	return s
 }
 
-// pull runs one Pull under a ctx deadline of d and fails the test if Pull
-// does not return within testWait.
+// pull runs one Pull under a ctx deadline of d (0 means sourcetest.Wait)
+// and fails the test if Pull does not return within sourcetest.Wait.
 func pull(t *testing.T, s *Source, d time.Duration) (domain.Snapshot, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	defer cancel()
-	type result struct {
-		snap domain.Snapshot
-		err  error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		snap, err := s.Pull(ctx)
-		ch <- result{snap, err}
-	}()
-	wait, stop := context.WithTimeout(t.Context(), testWait)
-	defer stop()
-	select {
-	case r := <-ch:
-		return r.snap, r.err
-	case <-wait.Done():
-		t.Fatalf("Pull did not return within %s of its ctx ending", testWait)
-		return domain.Snapshot{}, nil
-	}
+	return sourcetest.Within(t, d, s.Pull)
 }
 
 func readFixture(t testing.TB) string {
@@ -164,15 +130,15 @@ func TestPullFixture(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var mu sync.Mutex
 			var got []*http.Request
-			url := fakeEngine(t, func(w http.ResponseWriter, r *http.Request) {
+			url := sourcetest.Serve(t, func(w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
 				got = append(got, r)
 				mu.Unlock()
 				serveBody(tt.body)(w, r)
 			})
 			o := tt.opts
-			o.BaseURL = url
-			snap, err := pull(t, newSource(t, o), testWait)
+			o.BaseURL, o.APIKey = url, "s3cret-key"
+			snap, err := pull(t, newSource(t, o), sourcetest.Wait)
 			if err != nil {
 				t.Fatalf("Pull: %v", err)
 			}
@@ -194,6 +160,9 @@ func TestPullFixture(t *testing.T) {
 			}
 			if r := got[0]; r.Method != http.MethodGet || r.URL.Path != "/metrics" || !strings.HasPrefix(r.Header.Get("Accept"), "text/plain") {
 				t.Errorf("request %s %s Accept %q, want GET /metrics accepting text/plain", r.Method, r.URL, r.Header.Get("Accept"))
+			}
+			if k := got[0].Header.Get("Authorization"); k != "Bearer s3cret-key" {
+				t.Errorf("Authorization %q, want the bearer key", k)
 			}
 		})
 	}
@@ -222,7 +191,7 @@ func TestPullRates(t *testing.T) {
 	clock := clocktest.New(time.Unix(1_800_000_000, 0))
 	var mu sync.Mutex
 	body := ""
-	url := fakeEngine(t, func(w http.ResponseWriter, r *http.Request) {
+	url := sourcetest.Serve(t, func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		b := body
 		mu.Unlock()
@@ -248,7 +217,7 @@ func TestPullRates(t *testing.T) {
 		mu.Lock()
 		body = counterBody(st.c0, st.c1)
 		mu.Unlock()
-		snap, err := pull(t, s, testWait)
+		snap, err := pull(t, s, sourcetest.Wait)
 		if err != nil {
 			t.Fatalf("%s: Pull: %v", st.name, err)
 		}
@@ -259,56 +228,6 @@ func TestPullRates(t *testing.T) {
 			}
 		}
 	}
-}
-
-func TestPullBearerToken(t *testing.T) {
-	tests := []struct {
-		name   string
-		apiKey string
-		want   []string
-	}{
-		{"set", "s3cret-key", []string{"Bearer s3cret-key"}},
-		{"unset", "", nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var mu sync.Mutex
-			var got []string
-			body := readFixture(t)
-			url := fakeEngine(t, func(w http.ResponseWriter, r *http.Request) {
-				mu.Lock()
-				got = r.Header.Values("Authorization")
-				mu.Unlock()
-				serveBody(body)(w, r)
-			})
-			s := newSource(t, Options{BaseURL: url, APIKey: tt.apiKey})
-			if _, err := pull(t, s, testWait); err != nil {
-				t.Fatalf("Pull: %v", err)
-			}
-			if strings.Contains(s.String(), "s3cret") {
-				t.Errorf("String() shows the API key: %s", s)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
-				t.Errorf("Authorization = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
-// closedPortURL returns a base URL on 127.0.0.1 where nothing listens.
-func closedPortURL(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return "http://" + addr
 }
 
 // gauges is a minimal two-engine exposition with the given sample values
@@ -334,26 +253,14 @@ func TestPullErrors(t *testing.T) {
 	tests := []struct {
 		name     string
 		handler  func(done <-chan struct{}) http.HandlerFunc
-		baseURL  func(t *testing.T) string // instead of a handler
-		opts     Options
-		deadline time.Duration
+		deadline time.Duration // 0 means sourcetest.Wait
 		// want are substrings of the error message; "{url}" is the request URL.
 		want     []string
 		wantCode string
 		timeout  bool
 	}{
-		{
-			name:     "connection refused",
-			baseURL:  closedPortURL,
-			want:     []string{"GET {url}: ", "connection refused"},
-			wantCode: domain.CodeSourceFailed,
-		},
-		{
-			name:     "404",
-			handler:  handler(http.NotFound),
-			want:     []string{"GET {url}: HTTP 404 Not Found: 404 page not found"},
-			wantCode: domain.CodeSourceFailed,
-		},
+		// Transport failures are httpfetch's to test; the 500, the default
+		// size bound and the hang only check that they surface through Pull.
 		{
 			name: "500",
 			handler: handler(func(w http.ResponseWriter, r *http.Request) {
@@ -394,42 +301,12 @@ func TestPullErrors(t *testing.T) {
 			wantCode: domain.CodeInvalidSnapshot,
 		},
 		{
-			name: "connection closed mid-body",
-			handler: handler(func(w http.ResponseWriter, r *http.Request) {
-				// Promise the whole fixture, send half, hang up.
-				conn, buf, err := http.NewResponseController(w).Hijack()
-				if err != nil {
-					panic(err)
-				}
-				defer conn.Close()
-				_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: " + textFormat + "\r\n")
-				_, _ = buf.WriteString("Content-Length: " + strconv.Itoa(len(fixture)) + "\r\n\r\n" + fixture[:len(fixture)/2])
-				_ = buf.Flush()
-			}),
-			want:     []string{"GET {url}: response body cut short: unexpected EOF"},
-			wantCode: domain.CodeSourceFailed,
-		},
-		{
 			name: "over the default size limit",
 			handler: handler(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Length", strconv.Itoa(len(big)))
 				serveBody(big)(w, r)
 			}),
 			want:     []string{"GET {url}: response body exceeds 1048576 bytes (Content-Length " + strconv.Itoa(len(big)) + ")"},
-			wantCode: domain.CodeSourceFailed,
-		},
-		{
-			name: "over a set size limit, chunked",
-			handler: handler(func(w http.ResponseWriter, r *http.Request) {
-				// Flushing first makes the response chunked: no
-				// Content-Length to judge by, only the bytes.
-				w.Header().Set("Content-Type", textFormat)
-				_, _ = w.Write([]byte(fixture[:100]))
-				_ = http.NewResponseController(w).Flush()
-				_, _ = w.Write([]byte(fixture[100:]))
-			}),
-			opts:     Options{MaxBodyBytes: 512},
-			want:     []string{"GET {url}: response body exceeds 512 bytes"},
 			wantCode: domain.CodeSourceFailed,
 		},
 		{
@@ -493,46 +370,9 @@ func TestPullErrors(t *testing.T) {
 			wantCode: domain.CodeSourceFailed,
 		},
 		{
-			name: "hang",
-			handler: func(done <-chan struct{}) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					select {
-					case <-r.Context().Done():
-					case <-done:
-					}
-				}
-			},
+			name:     "hang",
+			handler:  sourcetest.Hang,
 			deadline: 100 * time.Millisecond,
-			want:     []string{"GET {url}: timed out after"},
-			wantCode: domain.CodePullTimeout,
-			timeout:  true,
-		},
-		{
-			name: "slow body",
-			handler: func(done <-chan struct{}) http.HandlerFunc {
-				return func(w http.ResponseWriter, r *http.Request) {
-					// Headers and a start at once, then a byte now and then:
-					// the body would take many seconds to finish.
-					w.Header().Set("Content-Type", textFormat)
-					rc := http.NewResponseController(w)
-					_, _ = w.Write([]byte(fixture[:20]))
-					_ = rc.Flush()
-					tick := time.NewTicker(10 * time.Millisecond)
-					defer tick.Stop()
-					for i := 20; i < len(fixture); i++ {
-						select {
-						case <-r.Context().Done():
-							return
-						case <-done:
-							return
-						case <-tick.C:
-						}
-						_, _ = w.Write([]byte{fixture[i]})
-						_ = rc.Flush()
-					}
-				}
-			},
-			deadline: 200 * time.Millisecond,
 			want:     []string{"GET {url}: timed out after"},
 			wantCode: domain.CodePullTimeout,
 			timeout:  true,
@@ -540,43 +380,14 @@ func TestPullErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var base string
-			if tt.baseURL != nil {
-				base = tt.baseURL(t)
-			} else {
-				// Blocking handlers also watch done, closed before the
-				// server's Close waits for them.
-				done := make(chan struct{})
-				base = fakeEngine(t, tt.handler(done))
-				t.Cleanup(func() { close(done) })
-			}
-			o := tt.opts
-			o.BaseURL = base
-			s := newSource(t, o)
-			deadline := tt.deadline
-			if deadline == 0 {
-				deadline = testWait
-			}
-			snap, err := pull(t, s, deadline)
-			if err == nil {
-				t.Fatalf("Pull succeeded with %+v, want an error", snap)
-			}
-			msg := domain.ErrorMessage(err)
-			t.Logf("last_error: %s", msg)
+			s := newSource(t, Options{BaseURL: sourcetest.ServeBlocking(t, tt.handler)})
+			snap, err := pull(t, s, tt.deadline)
+			msg := sourcetest.Failure(t, snap, err, tt.wantCode, tt.timeout)
 			for _, w := range tt.want {
 				w = strings.ReplaceAll(w, "{url}", s.URL())
 				if !strings.Contains(msg, w) {
 					t.Errorf("error %q\ndoes not contain %q", msg, w)
 				}
-			}
-			if strings.ContainsAny(msg, "\r\n") {
-				t.Errorf("error spans lines: %q", msg)
-			}
-			if code := domain.ErrorCode(err); code != tt.wantCode {
-				t.Errorf("code %s, want %s (%v)", code, tt.wantCode, err)
-			}
-			if isTimeout := errors.Is(err, context.DeadlineExceeded); isTimeout != tt.timeout {
-				t.Errorf("errors.Is(err, DeadlineExceeded) = %v, want %v", isTimeout, tt.timeout)
 			}
 		})
 	}
@@ -606,8 +417,8 @@ func TestPullThenValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			url := fakeEngine(t, serveBody(tt.body))
-			snap, err := pull(t, newSource(t, Options{BaseURL: url}), testWait)
+			url := sourcetest.Serve(t, serveBody(tt.body))
+			snap, err := pull(t, newSource(t, Options{BaseURL: url}), sourcetest.Wait)
 			if err != nil {
 				t.Fatalf("Pull: %v", err)
 			}
@@ -626,40 +437,34 @@ func TestNew(t *testing.T) {
 	tests := []struct {
 		name    string
 		opts    Options
-		wantErr string // "" means valid
+		wantErr string // the whole message; "" means valid
 		wantURL string
 	}{
 		{name: "plain", opts: Options{BaseURL: "http://127.0.0.1:8000"}, wantURL: "http://127.0.0.1:8000/metrics"},
 		{name: "trailing slash", opts: Options{BaseURL: "http://127.0.0.1:8000/"}, wantURL: "http://127.0.0.1:8000/metrics"},
 		{name: "path prefix", opts: Options{BaseURL: "https://gw.example/vllm/"}, wantURL: "https://gw.example/vllm/metrics"},
 		{name: "password redacted", opts: Options{BaseURL: "http://u:pw@127.0.0.1:8000"}, wantURL: "http://u:xxxxx@127.0.0.1:8000/metrics"},
-		{name: "empty", opts: Options{}, wantErr: "--engine-url is required"},
-		{name: "no scheme", opts: Options{BaseURL: "127.0.0.1:8000"}, wantErr: `--engine-url "127.0.0.1:8000"`},
-		{name: "bad scheme", opts: Options{BaseURL: "unix:///run/vllm.sock"}, wantErr: "scheme must be http or https"},
-		{name: "no host", opts: Options{BaseURL: "http:///metrics"}, wantErr: "no host"},
-		{name: "query", opts: Options{BaseURL: "http://127.0.0.1:8000/?x=1"}, wantErr: "without a query"},
-		{name: "fragment", opts: Options{BaseURL: "http://127.0.0.1:8000#x"}, wantErr: "fragment"},
+		// The rest of the URL checks are httpfetch's; these messages carry
+		// this source's words.
+		{name: "empty", opts: Options{}, wantErr: "--engine-url is required for the vllm-metrics source (for example http://127.0.0.1:8000)"},
+		{name: "query", opts: Options{BaseURL: "http://127.0.0.1:8000/?x=1"},
+			wantErr: `--engine-url "http://127.0.0.1:8000/?x=1": give the server's base URL without a query; /metrics is added`},
 		{name: "key with newline", opts: Options{BaseURL: "http://127.0.0.1:8000", APIKey: "a\r\nb"}, wantErr: "--engine-api-key contains a control character"},
-		{name: "negative body bound", opts: Options{BaseURL: "http://127.0.0.1:8000", MaxBodyBytes: -1}, wantErr: "max body bytes must be > 0"},
-		{name: "negative max running", opts: Options{BaseURL: "http://127.0.0.1:8000", MaxRunningRequests: -1}, wantErr: "--max-num-seqs"},
+		{name: "negative body bound", opts: Options{BaseURL: "http://127.0.0.1:8000", MaxBodyBytes: -1}, wantErr: "vllm-metrics max body bytes must be > 0, got -1"},
+		{name: "negative max running", opts: Options{BaseURL: "http://127.0.0.1:8000", MaxRunningRequests: -1},
+			wantErr: "vllm-metrics max running requests (vLLM's --max-num-seqs) must be > 0, got -1"},
+		{name: "body bound named before max running", opts: Options{BaseURL: "http://127.0.0.1:8000", MaxBodyBytes: -1, MaxRunningRequests: -1},
+			wantErr: "vllm-metrics max body bytes must be > 0, got -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := New(tt.opts)
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("New: %v", err)
-				}
-				if s.URL() != tt.wantURL {
-					t.Errorf("URL() = %s, want %s", s.URL(), tt.wantURL)
-				}
+			if tt.wantErr != "" {
+				_, err := New(tt.opts)
+				sourcetest.Invalid(t, err, tt.wantErr)
 				return
 			}
-			if err == nil {
-				t.Fatalf("New accepted %+v", tt.opts)
-			}
-			if domain.ErrorCode(err) != domain.CodeInvalidArgument || !strings.Contains(domain.ErrorMessage(err), tt.wantErr) {
-				t.Errorf("New error %v, want INVALID_ARGUMENT containing %q", err, tt.wantErr)
+			if s := newSource(t, tt.opts); s.URL() != tt.wantURL {
+				t.Errorf("URL() = %s, want %s", s.URL(), tt.wantURL)
 			}
 		})
 	}
