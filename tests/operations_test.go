@@ -47,7 +47,14 @@ func TestOnePortServesOperations(t *testing.T) {
 	_ = r.Send(registerFrame("ops", 100, 5000))
 	recvFrame(t, r)
 	recvReport(t, r)
-	_, metrics := httpGet(t, base+"/metrics")
+	// The fire's counters are updated right after its reports are handed
+	// out: read /metrics until they show (bounded by the test's deadline).
+	var metrics string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, metrics = httpGet(t, base+"/metrics"); strings.Contains(metrics, `loadreporter_reports_delivered_total{kind="monitor"}`) {
+			break
+		}
+	}
 	for _, series := range []string{
 		`loadreporter_pulls_total{outcome="ok"}`, `loadreporter_sessions{kind="monitor"} 1`,
 		`loadreporter_reports_total{status="HEALTHY"}`, `loadreporter_reports_delivered_total{kind="monitor"}`,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/loadreporter/loadreporter/adapters/source/internal/oneline"
 	"math"
 	"net"
 	"net/http"
@@ -12,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"connectrpc.com/connect"
@@ -305,7 +305,7 @@ func (e *ctxError) Unwrap() []error { return []error{e.err, e.cause} }
 // short keeps an engine-supplied message from flooding last_error.
 func short(s string) string {
 	const max = 200
-	s = oneLine(s)
+	s = oneline.String(s)
 	if len(s) <= max {
 		return s
 	}
@@ -314,24 +314,4 @@ func short(s string) string {
 		cut--
 	}
 	return s[:cut] + "…"
-}
-
-// oneLine folds whitespace and control characters so that a message read
-// from the network stays on one line of last_error and of the logs.
-func oneLine(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	var b strings.Builder
-	space := false
-	for _, r := range s {
-		if unicode.IsSpace(r) || unicode.IsControl(r) {
-			space = true
-			continue
-		}
-		if space && b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		space = false
-		b.WriteRune(r)
-	}
-	return b.String()
 }

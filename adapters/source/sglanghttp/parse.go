@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loadreporter/loadreporter/adapters/source/internal/httpfetch"
+	"github.com/loadreporter/loadreporter/adapters/source/internal/oneline"
 	"github.com/loadreporter/loadreporter/domain"
 )
 
@@ -276,9 +276,9 @@ func article(noun string) string {
 func short(s string) string {
 	const max = 40
 	if len(s) <= max {
-		return httpfetch.OneLine(s)
+		return oneline.String(s)
 	}
-	return httpfetch.OneLine(s[:max]) + "…"
+	return oneline.String(s[:max]) + "…"
 }
 
 func invalid(format string, args ...any) error {
@@ -301,9 +301,9 @@ func jsonError(body []byte, err error) error {
 			}
 			return domain.Errorf(domain.CodeSourceFailed, "body is not valid JSON: %s at offset %d (JSON has no NaN or Infinity)", word, at)
 		}
-		return domain.Errorf(domain.CodeSourceFailed, "body is not valid JSON: %s (offset %d)", httpfetch.OneLine(syn.Error()), syn.Offset)
+		return domain.Errorf(domain.CodeSourceFailed, "body is not valid JSON: %s (offset %d)", oneline.String(syn.Error()), syn.Offset)
 	}
-	return domain.Errorf(domain.CodeSourceFailed, "body is not valid JSON: %s", httpfetch.OneLine(err.Error()))
+	return domain.Errorf(domain.CodeSourceFailed, "body is not valid JSON: %s", oneline.String(err.Error()))
 }
 
 // nonJSONNumber recognises Python's json.dumps spellings of non-finite

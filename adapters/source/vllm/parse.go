@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/loadreporter/loadreporter/adapters/source/internal/httpfetch"
+	"github.com/loadreporter/loadreporter/adapters/source/internal/oneline"
 	"github.com/loadreporter/loadreporter/domain"
 )
 
@@ -362,7 +362,7 @@ func invalid(format string, args ...any) error {
 
 // short keeps engine-supplied text from flooding last_error.
 func short(s string, max int) string {
-	s = httpfetch.OneLine(s)
+	s = oneline.String(s)
 	if len(s) <= max {
 		return s
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/loadreporter/loadreporter/adapters/source/internal/oneline"
 	"io"
 	"net/http"
 	"net/url"
@@ -148,7 +149,7 @@ func (f *Fetcher) Get(ctx context.Context) ([]byte, error) {
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.url, nil)
 	if err != nil {
-		return nil, domain.Errorf(domain.CodeSourceFailed, "GET %s: %s", f.shownURL, OneLine(err.Error()))
+		return nil, domain.Errorf(domain.CodeSourceFailed, "GET %s: %s", f.shownURL, oneline.String(err.Error()))
 	}
 	if f.accept != "" {
 		req.Header.Set("Accept", f.accept)
@@ -204,7 +205,7 @@ func (f *Fetcher) transportError(ctx context.Context, start time.Time, err error
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		return domain.Errorf(domain.CodeSourceFailed, "GET %s: response body cut short: %v", f.shownURL, err)
 	}
-	return domain.Errorf(domain.CodeSourceFailed, "GET %s: %s", f.shownURL, OneLine(err.Error()))
+	return domain.Errorf(domain.CodeSourceFailed, "GET %s: %s", f.shownURL, oneline.String(err.Error()))
 }
 
 // ctxError is a *domain.Error (for its one-line message) that also unwraps
@@ -219,7 +220,7 @@ func (e *ctxError) Unwrap() []error { return []error{e.err, e.cause} }
 
 func statusText(resp *http.Response) string {
 	if resp.Status != "" {
-		return OneLine(resp.Status)
+		return oneline.String(resp.Status)
 	}
 	return fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 }
@@ -236,31 +237,9 @@ func readSnippet(r io.Reader) string {
 	if cut {
 		buf = buf[:snippetBytes]
 	}
-	s := OneLine(string(buf))
+	s := oneline.String(string(buf))
 	if cut && s != "" {
 		s += "…"
 	}
 	return s
-}
-
-// OneLine folds whitespace and control characters, and replaces invalid
-// UTF-8, so that a message made from what a server sent stays on one line
-// of last_error and of the logs. Sources use it for text taken from a body
-// they parse, too.
-func OneLine(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	var b strings.Builder
-	space := false
-	for _, r := range s {
-		if unicode.IsSpace(r) || unicode.IsControl(r) {
-			space = true
-			continue
-		}
-		if space && b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		space = false
-		b.WriteRune(r)
-	}
-	return b.String()
 }
