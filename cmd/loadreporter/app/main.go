@@ -97,6 +97,10 @@ func (m *Main) Start() error {
 		m.serveDone <- err
 	}()
 	close(m.ready.ready)
+	if m.cfg.AuthToken == "" && !isLoopback(ln.Addr()) {
+		m.log.Warn("listening beyond loopback without --auth-token: anyone who reaches this port can read load and call AdminService",
+			"addr", ln.Addr().String())
+	}
 	m.log.Info("loadreporter serving", "addr", ln.Addr().String(), "source", m.cfg.Source, "history", m.history.kind,
 		"schedule", m.cfg.Schedule, "tls", useTLS, "auth", m.cfg.AuthToken != "")
 	return nil
@@ -157,4 +161,9 @@ func (m *Main) close() error {
 	err = errors.Join(err, m.engine.Close())
 	m.log.Info("loadreporter stopped", "took", time.Since(start).Round(time.Millisecond))
 	return err
+}
+
+func isLoopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }
