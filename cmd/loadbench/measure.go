@@ -126,7 +126,7 @@ func measureServer(ctx context.Context, o options, kind string) (result, error) 
 	start := time.Now()
 	inWindow.Store(true)
 	if o.profile != "" && kind == "ours" {
-		go saveProfile(statsAddr, o.measure, o.profile)
+		go saveProfile(statsAddr, o.measure-time.Second, o.profile) // done before the child stops
 	}
 	sleep(ctx, o.measure)
 	inWindow.Store(false)
