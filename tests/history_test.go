@@ -3,10 +3,17 @@ package tests
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
+	"encoding/json"
 	"fmt"
+	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +60,35 @@ func databaseURL(t *testing.T) string {
 	return base + sep + "search_path=" + schema
 }
 
+// checkOutage checks an audit row of the outage TestOutageAudit causes,
+// by column name.
+func checkOutage(t *testing.T, what string, row map[string]string) {
+	t.Helper()
+	start, errStart := time.Parse(time.RFC3339Nano, row["start"])
+	end, errEnd := time.Parse(time.RFC3339Nano, row["end"])
+	ms, errMs := strconv.ParseFloat(row["duration_ms"], 64)
+	n, errN := strconv.ParseInt(row["reports"], 10, 64)
+	if row["worker_addr"] == "" || errStart != nil || errEnd != nil || !end.After(start) || row["ongoing"] != "false" ||
+		errMs != nil || math.Abs(ms-float64(end.Sub(start))/float64(time.Millisecond)) > 1 || row["statuses"] != "UNREACHABLE" ||
+		errN != nil || n < 1 || !strings.Contains(row["last_error"], "simulated engine error") {
+		t.Fatalf("%s outage = %q", what, row)
+	}
+}
+
+func mustFloat(t *testing.T, s string) float64 {
+	t.Helper()
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func isRFC3339(s string) bool {
+	_, err := time.Parse(time.RFC3339Nano, s)
+	return err == nil
+}
+
 // TestOutageAudit: switching the simulated engine into error mode for a
 // few fires leaves one outage in the history, which the audit CLI, the
 // HistoryService RPC (plain JSON POST) and a direct PostgreSQL query all
@@ -92,40 +128,92 @@ func TestOutageAudit(t *testing.T) {
 
 			ctx := testCtx(t, 20*time.Second)
 			var out bytes.Buffer
-			audit := func(args ...string) string {
+			// cli runs `loadreporter audit args…`; audit asks the running
+			// service, as an operator does by default.
+			cli := func(args ...string) string {
 				t.Helper()
 				out.Reset()
-				cfg, err := app.ParseAudit(append(args, "--target", m.Addr()), func(string) string { return "" }, &out)
+				cfg, err := app.ParseAudit(args, func(string) string { return "" }, &out)
 				if err != nil {
 					t.Fatal(err)
 				}
-				// The history writer batches: wait until the outage's end is stored.
-				for {
-					out.Reset()
-					if err := app.Audit(ctx, cfg, &out); err != nil {
-						t.Fatal(err)
-					}
-					done := !strings.Contains(out.String(), "ongoing") && !strings.Contains(out.String(), "(no rows)") &&
-						strings.Contains(out.String(), "UNREACHABLE")
-					if done || ctx.Err() != nil {
-						return out.String()
-					}
-					time.Sleep(50 * time.Millisecond)
+				out.Reset()
+				if err := app.Audit(ctx, cfg, &out); err != nil {
+					t.Fatal(err)
 				}
+				return out.String()
 			}
+			audit := func(args ...string) string {
+				t.Helper()
+				return cli(append(args, "--target", m.Addr())...)
+			}
+			// The CLI writes the dashboard's CSV (web/audittable).
+			header := []string{"worker_addr", "start", "end", "ongoing", "duration_ms", "statuses", "reports", "last_error"}
+			var recs [][]string
+			for {
+				// The history writer batches: wait until the outage's end is stored.
+				text := audit("outages", "--since", "10m", "--format", "csv")
+				var err error
+				if recs, err = csv.NewReader(strings.NewReader(text)).ReadAll(); err != nil {
+					t.Fatalf("csv: %v\n%s", err, text)
+				}
+				if len(recs) == 2 && recs[1][3] == "false" || ctx.Err() != nil {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if len(recs) != 2 || !slices.Equal(recs[0], header) {
+				t.Fatalf("csv: %q", recs)
+			}
+			row := map[string]string{}
+			for i, name := range header {
+				row[name] = recs[1][i]
+			}
+			checkOutage(t, "csv", row)
+
 			table := audit("outages", "--since", "10m")
 			lines := strings.Split(strings.TrimSpace(table), "\n")
-			if len(lines) != 2 || !strings.Contains(lines[1], "UNREACHABLE") || !strings.Contains(lines[1], "simulated engine error") {
+			if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "Worker Start End Ongoing Duration Statuses Reports Last error" ||
+				!strings.Contains(lines[1], row["worker_addr"]) || !strings.Contains(lines[1], "UNREACHABLE") ||
+				!strings.Contains(lines[1], row["last_error"]) {
 				t.Fatalf("outages:\n%s", table)
 			}
-			csv := audit("outages", "--since", "10m", "--format", "csv")
-			if !strings.HasPrefix(csv, "worker_addr,start,end,duration,statuses,reports,last_error\n") {
-				t.Fatalf("csv:\n%s", csv)
+
+			// The dashboard's CSV download of the same window holds the same
+			// bytes as the CLI asking the database directly; through --target
+			// the RPC carries times to the millisecond, so there the other
+			// columns are the same.
+			since := time.Now().Add(-10 * time.Minute).UTC().Format(time.RFC3339Nano)
+			until := time.Now().UTC().Format(time.RFC3339Nano)
+			resp, err := http.Get("http://" + m.Addr() + "/audit.csv?" + url.Values{
+				"query": {"outages"}, "since": {since}, "until": {until}, "worker": {row["worker_addr"]},
+			}.Encode())
+			if err != nil {
+				t.Fatal(err)
+			}
+			download, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			viaRPC := audit("outages", "--since", since, "--until", until, "--format", "csv")
+			webRecs, errWeb := csv.NewReader(bytes.NewReader(download)).ReadAll()
+			rpcRecs, errRPC := csv.NewReader(strings.NewReader(viaRPC)).ReadAll()
+			if resp.StatusCode != http.StatusOK || errWeb != nil || errRPC != nil || len(webRecs) != 2 || len(rpcRecs) != 2 ||
+				!slices.Equal(webRecs[0], rpcRecs[0]) {
+				t.Fatalf("dashboard CSV (%d):\n%s\nCLI CSV:\n%s", resp.StatusCode, download, viaRPC)
+			}
+			for _, col := range []int{0, 3, 5, 6, 7} { // worker_addr, ongoing, statuses, reports, last_error
+				if webRecs[1][col] != rpcRecs[1][col] {
+					t.Errorf("%s: dashboard %q, CLI %q", header[col], webRecs[1][col], rpcRecs[1][col])
+				}
+			}
+			if store == "postgres" {
+				if fromDB := cli("outages", "--since", since, "--until", until, "--database-url", c.DatabaseURL, "--format", "csv"); fromDB != string(download) {
+					t.Errorf("CLI CSV from the database:\n%s\ndashboard CSV:\n%s", fromDB, download)
+				}
 			}
 
 			// The same answer from the RPC, as a browser or curl asks it.
 			body := fmt.Sprintf(`{"window":{"sinceUnixMs":%d}}`, time.Now().Add(-10*time.Minute).UnixMilli())
-			resp, err := http.Post("http://"+m.Addr()+"/loadreporter.v1.HistoryService/ListOutages", "application/json", strings.NewReader(body))
+			resp, err = http.Post("http://"+m.Addr()+"/loadreporter.v1.HistoryService/ListOutages", "application/json", strings.NewReader(body))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,17 +225,23 @@ func TestOutageAudit(t *testing.T) {
 			}
 
 			if store == "postgres" {
-				cfg, err := app.ParseAudit([]string{"outages", "--since", "10m", "--database-url", c.DatabaseURL, "--format", "json"},
-					func(string) string { return "" }, &out)
-				if err != nil {
-					t.Fatal(err)
+				js := cli("outages", "--since", "10m", "--database-url", c.DatabaseURL, "--format", "json")
+				if strings.Count(js, `"worker_addr"`) != 1 || !strings.Contains(js, `"statuses": "UNREACHABLE"`) {
+					t.Fatalf("direct query:\n%s", js)
 				}
-				out.Reset()
-				if err := app.Audit(ctx, cfg, &out); err != nil {
-					t.Fatal(err)
+				// The CSV's columns as keys, typed: numbers, booleans, RFC 3339 times.
+				var objs []map[string]any
+				if err := json.Unmarshal([]byte(js), &objs); err != nil || len(objs) != 1 || len(objs[0]) != len(header) {
+					t.Fatalf("direct query (%v):\n%s", err, js)
 				}
-				if strings.Count(out.String(), `"worker_addr"`) != 1 || !strings.Contains(out.String(), `"statuses": "UNREACHABLE"`) {
-					t.Fatalf("direct query:\n%s", out.String())
+				o := objs[0]
+				ms, okMs := o["duration_ms"].(float64)
+				n, okN := o["reports"].(float64)
+				start, _ := o["start"].(string)
+				end, _ := o["end"].(string)
+				if o["ongoing"] != false || !okMs || ms <= 0 || !okN || n != mustFloat(t, row["reports"]) ||
+					o["worker_addr"] != row["worker_addr"] || o["last_error"] != row["last_error"] || !isRFC3339(start) || !isRFC3339(end) {
+					t.Fatalf("direct query:\n%s", js)
 				}
 			}
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/store/memory"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/ports"
+	"github.com/loadreporter/loadreporter/web/audittable"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -688,5 +690,71 @@ func TestAuditCSVReportsFollowsEveryPage(t *testing.T) {
 	}
 	if unreachable == nil || unreachable[5] != timeoutError || unreachable[6] != "" {
 		t.Errorf("UNREACHABLE row = %q", unreachable)
+	}
+}
+
+// The page's cells keep their classes: numbers aligned right, statuses in
+// their colour, empty cells (a report without ranks) plain.
+func TestAuditCellClasses(t *testing.T) {
+	h := newHandler(t, Options{History: newStore(t)})
+	doc := page(t, h, "/audit?query=reports&last=1h&status=unreachable&limit=1", http.StatusOK)
+	var classes []string
+	tid(doc, "result-row").First().Find("td").Each(func(_ int, s *goquery.Selection) {
+		c, _ := s.Attr("class")
+		classes = append(classes, c)
+	})
+	want := []string{"", "", "", "num", "status-unreachable", ""}
+	for range 13 { // the rank columns, empty
+		want = append(want, "")
+	}
+	if strings.Join(classes, ",") != strings.Join(want, ",") {
+		t.Errorf("classes = %q\nwant %q", classes, want)
+	}
+	doc = page(t, h, "/audit?query=rank-stats&last=1h", http.StatusOK)
+	classes = nil
+	tid(doc, "result-row").First().Find("td").Each(func(_ int, s *goquery.Selection) {
+		c, _ := s.Attr("class")
+		classes = append(classes, c)
+	})
+	if got := strings.Join(classes, ","); got != ",num,num,num,num,num,num,num" {
+		t.Errorf("rank-stats classes = %s", got)
+	}
+}
+
+// The download is audittable's CSV of the same query over every page: the
+// bytes `loadreporter audit --format csv` writes.
+func TestAuditCSVIsTheTablesCSV(t *testing.T) {
+	st := newStore(t)
+	h := newHandler(t, Options{History: st})
+	for _, q := range []audittable.Query{
+		{Name: audittable.Outages},
+		{Name: audittable.Reports, Limit: 7, AllPages: true},
+		{Name: audittable.RankStats},
+		{Name: audittable.Gaps, Interval: 10 * time.Second},
+		{Name: audittable.Imbalance, Threshold: 0.4},
+	} {
+		t.Run(q.Name, func(t *testing.T) {
+			q.Window = ports.Window{Since: t0, Until: fixNow}
+			q.Workers = []string{fixAddr}
+			tab, err := audittable.Run(t.Context(), st, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want strings.Builder
+			if err := tab.WriteCSV(&want); err != nil {
+				t.Fatal(err)
+			}
+			v := url.Values{"query": {q.Name}, "since": {isoTime(t0)}, "until": {isoTime(fixNow)},
+				"threshold": {"0.4"}, "interval": {"10s"}}
+			if q.Limit != 0 {
+				v.Set("limit", strconv.Itoa(q.Limit))
+			}
+			res := get(t, h, "/audit.csv?"+v.Encode())
+			got, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK || string(got) != want.String() || len(tab.Rows) == 0 && q.Name != audittable.Gaps {
+				t.Errorf("%d:\n%s\nwant (%d rows):\n%s", res.StatusCode, got, len(tab.Rows), want.String())
+			}
+		})
 	}
 }

@@ -2,8 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,17 +11,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/loadreporter/loadreporter/adapters/rpc"
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/ports"
+	"github.com/loadreporter/loadreporter/web/audittable"
 )
-
-// AuditQueries are the queries `loadreporter audit` answers.
-var AuditQueries = []string{"reports", "outages", "rank-stats", "gaps", "imbalance"}
 
 // AuditConfig is what `loadreporter audit` can be told.
 type AuditConfig struct {
@@ -62,7 +57,7 @@ func (l listFlag) Set(s string) error {
 
 // ParseAudit reads `audit <query> [flags]`.
 func ParseAudit(args []string, getenv func(string) string, out io.Writer) (AuditConfig, error) {
-	c := AuditConfig{Since: "1h", Format: "table", Target: "127.0.0.1:8080", Threshold: 0.2}
+	c := AuditConfig{Since: "1h", Format: "table", Target: "127.0.0.1:8080", Threshold: audittable.DefaultThreshold}
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
 	fs.SetOutput(out)
 	var workers, statuses, ranks []string
@@ -73,23 +68,24 @@ func ParseAudit(args []string, getenv func(string) string, out io.Writer) (Audit
 	fs.Var(listFlag{&ranks}, "rank", "reports, rank-stats: dp_ranks to keep")
 	fs.Float64Var(&c.Threshold, "threshold", c.Threshold, "imbalance: token_usage spread across ranks that counts (0..1)")
 	fs.DurationVar(&c.Interval, "interval", c.Interval, "gaps: the history interval (default: the server's)")
-	fs.IntVar(&c.Limit, "limit", c.Limit, "rows at most (default 100 reports, 1000 others; at most 10000)")
+	fs.IntVar(&c.Limit, "limit", c.Limit, fmt.Sprintf("reports: page size (default %d; every page of the window is read, up to %d reports); "+
+		"others: rows at most (default %d); at most %d", ports.DefaultPageSize, audittable.MaxReports, ports.DefaultResultLimit, ports.MaxLimit))
 	fs.StringVar(&c.Format, "format", c.Format, "table, csv or json")
 	fs.StringVar(&c.Target, "target", c.Target, "HOST:PORT of a running loadreporter to ask (its HistoryService)")
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "query PostgreSQL directly instead of --target")
 	fs.StringVar(&c.AuthToken, "auth-token", c.AuthToken, "bearer token the target requires")
-	fs.Usage = usage(fs, out, "Usage: loadreporter audit <"+strings.Join(AuditQueries, "|")+"> [flags]\n\n"+
+	fs.Usage = usage(fs, out, "Usage: loadreporter audit <"+strings.Join(audittable.Names(), "|")+"> [flags]\n\n"+
 		"Answers audit queries over the recorded history.", map[string]string{"database-url": "DATABASE_URL"})
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
 			fs.Usage()
 			return c, flag.ErrHelp
 		}
-		return c, fmt.Errorf("audit needs a query first: one of %s", strings.Join(AuditQueries, ", "))
+		return c, fmt.Errorf("audit needs a query first: one of %s", strings.Join(audittable.Names(), ", "))
 	}
 	c.Query = args[0]
-	if !slices.Contains(AuditQueries, c.Query) {
-		return c, fmt.Errorf("unknown audit query %q: want one of %s", c.Query, strings.Join(AuditQueries, ", "))
+	if !slices.Contains(audittable.Names(), c.Query) {
+		return c, fmt.Errorf("unknown audit query %q: want one of %s", c.Query, strings.Join(audittable.Names(), ", "))
 	}
 	if err := parseFlags(fs, args[1:], getenv, map[string]string{"database-url": "DATABASE_URL"}); err != nil {
 		return c, err
@@ -141,7 +137,10 @@ func parseWhen(flagName, v string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("--%s %q: want a duration before now (like 10m or 24h) or an RFC 3339 time (like 2026-11-29T07:00:00Z)", flagName, v)
 }
 
-// Audit runs one audit query and writes its result to out.
+// Audit runs one audit query and writes its result to out as c.Format
+// says: the dashboard's table (table), or the same CSV or JSON its
+// download holds. A reports query reads every page of the window, up to
+// audittable.MaxReports reports, as the download does.
 func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 	now := time.Now()
 	since, err := parseWhen("since", c.Since, now)
@@ -152,7 +151,6 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	w := ports.Window{Since: since, Until: until}
 	var q ports.HistoryQuery
 	if c.DatabaseURL != "" {
 		s, err := postgres.Open(c.DatabaseURL, postgres.Options{MaxConns: 1})
@@ -165,183 +163,30 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 		client := &http.Client{Timeout: 30 * time.Second}
 		q = rpc.NewHistoryClient(client, "http://"+c.Target, c.AuthToken)
 	}
-	t, err := runAudit(ctx, q, c, w)
-	if err != nil {
-		return fmt.Errorf("audit %s: %s", c.Query, domain.ErrorMessage(err))
+	query := audittable.Query{
+		Name: c.Query, Window: ports.Window{Since: since, Until: until},
+		Workers: c.Workers, Statuses: c.Statuses, Ranks: c.Ranks,
+		Threshold: c.Threshold, Interval: c.Interval, Limit: c.Limit,
+		AllPages: true, // like the dashboard's CSV download
 	}
-	return t.write(out, c.Format)
-}
-
-func runAudit(ctx context.Context, q ports.HistoryQuery, c AuditConfig, w ports.Window) (*resultTable, error) {
-	switch c.Query {
-	case "reports":
-		page, err := q.Reports(ctx, ports.ReportsQuery{Window: w, Workers: c.Workers, Statuses: c.Statuses, Ranks: c.Ranks, Limit: c.Limit})
-		if err != nil {
-			return nil, err
-		}
-		t := newTable("report_time", "worker_addr", "sequence_id", "status", "dp_rank", "running", "waiting", "token_usage", "gen_throughput", "last_error")
-		for _, r := range page.Reports {
-			if len(r.Ranks) == 0 {
-				t.add(r.ReportTime, r.Worker.Addr, r.SequenceID, r.Status.String(), "", "", "", "", "", r.LastError)
-			}
-			for _, k := range r.Ranks {
-				t.add(r.ReportTime, r.Worker.Addr, r.SequenceID, r.Status.String(), k.DPRank, k.NumRunningReqs, k.NumWaitingReqs, k.TokenUsage, k.GenThroughput, r.LastError)
-			}
-		}
-		if page.NextCursor != "" {
-			t.note = "more reports follow: narrow the window or raise --limit"
-		}
-		return t, nil
-	case "outages":
-		res, err := q.Outages(ctx, ports.OutagesQuery{Window: w, Workers: c.Workers, Limit: c.Limit})
-		if err != nil {
-			return nil, err
-		}
-		t := newTable("worker_addr", "start", "end", "duration", "statuses", "reports", "last_error")
-		for _, o := range res.Outages {
-			end := any(o.End)
-			if o.Ongoing {
-				end = "ongoing"
-			}
-			var st []string
-			for _, s := range o.Statuses {
-				st = append(st, s.String())
-			}
-			t.add(o.WorkerAddr, o.Start, end, o.Duration, strings.Join(st, "+"), o.Reports, o.LastError)
-		}
-		return t.truncated(res.Truncated), nil
-	case "rank-stats":
-		res, err := q.RankStats(ctx, ports.RankStatsQuery{Window: w, Workers: c.Workers, Ranks: c.Ranks, Limit: c.Limit})
-		if err != nil {
-			return nil, err
-		}
-		t := newTable("worker_addr", "dp_rank", "reports", "avg_token_usage", "max_token_usage", "p95_token_usage", "max_waiting", "mean_gen_throughput")
-		for _, s := range res.Stats {
-			t.add(s.WorkerAddr, s.DPRank, s.Reports, s.AvgTokenUsage, s.MaxTokenUsage, s.P95TokenUsage, s.MaxWaitingReqs, s.MeanGenThroughput)
-		}
-		return t.truncated(res.Truncated), nil
-	case "gaps":
-		res, err := q.Gaps(ctx, ports.GapsQuery{Window: w, Workers: c.Workers, Interval: c.Interval, Limit: c.Limit})
-		if err != nil {
-			return nil, err
-		}
-		t := newTable("kind", "worker_addr", "start", "end", "duration", "source_instance_id", "previous_source_instance_id")
-		for _, g := range res.Gaps {
-			t.add("gap", g.WorkerAddr, g.Start, g.End, g.Duration, "", "")
-		}
-		for _, r := range res.Restarts {
-			t.add("restart", r.WorkerAddr, r.PreviousLastTime, r.FirstTime, r.FirstTime.Sub(r.PreviousLastTime), r.SourceInstanceID, r.PreviousSourceInstanceID)
-		}
-		return t.truncated(res.Truncated), nil
-	case "imbalance":
-		res, err := q.Imbalance(ctx, ports.ImbalanceQuery{Window: w, Workers: c.Workers, Threshold: c.Threshold, Limit: c.Limit})
-		if err != nil {
-			return nil, err
-		}
-		t := newTable("worker_addr", "start", "end", "duration", "peak_spread", "peak_time", "reports")
-		for _, s := range res.Spans {
-			end := any(s.End)
-			if s.Ongoing {
-				end = "ongoing"
-			}
-			t.add(s.WorkerAddr, s.Start, end, s.Duration, s.PeakSpread, s.PeakTime, s.Reports)
-		}
-		return t.truncated(res.Truncated), nil
-	}
-	return nil, errors.New("unknown query " + c.Query)
-}
-
-// resultTable is one query's answer, rendered as a table, CSV or JSON.
-type resultTable struct {
-	columns []string
-	rows    [][]any
-	note    string
-}
-
-func newTable(columns ...string) *resultTable { return &resultTable{columns: columns} }
-
-func (t *resultTable) add(values ...any) { t.rows = append(t.rows, values) }
-
-func (t *resultTable) truncated(yes bool) *resultTable {
-	if yes {
-		t.note = "more rows exist: narrow the window or raise --limit"
-	}
-	return t
-}
-
-func cell(v any) string {
-	switch x := v.(type) {
-	case time.Time:
-		if x.IsZero() {
-			return ""
-		}
-		return x.UTC().Format(time.RFC3339Nano)
-	case time.Duration:
-		return x.String()
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64)
-	default:
-		return fmt.Sprint(x)
-	}
-}
-
-func (t *resultTable) write(out io.Writer, format string) error {
-	switch format {
+	var enc audittable.Encoder
+	switch c.Format {
 	case "csv":
-		w := csv.NewWriter(out)
-		_ = w.Write(t.columns)
-		for _, r := range t.rows {
-			rec := make([]string, len(r))
-			for i, v := range r {
-				rec[i] = cell(v)
-			}
-			_ = w.Write(rec)
-		}
-		w.Flush()
-		return w.Error()
+		enc = audittable.NewCSVEncoder(out)
 	case "json":
-		objs := make([]map[string]any, len(t.rows))
-		for i, r := range t.rows {
-			o := make(map[string]any, len(r))
-			for j, v := range r {
-				switch x := v.(type) {
-				case time.Time:
-					o[t.columns[j]] = cell(x)
-				case time.Duration:
-					o[t.columns[j]+"_ms"] = x.Milliseconds()
-				default:
-					o[t.columns[j]] = v
-				}
-			}
-			objs[i] = o
+		enc = audittable.NewJSONEncoder(out)
+	default:
+		enc = audittable.NewTextEncoder(out)
+	}
+	for t, err := range audittable.Pages(ctx, q, query) {
+		if err != nil {
+			return fmt.Errorf("audit %s: %s", c.Query, domain.ErrorMessage(err))
 		}
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(objs)
-	}
-	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.ToUpper(strings.Join(t.columns, "\t")))
-	for _, r := range t.rows {
-		cells := make([]string, len(r))
-		for i, v := range r {
-			if f, ok := v.(float64); ok { // people read four decimals; CSV and JSON keep all
-				cells[i] = strconv.FormatFloat(f, 'f', 4, 64)
-				continue
-			}
-			cells[i] = cell(v)
+		if err := enc.Encode(t); err != nil {
+			return err
 		}
-		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(t.rows) == 0 {
-		fmt.Fprintln(out, "(no rows)")
-	}
-	if t.note != "" {
-		fmt.Fprintln(out, "note:", t.note)
-	}
-	return nil
+	return enc.Close()
 }
 
 // Migrate applies the schema migrations to the database at url.

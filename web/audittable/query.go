@@ -1,0 +1,330 @@
+package audittable
+
+import (
+	"cmp"
+	"context"
+	"iter"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/ports"
+)
+
+// The audit queries, by the names forms, the CLI and file names use.
+const (
+	Reports   = "reports"
+	Outages   = "outages"
+	RankStats = "rank-stats"
+	Gaps      = "gaps"
+	Imbalance = "imbalance"
+)
+
+// Names returns the names of the audit queries.
+func Names() []string { return []string{Reports, Outages, RankStats, Gaps, Imbalance} }
+
+const (
+	// DefaultThreshold is the imbalance threshold callers offer when none
+	// is given: one rank's KV cache 20 points fuller than another's.
+	DefaultThreshold = 0.2
+	// MaxReports bounds a reports query with AllPages (about 28 h of
+	// history at one report a second), so one request cannot read a
+	// whole database.
+	MaxReports = 100_000
+)
+
+// Query is one audit query with its arguments. Each query reads the
+// arguments it has a use for and ignores the others.
+type Query struct {
+	// Name is one of Names.
+	Name    string
+	Window  ports.Window
+	Workers []string
+	// Statuses filter reports.
+	Statuses []domain.Status
+	// Ranks filter reports and rank-stats.
+	Ranks []int64
+	// Threshold is the token_usage spread imbalance looks for.
+	Threshold float64
+	// Interval is the history interval gaps measures against.
+	Interval time.Duration
+	// Limit is the page size of reports and the most rows of the others;
+	// 0 is the port's default.
+	Limit int
+	// Cursor continues reports after a previous page (Table.NextCursor).
+	Cursor string
+	// AllPages makes reports follow the cursor to the end of the window,
+	// up to MaxReports reports, instead of answering one page.
+	AllPages bool
+}
+
+func (q Query) reports() ports.ReportsQuery {
+	return ports.ReportsQuery{Window: q.Window, Workers: q.Workers, Statuses: q.Statuses, Ranks: q.Ranks, Limit: q.Limit, Cursor: q.Cursor}
+}
+
+func (q Query) outages() ports.OutagesQuery {
+	return ports.OutagesQuery{Window: q.Window, Workers: q.Workers, Limit: q.Limit}
+}
+
+func (q Query) rankStats() ports.RankStatsQuery {
+	return ports.RankStatsQuery{Window: q.Window, Workers: q.Workers, Ranks: q.Ranks, Limit: q.Limit}
+}
+
+func (q Query) gaps() ports.GapsQuery {
+	return ports.GapsQuery{Window: q.Window, Workers: q.Workers, Interval: q.Interval, Limit: q.Limit}
+}
+
+func (q Query) imbalance() ports.ImbalanceQuery {
+	return ports.ImbalanceQuery{Window: q.Window, Workers: q.Workers, Threshold: q.Threshold, Limit: q.Limit}
+}
+
+// Validate checks the name and, with the port query type's Validate, the
+// arguments the query reads; errors are CodeInvalidArgument and name the
+// argument ("query: …", "since: …", "threshold …").
+func (q Query) Validate() error {
+	switch q.Name {
+	case Reports:
+		return q.reports().Validate()
+	case Outages:
+		return q.outages().Validate()
+	case RankStats:
+		return q.rankStats().Validate()
+	case Gaps:
+		return q.gaps().Validate()
+	case Imbalance:
+		return q.imbalance().Validate()
+	}
+	return unknown(q.Name)
+}
+
+func unknown(name string) error {
+	return domain.Errorf(domain.CodeInvalidArgument, "query: unknown query %q; pick one of %s", name, strings.Join(Names(), ", "))
+}
+
+// Run answers query from q as one Table: with AllPages, the rows of
+// every page of a reports query. Errors are the port's (or
+// CodeInvalidArgument for an unknown name).
+func Run(ctx context.Context, q ports.HistoryQuery, query Query) (Table, error) {
+	var all Table
+	for t, err := range Pages(ctx, q, query) {
+		if err != nil {
+			return Table{}, err
+		}
+		if all.Columns == nil {
+			all = t
+			continue
+		}
+		all.Rows = append(all.Rows, t.Rows...)
+		all.ReportCount += t.ReportCount
+		all.Note, all.Truncated, all.NextCursor = t.Note, t.Truncated, t.NextCursor
+	}
+	return all, nil
+}
+
+// Pages answers query from q a table at a time, for writers that stream:
+// one table for every query but reports with AllPages, which yields one
+// table per page read, each with the same columns. An error ends the
+// sequence.
+func Pages(ctx context.Context, q ports.HistoryQuery, query Query) iter.Seq2[Table, error] {
+	return func(yield func(Table, error) bool) {
+		if query.Name != Reports {
+			yield(answer(ctx, q, query))
+			return
+		}
+		read := 0
+		for {
+			page, err := q.Reports(ctx, query.reports())
+			if err != nil {
+				yield(Table{}, err)
+				return
+			}
+			t := reportsTable(page.Reports)
+			t.NextCursor = page.NextCursor
+			read += len(page.Reports)
+			// An empty page with a cursor would loop for ever; no store
+			// should answer one, but a remote one might.
+			follow := query.AllPages && page.NextCursor != "" && len(page.Reports) > 0 && read < MaxReports
+			if page.NextCursor != "" && !follow {
+				if query.AllPages {
+					t.Truncated = true
+					t.Note = "stopped after " + thousands(int64(read)) + " reports: narrow the window to see the rest"
+				} else {
+					t.Note = "more reports follow this page"
+				}
+			}
+			if !yield(t, nil) || !follow {
+				return
+			}
+			query.Cursor = page.NextCursor
+		}
+	}
+}
+
+// truncatedNote is the Note of a result its Limit cut.
+const truncatedNote = "the limit cut this result: narrow the window or raise the limit"
+
+func cut(t Table, truncated bool) Table {
+	if truncated {
+		t.Truncated, t.Note = true, truncatedNote
+	}
+	return t
+}
+
+// answer runs every query but reports.
+func answer(ctx context.Context, q ports.HistoryQuery, query Query) (Table, error) {
+	switch query.Name {
+	case Outages:
+		res, err := q.Outages(ctx, query.outages())
+		if err != nil {
+			return Table{}, err
+		}
+		t := Table{Columns: append(runColumns(),
+			Column{"statuses", "Statuses", KindStatus}, Column{"reports", "Reports", KindInt}, Column{"last_error", "Last error", KindText},
+		)}
+		for _, o := range res.Outages {
+			t.Rows = append(t.Rows, append(runCells(o.WorkerAddr, o.Start, o.End, o.Ongoing, o.Duration),
+				statusesCell(o.Statuses), intCell(o.Reports), textCell(o.LastError),
+			))
+		}
+		return cut(t, res.Truncated), nil
+	case RankStats:
+		res, err := q.RankStats(ctx, query.rankStats())
+		if err != nil {
+			return Table{}, err
+		}
+		t := Table{Columns: []Column{
+			{"worker_addr", "Worker", KindText}, {"dp_rank", "Rank", KindInt}, {"reports", "Reports", KindInt},
+			{"avg_token_usage", "Avg KV usage", KindRatio}, {"p95_token_usage", "p95 KV usage", KindRatio},
+			{"max_token_usage", "Max KV usage", KindRatio}, {"max_waiting_reqs", "Max waiting", KindInt},
+			{"mean_gen_throughput", "Mean throughput (tok/s)", KindRate},
+		}}
+		for _, s := range res.Stats {
+			t.Rows = append(t.Rows, []Cell{
+				textCell(s.WorkerAddr), intCell(s.DPRank), intCell(s.Reports),
+				ratioCell(s.AvgTokenUsage), ratioCell(s.P95TokenUsage), ratioCell(s.MaxTokenUsage),
+				intCell(s.MaxWaitingReqs), rateCell(s.MeanGenThroughput),
+			})
+		}
+		return cut(t, res.Truncated), nil
+	case Gaps:
+		res, err := q.Gaps(ctx, query.gaps())
+		if err != nil {
+			return Table{}, err
+		}
+		return cut(gapsTable(res), res.Truncated), nil
+	case Imbalance:
+		res, err := q.Imbalance(ctx, query.imbalance())
+		if err != nil {
+			return Table{}, err
+		}
+		t := Table{Columns: append(runColumns(),
+			Column{"peak_spread", "Peak spread", KindRatio}, Column{"peak_time", "Peak at", KindTime}, Column{"reports", "Reports", KindInt},
+		)}
+		for _, s := range res.Spans {
+			t.Rows = append(t.Rows, append(runCells(s.WorkerAddr, s.Start, s.End, s.Ongoing, s.Duration),
+				ratioCell(s.PeakSpread), timeCell(s.PeakTime), intCell(s.Reports),
+			))
+		}
+		return cut(t, res.Truncated), nil
+	}
+	return Table{}, unknown(query.Name)
+}
+
+// runColumns begin the tables of runs (outages, imbalance): whose run,
+// from when to when, for how long.
+func runColumns() []Column {
+	return []Column{
+		{"worker_addr", "Worker", KindText}, {"start", "Start", KindTime}, {"end", "End", KindTime},
+		{"ongoing", "Ongoing", KindBool}, {"duration_ms", "Duration", KindDuration},
+	}
+}
+
+// runCells are the cells of runColumns; end is zero while the run is
+// ongoing.
+func runCells(worker string, start, end time.Time, ongoing bool, d time.Duration) []Cell {
+	return []Cell{textCell(worker), timeCell(start), timeCell(end), boolCell(ongoing), durationCell(d)}
+}
+
+// gapsTable has one row per gap and per restart, in time order; a
+// restart spans from the previous instance's last report to the new
+// one's first.
+func gapsTable(res ports.GapsResult) Table {
+	t := Table{Columns: []Column{
+		{"kind", "Kind", KindText}, {"worker_addr", "Worker", KindText}, {"start", "Start", KindTime},
+		{"end", "End", KindTime}, {"duration_ms", "Duration", KindDuration},
+		{"source_instance_id", "Instance", KindText}, {"previous_source_instance_id", "Previous instance", KindText},
+	}}
+	type row struct {
+		at    time.Time
+		cells []Cell
+	}
+	var rows []row
+	for _, g := range res.Gaps {
+		rows = append(rows, row{g.Start, []Cell{
+			textCell("gap"), textCell(g.WorkerAddr), timeCell(g.Start), timeCell(g.End), durationCell(g.Duration),
+			absent, absent,
+		}})
+	}
+	for _, rs := range res.Restarts {
+		rows = append(rows, row{rs.PreviousLastTime, []Cell{
+			textCell("restart"), textCell(rs.WorkerAddr), timeCell(rs.PreviousLastTime), timeCell(rs.FirstTime),
+			durationCell(rs.FirstTime.Sub(rs.PreviousLastTime)),
+			textCell(rs.SourceInstanceID), textCell(rs.PreviousSourceInstanceID),
+		}})
+	}
+	slices.SortStableFunc(rows, func(x, y row) int { return cmp.Compare(x.at.UnixNano(), y.at.UnixNano()) })
+	for _, r := range rows {
+		t.Rows = append(t.Rows, r.cells)
+	}
+	return t
+}
+
+// reportsColumns are the columns of a reports table: the report's, then
+// its rank's.
+var reportsColumns = []Column{
+	{"report_time", "Time (UTC)", KindTime}, {"worker_addr", "Worker", KindText},
+	{"source_instance_id", "Instance", KindText}, {"sequence_id", "Seq", KindInt},
+	{"status", "Status", KindStatus}, {"last_error", "Last error", KindText},
+	{"dp_rank", "Rank", KindInt}, {"snapshot_time", "Snapshot (UTC)", KindTime},
+	{"num_running_reqs", "Running", KindInt}, {"max_running_requests", "Max running", KindInt},
+	{"num_waiting_reqs", "Waiting", KindInt}, {"num_waiting_uncached_tokens", "Waiting tokens", KindInt},
+	{"num_used_tokens", "Used tokens", KindInt}, {"num_total_tokens", "Total tokens", KindInt},
+	{"max_total_num_tokens", "Max tokens", KindInt},
+	{"token_usage", "KV usage", KindRatio}, {"gen_throughput", "Throughput (tok/s)", KindRate},
+	{"cache_hit_rate", "Cache hits", KindRatio}, {"utilization", "Utilization", KindRatio},
+}
+
+// reportsTable has one row per (report, rank); a report without ranks
+// (UNREACHABLE) has one row with the rank columns empty.
+func reportsTable(reports []*domain.Report) Table {
+	t := Table{Columns: slices.Clone(reportsColumns), ReportCount: len(reports)}
+	for _, rep := range reports {
+		seq := strconv.FormatUint(rep.SequenceID, 10)
+		head := []Cell{
+			timeCell(rep.ReportTime), textCell(rep.Worker.Addr), textCell(rep.SourceInstanceID),
+			{Raw: seq, Text: seq}, // an identifier: no thousands separators
+			statusCell(rep.Status), textCell(rep.LastError),
+		}
+		if len(rep.Ranks) == 0 {
+			row := slices.Clone(head)
+			for range len(t.Columns) - len(head) {
+				row = append(row, absent)
+			}
+			t.Rows = append(t.Rows, row)
+			continue
+		}
+		for _, rk := range rep.Ranks {
+			row := append(slices.Clone(head),
+				intCell(rk.DPRank), timeCell(rk.SnapshotTime),
+				intCell(rk.NumRunningReqs), intCell(rk.MaxRunningRequests),
+				intCell(rk.NumWaitingReqs), intCell(rk.NumWaitingUncachedTokens),
+				intCell(rk.NumUsedTokens), intCell(rk.NumTotalTokens), intCell(rk.MaxTotalNumTokens),
+				ratioCell(rk.TokenUsage), rateCell(rk.GenThroughput), ratioCell(rk.CacheHitRate), ratioCell(rk.Utilization),
+			)
+			t.Rows = append(t.Rows, row)
+		}
+	}
+	return t
+}
