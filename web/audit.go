@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loadreporter/loadreporter/web/humanize"
+
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/ports"
 	"github.com/loadreporter/loadreporter/web/audittable"
@@ -241,7 +243,7 @@ func resultView(t audittable.Table, a audittable.Query) views.ResultTable {
 		what = plural(t.ReportCount, "report") + " (" + what + ", one per rank)"
 	}
 	res.Summary = what + " from " + clock(a.Window.Since) + " to " + clock(a.Window.Until) +
-		" (" + duration(a.Window.Until.Sub(a.Window.Since)) + ")"
+		" (" + humanize.Duration(a.Window.Until.Sub(a.Window.Since)) + ")"
 	return res
 }
 

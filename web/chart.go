@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loadreporter/loadreporter/web/humanize"
+
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/ports"
 	"github.com/loadreporter/loadreporter/web/views"
@@ -196,7 +198,7 @@ func (s *series) usageChart() views.Chart {
 		c.Series = append(c.Series, s.line(rk, mean, y))
 	}
 	if s.truncated {
-		c.Note = "Only the first " + thousands(maxChartReports) + " reports of this window are charted; narrow the window to see the rest."
+		c.Note = "Only the first " + humanize.Thousands(maxChartReports) + " reports of this window are charted; narrow the window to see the rest."
 	}
 	return c
 }
@@ -214,7 +216,7 @@ func (s *series) waitingChart() views.Chart {
 	step, hi := niceScale(top)
 	y := func(v float64) float64 { return plotBottom - math.Max(0, math.Min(1, v/float64(hi)))*plotH }
 	for v := int64(0); v <= hi; v += step {
-		c.YTicks = append(c.YTicks, views.Tick{Pos: num(y(float64(v))), Label: thousands(v)})
+		c.YTicks = append(c.YTicks, views.Tick{Pos: num(y(float64(v))), Label: humanize.Thousands(v)})
 	}
 	peak := func(a *rankAgg) (float64, bool) { return float64(a.maxWaiting), true }
 	for _, rk := range s.sortedRanks() {
@@ -316,7 +318,7 @@ func (s *series) timeline(outages []ports.Outage, historyInterval time.Duration)
 			end = o.LastSeen.Add(historyInterval)
 		}
 		class := outageClass(o)
-		title := strings.ToUpper(class) + " " + clock(o.Start) + ", " + duration(o.Duration)
+		title := strings.ToUpper(class) + " " + clock(o.Start) + ", " + humanize.Duration(o.Duration)
 		if o.Ongoing {
 			title += ", ongoing"
 		}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/loadreporter/loadreporter/web/humanize"
+
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/ports"
 	"github.com/loadreporter/loadreporter/web/views"
@@ -94,7 +96,7 @@ func (h *Handler) serveHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Since, p.Until = win.Since.UTC().Format(timeLayout), win.Until.UTC().Format(timeLayout)
-	p.WindowText = clock(win.Since) + " – " + clock(win.Until) + " (" + duration(win.Until.Sub(win.Since)) + ")"
+	p.WindowText = clock(win.Since) + " – " + clock(win.Until) + " (" + humanize.Duration(win.Until.Sub(win.Since)) + ")"
 
 	ctx, cancel := context.WithTimeout(r.Context(), h.o.QueryTimeout)
 	defer cancel()
@@ -198,9 +200,9 @@ func reportRow(rep *domain.Report) views.ReportRow {
 			running += rk.NumRunningReqs
 			waiting += rk.NumWaitingReqs
 		}
-		row.AvgKVUsage = percent(usage / float64(len(rep.Ranks)))
-		row.Running = thousands(running)
-		row.Waiting = thousands(waiting)
+		row.AvgKVUsage = humanize.Percent(usage / float64(len(rep.Ranks)))
+		row.Running = humanize.Thousands(running)
+		row.Waiting = humanize.Thousands(waiting)
 	}
 	return row
 }
@@ -210,9 +212,9 @@ func outageRow(o ports.Outage) views.OutageRow {
 		Worker:    o.WorkerAddr,
 		Start:     clock(o.Start),
 		End:       clock(o.End),
-		Duration:  duration(o.Duration),
+		Duration:  humanize.Duration(o.Duration),
 		Statuses:  statusList(o.Statuses),
-		Reports:   thousands(o.Reports),
+		Reports:   humanize.Thousands(o.Reports),
 		LastError: o.LastError,
 		Class:     outageClass(o),
 	}

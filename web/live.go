@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loadreporter/loadreporter/web/humanize"
+
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/web/views"
 )
@@ -33,7 +35,7 @@ func liveModel(rep *domain.Report, routers int, worker domain.Worker, now time.T
 		ReportTime:       "—",
 		Sequence:         "—",
 		SourceID:         "—",
-		RoutersConnected: thousands(int64(routers)),
+		RoutersConnected: humanize.Thousands(int64(routers)),
 		Worker:           workerModel(worker),
 	}
 	if rep == nil {
@@ -63,16 +65,16 @@ func workerModel(w domain.Worker) views.Worker {
 func rankCard(rk domain.RankLoad) views.RankCard {
 	return views.RankCard{
 		Rank:          strconv.FormatInt(rk.DPRank, 10),
-		Running:       thousands(rk.NumRunningReqs) + " / " + thousands(rk.MaxRunningRequests),
-		Waiting:       thousands(rk.NumWaitingReqs),
-		WaitingTokens: thousands(rk.NumWaitingUncachedTokens) + " uncached tokens",
-		KVUsage:       percent(rk.TokenUsage),
+		Running:       humanize.Thousands(rk.NumRunningReqs) + " / " + humanize.Thousands(rk.MaxRunningRequests),
+		Waiting:       humanize.Thousands(rk.NumWaitingReqs),
+		WaitingTokens: humanize.Thousands(rk.NumWaitingUncachedTokens) + " uncached tokens",
+		KVUsage:       humanize.Percent(rk.TokenUsage),
 		KVBarWidth:    barWidth(rk.TokenUsage),
 		KVLevel:       usageLevel(rk.TokenUsage),
-		KVTokens:      thousands(rk.NumUsedTokens) + " / " + thousands(rk.MaxTotalNumTokens) + " tokens",
-		Throughput:    decimal(rk.GenThroughput) + " tok/s",
-		CacheHitRate:  percent(rk.CacheHitRate),
-		Utilization:   percent(rk.Utilization),
+		KVTokens:      humanize.Thousands(rk.NumUsedTokens) + " / " + humanize.Thousands(rk.MaxTotalNumTokens) + " tokens",
+		Throughput:    humanize.Decimal(rk.GenThroughput) + " tok/s",
+		CacheHitRate:  humanize.Percent(rk.CacheHitRate),
+		Utilization:   humanize.Percent(rk.Utilization),
 	}
 }
 

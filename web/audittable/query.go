@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loadreporter/loadreporter/web/humanize"
+
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/ports"
 )
@@ -149,7 +151,7 @@ func Pages(ctx context.Context, q ports.HistoryQuery, query Query) iter.Seq2[Tab
 			if page.NextCursor != "" && !follow {
 				if query.AllPages {
 					t.Truncated = true
-					t.Note = "stopped after " + thousands(int64(read)) + " reports: narrow the window to see the rest"
+					t.Note = "stopped after " + humanize.Thousands(int64(read)) + " reports: narrow the window to see the rest"
 				} else {
 					t.Note = "more reports follow this page"
 				}

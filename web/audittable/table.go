@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loadreporter/loadreporter/web/humanize"
+
 	"github.com/loadreporter/loadreporter/domain"
 )
 
@@ -94,16 +96,16 @@ func timeCell(t time.Time) Cell {
 	return Cell{Raw: isoTime(t), Text: t.UTC().Format(timeLayout)}
 }
 
-func intCell(n int64) Cell { return Cell{Raw: strconv.FormatInt(n, 10), Text: thousands(n)} }
+func intCell(n int64) Cell { return Cell{Raw: strconv.FormatInt(n, 10), Text: humanize.Thousands(n)} }
 
 func floatRaw(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
-func ratioCell(f float64) Cell { return Cell{Raw: floatRaw(f), Text: percent(f)} }
+func ratioCell(f float64) Cell { return Cell{Raw: floatRaw(f), Text: humanize.Percent(f)} }
 
-func rateCell(f float64) Cell { return Cell{Raw: floatRaw(f), Text: decimal(f)} }
+func rateCell(f float64) Cell { return Cell{Raw: floatRaw(f), Text: humanize.Decimal(f)} }
 
 func durationCell(d time.Duration) Cell {
-	return Cell{Raw: strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64), Text: span(d)}
+	return Cell{Raw: strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64), Text: humanize.Duration(d)}
 }
 
 func boolCell(b bool) Cell {

@@ -1,0 +1,79 @@
+package humanize
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Percent writes a 0..1 fraction with one decimal: 0.4213 → "42.1 %".
+func Percent(f float64) string {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return "—"
+	}
+	return strconv.FormatFloat(f*100, 'f', 1, 64) + " %"
+}
+
+// Thousands writes n with comma separators: 262144 → "262,144".
+func Thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	sign := ""
+	if strings.HasPrefix(s, "-") {
+		sign, s = "-", s[1:]
+	}
+	var b strings.Builder
+	b.WriteString(sign)
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// Decimal writes f with one decimal and thousands separators:
+// 1234.56 → "1,234.6".
+func Decimal(f float64) string {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return "—"
+	}
+	s := strconv.FormatFloat(f, 'f', 1, 64)
+	whole, frac, _ := strings.Cut(s, ".")
+	n, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil {
+		return s
+	}
+	if n == 0 && strings.HasPrefix(whole, "-") {
+		return "-0." + frac
+	}
+	return Thousands(n) + "." + frac
+}
+
+// Duration writes a duration with its two largest units: "450 ms", "12.3 s",
+// "5 min 3 s", "2 h 5 min", "3 d 4 h".
+func Duration(d time.Duration) string {
+	if d < 0 {
+		return "-" + Duration(-d)
+	}
+	if d < time.Second {
+		return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
+	}
+	if d < time.Minute {
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
+	}
+	units := []struct {
+		d    time.Duration
+		name string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "min"}, {time.Second, "s"}}
+	i := 0
+	for d < units[i].d {
+		i++
+	}
+	s := Thousands(int64(d/units[i].d)) + " " + units[i].name
+	if small := d % units[i].d / units[i+1].d; small > 0 {
+		s += " " + strconv.FormatInt(int64(small), 10) + " " + units[i+1].name
+	}
+	return s
+}

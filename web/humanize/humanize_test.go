@@ -1,0 +1,38 @@
+package humanize
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func TestHumanize(t *testing.T) {
+	for _, tc := range []struct{ got, want string }{
+		{Percent(0.4213), "42.1 %"},
+		{Percent(0), "0.0 %"},
+		{Percent(1), "100.0 %"},
+		{Percent(math.NaN()), "—"},
+		{Thousands(0), "0"},
+		{Thousands(999), "999"},
+		{Thousands(1000), "1,000"},
+		{Thousands(262144), "262,144"},
+		{Thousands(-1234567), "-1,234,567"},
+		{Thousands(math.MinInt64), "-9,223,372,036,854,775,808"},
+		{Decimal(1234.56), "1,234.6"},
+		{Decimal(0.04), "0.0"},
+		{Decimal(-0.04), "-0.0"},
+		{Decimal(-1234.5), "-1,234.5"},
+		{Decimal(math.Inf(1)), "—"},
+		{Duration(450 * time.Millisecond), "450 ms"},
+		{Duration(12300 * time.Millisecond), "12.3 s"},
+		{Duration(time.Minute), "1 min"},
+		{Duration(5*time.Minute + 3*time.Second), "5 min 3 s"},
+		{Duration(2*time.Hour + 5*time.Minute + 10*time.Second), "2 h 5 min"},
+		{Duration(76 * time.Hour), "3 d 4 h"},
+		{Duration(-90 * time.Second), "-1 min 30 s"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
