@@ -1,9 +1,13 @@
 package tests
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/loadreporter/loadreporter/domain/session"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
@@ -262,5 +266,19 @@ func TestSlowRouterNeverDelaysOthers(t *testing.T) {
 	}
 	if m.Reporter().Count(session.KindMonitor) != 2 {
 		t.Fatal("the slow router's session should still be live")
+	}
+}
+
+// TestOversizedFrameIsRefused: a peer sending a huge frame is cut off with
+// a resource-exhausted status instead of being buffered.
+func TestOversizedFrameIsRefused(t *testing.T) {
+	m := startMain(t, testConfig(), &countingEngine{ranks: 2})
+	r := openGRPC(t, testCtx(t, 10*time.Second), m.Addr())
+	_ = r.Send(registerFrame(strings.Repeat("x", 200<<10), 100, 5000))
+	if _, err := r.Recv(); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("err = %v, want ResourceExhausted", err)
+	}
+	if m.Reporter().Count(session.KindMonitor) != 0 {
+		t.Fatal("a session was registered from an oversized frame")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 
@@ -38,14 +39,20 @@ type Readiness struct{ ready chan struct{} }
 // NewReadiness returns a not-yet-ready state.
 func NewReadiness() *Readiness { return &Readiness{ready: make(chan struct{})} }
 
+// MaxRequestBytes bounds one RPC message (a router frame, a query).
+const MaxRequestBytes = 64 << 10
+
 // NewHandler assembles everything served on the one port.
 func NewHandler(c Config, monitor *rpc.Monitor, watch *rpc.Watch, admin *rpc.Admin, history *rpc.History,
 	poll *pollapi.Handler, dashboard *web.Handler, health *Health, m *metrics.Reporter, ready *Readiness) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(monitor.Handler())
-	mux.Handle(watch.Handler())
-	mux.Handle(admin.Handler())
-	mux.Handle(history.Handler())
+	// Every request of our services is a few hundred bytes: refuse a peer
+	// that sends megabytes before it is buffered.
+	limit := connect.WithReadMaxBytes(MaxRequestBytes)
+	mux.Handle(monitor.Handler(limit))
+	mux.Handle(watch.Handler(limit))
+	mux.Handle(admin.Handler(limit))
+	mux.Handle(history.Handler(limit))
 	mux.Handle(pollapi.Route, poll)
 	mux.Handle(grpchealth.NewHandler(health))
 	reflector := grpcreflect.NewStaticReflector(loadmonitorv1connect.LoadMonitorServiceName,
