@@ -83,7 +83,7 @@ func (sub *Subscription) Update(intervalMs, leaseMs *int64) (session.Config, err
 	if err != nil {
 		return sub.s.Config(), err
 	}
-	r.table.Update(sub.s, cfg, r.clock.Now())
+	r.table.Update(sub.s, cfg, r.clock.Now(), intervalMs != nil)
 	return cfg, nil
 }
 

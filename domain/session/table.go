@@ -195,19 +195,19 @@ func (t *Table) KeepAlive(s *Session, now time.Time) bool {
 	return true
 }
 
-// Update applies a validated config at now: the lease is re-anchored; a
-// changed interval moves the next deadline per the schedule. A session that
+// Update applies a validated config at now (SPEC §2.6): the lease is always
+// re-anchored; when the request carried an interval (moveDeadline), even an
+// unchanged one, the next deadline moves per the schedule. A session that
 // has not had its first report stays due at once.
-func (t *Table) Update(s *Session, cfg Config, now time.Time) bool {
+func (t *Table) Update(s *Session, cfg Config, now time.Time, moveDeadline bool) bool {
 	if !t.Live(s) {
 		return false
 	}
-	intervalChanged := cfg.Interval != s.cfg.Interval
 	s.cfg = cfg
 	if !s.expiry.IsZero() {
 		s.expiry = now.Add(cfg.Lease)
 	}
-	if intervalChanged && !s.first {
+	if moveDeadline && !s.first {
 		s.next = t.schedule.afterUpdate(t.epoch, cfg.Interval, now)
 	}
 	return true

@@ -160,7 +160,7 @@ func TestUpdateMovesDeadline(t *testing.T) {
 		tb := NewTable(DefaultLimits(), sch, epoch)
 		s := mustAdd(t, tb, monitor("r", time.Second, 5*time.Second), ms(0))
 		tb.Deliver(report(1), ms(0))
-		tb.Update(s, Config{Interval: 200 * time.Millisecond, Lease: 2 * time.Second}, ms(1010))
+		tb.Update(s, Config{Interval: 200 * time.Millisecond, Lease: 2 * time.Second}, ms(1010), true)
 		want := map[Schedule]time.Time{Anchored: ms(1210), Aligned: ms(1200)}[sch]
 		if !s.Next().Equal(want) {
 			t.Fatalf("%v: next %v, want %v", sch, s.Next().Sub(epoch), want.Sub(epoch))
@@ -211,5 +211,19 @@ func TestDeliverServesInRegistrationOrder(t *testing.T) {
 			t.Fatal("sessions out of registration order")
 		}
 		prev = s.ID()
+	}
+}
+
+func TestUpdateWithTheSameIntervalStillMovesTheDeadline(t *testing.T) {
+	tb := NewTable(DefaultLimits(), Anchored, epoch)
+	s := mustAdd(t, tb, monitor("r", time.Second, 5*time.Second), ms(0))
+	tb.Deliver(report(1), ms(0))
+	tb.Update(s, s.Config(), ms(300), false) // lease only: the deadline stays
+	if !s.Next().Equal(ms(1000)) {
+		t.Fatalf("a lease-only update moved the deadline to %v", s.Next().Sub(epoch))
+	}
+	tb.Update(s, s.Config(), ms(300), true) // interval present, same value
+	if !s.Next().Equal(ms(1300)) {
+		t.Fatalf("next %v, want now + interval = 1300ms", s.Next().Sub(epoch))
 	}
 }
