@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PuerkitoBio/goquery"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
@@ -266,4 +267,58 @@ func TestOutageAudit(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestDashboardOverPostgreSQL: the history and audit pages read the
+// PostgreSQL history the same way they read the in-memory one.
+func TestDashboardOverPostgreSQL(t *testing.T) {
+	c := testConfig()
+	c.HistoryInterval = 100 * time.Millisecond
+	c.DatabaseURL = databaseURL(t)
+	m := startMain(t, c, nil)
+	sim := m.Engine().Sim
+	ctx := testCtx(t, 20*time.Second)
+	base := "http://" + m.Addr()
+	page := func(path string) *goquery.Document {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: HTTP %d", path, resp.StatusCode)
+		}
+		doc, err := goquery.NewDocumentFromReader(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for !ok() {
+			if ctx.Err() != nil {
+				t.Fatalf("gave up waiting for %s", what)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitFor("recorded reports", func() bool {
+		return page("/history?window=15m").Find(`[data-testid="report-row"]`).Length() >= 5
+	})
+	doc := page("/history?window=15m")
+	for rank := range 4 {
+		if doc.Find(fmt.Sprintf(`[data-testid="chart-token-usage"] [data-testid="series-%d"]`, rank)).Length() != 1 {
+			t.Fatalf("the token usage chart has no line for rank %d", rank)
+		}
+	}
+	_ = sim.SetMode("error")
+	waitFor("an UNREACHABLE report", func() bool { r := m.Reporter().Latest(); return r != nil && r.Status.String() == "UNREACHABLE" })
+	_ = sim.SetMode("normal")
+	waitFor("the outage on /audit", func() bool {
+		rows := page("/audit?query=outages&last=10m").Find(`[data-testid="result-row"]`)
+		return rows.Length() == 1 && strings.Contains(rows.Text(), "UNREACHABLE") && !strings.Contains(rows.Text(), "yes")
+	})
 }
