@@ -3,8 +3,6 @@ package sglanggrpc
 import (
 	"context"
 	"errors"
-	"fmt"
-	"github.com/loadreporter/loadreporter/adapters/source/internal/oneline"
 	"math"
 	"net"
 	"net/http"
@@ -13,7 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/loadreporter/loadreporter/adapters/source/internal/oneline"
+	"github.com/loadreporter/loadreporter/adapters/source/internal/pullerr"
 
 	"connectrpc.com/connect"
 
@@ -228,14 +228,8 @@ func rankLoad(l *schedulerpb.SchedulerLoad) domain.RankLoad {
 // classify it as a timeout.
 func (s *Source) callError(ctx context.Context, start time.Time, err error) error {
 	code := connect.CodeOf(err)
-	if cerr := ctx.Err(); cerr != nil {
-		var msg string
-		if errors.Is(cerr, context.DeadlineExceeded) {
-			msg = fmt.Sprintf("GetLoads %s: timed out after %s", s.target, time.Since(start).Round(time.Millisecond))
-		} else {
-			msg = fmt.Sprintf("GetLoads %s: pull canceled", s.target)
-		}
-		return &ctxError{err: domain.Errorf(domain.CodePullTimeout, "%s", msg), cause: cerr}
+	if err := pullerr.FromContext(ctx, "GetLoads "+s.target, start); err != nil {
+		return err
 	}
 	detail := errorDetail(err)
 	if code == connect.CodeCanceled && !connect.IsWireError(err) {
@@ -247,11 +241,8 @@ func (s *Source) callError(ctx context.Context, start time.Time, err error) erro
 	if code == connect.CodeDeadlineExceeded {
 		// The engine enforced the deadline we sent it (grpc-timeout), a
 		// moment before our own timer fired, or gave up on one of its own.
-		return &ctxError{
-			err: domain.Errorf(domain.CodePullTimeout, "GetLoads %s: timed out after %s (%s: %s)",
-				s.target, time.Since(start).Round(time.Millisecond), code, detail),
-			cause: context.DeadlineExceeded,
-		}
+		return pullerr.Wrap(domain.Errorf(domain.CodePullTimeout, "GetLoads %s: timed out after %s (%s: %s)",
+			s.target, time.Since(start).Round(time.Millisecond), code, detail), context.DeadlineExceeded)
 	}
 	return domain.Errorf(domain.CodeSourceFailed, "GetLoads %s: %s: %s", s.target, code, detail)
 }
@@ -263,7 +254,7 @@ func errorDetail(err error) string {
 	if connect.IsWireError(err) {
 		var cerr *connect.Error
 		if errors.As(err, &cerr) {
-			if m := short(cerr.Message()); m != "" {
+			if m := oneline.Short(cerr.Message(), 200); m != "" {
 				return m
 			}
 			return "(no message)"
@@ -286,32 +277,8 @@ func errorDetail(err error) string {
 			inner = serr.Err
 		}
 	}
-	if m := short(inner.Error()); m != "" {
+	if m := oneline.Short(inner.Error(), 200); m != "" {
 		return m
 	}
 	return "(no message)"
-}
-
-// ctxError is a *domain.Error (for its one-line message) that also unwraps
-// to the context's error (for errors.Is).
-type ctxError struct {
-	err   *domain.Error
-	cause error
-}
-
-func (e *ctxError) Error() string   { return e.err.Error() }
-func (e *ctxError) Unwrap() []error { return []error{e.err, e.cause} }
-
-// short keeps an engine-supplied message from flooding last_error.
-func short(s string) string {
-	const max = 200
-	s = oneline.String(s)
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }

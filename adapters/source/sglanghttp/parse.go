@@ -132,7 +132,7 @@ func parseRank(i int, obj map[string]any) (domain.RankLoad, error) {
 			return r, invalid("rank %d: timestamp %s", rank, err)
 		}
 		if sec > maxTimestamp {
-			return r, invalid("rank %d: timestamp %s is too large for seconds since the epoch (milliseconds?)", rank, short(string(v.(json.Number))))
+			return r, invalid("rank %d: timestamp %s is too large for seconds since the epoch (milliseconds?)", rank, oneline.Short(string(v.(json.Number)), 40))
 		}
 		// Zero or negative means "no time"; the report builder then uses
 		// the pull-completion time, as it does for a missing timestamp.
@@ -164,9 +164,9 @@ func intValue(v any) (int64, error) {
 	i, integral, inRange := exactInt(s)
 	switch {
 	case !integral:
-		return 0, valueError(fmt.Sprintf("is a float (%s), want an integer", short(s)))
+		return 0, valueError(fmt.Sprintf("is a float (%s), want an integer", oneline.Short(s, 40)))
 	case !inRange:
-		return 0, valueError(fmt.Sprintf("%s is outside the int64 range", short(s)))
+		return 0, valueError(fmt.Sprintf("%s is outside the int64 range", oneline.Short(s, 40)))
 	}
 	return i, nil
 }
@@ -235,14 +235,14 @@ func floatValue(v any) (float64, error) {
 	}
 	x, err := strconv.ParseFloat(string(n), 64)
 	if err != nil {
-		return 0, valueError(fmt.Sprintf("%s is outside the float64 range", short(string(n))))
+		return 0, valueError(fmt.Sprintf("%s is outside the float64 range", oneline.Short(string(n), 40)))
 	}
 	return x, nil
 }
 
 func wrongType(v any, want string) error {
 	if s, ok := v.(string); ok {
-		return valueError(fmt.Sprintf("is a string (%q), want %s", short(s), want))
+		return valueError(fmt.Sprintf("is a string (%q), want %s", oneline.Short(s, 40), want))
 	}
 	return valueError(fmt.Sprintf("is %s %s, want %s", article(typeName(v)), typeName(v), want))
 }
@@ -270,15 +270,6 @@ func article(noun string) string {
 		return "an"
 	}
 	return "a"
-}
-
-// short keeps an engine-supplied literal from flooding last_error.
-func short(s string) string {
-	const max = 40
-	if len(s) <= max {
-		return oneline.String(s)
-	}
-	return oneline.String(s[:max]) + "…"
 }
 
 func invalid(format string, args ...any) error {
@@ -341,5 +332,5 @@ func nonJSONNumber(body []byte, offset int64) (word, key string, at int) {
 	if open < 0 || len(before)-open > 64 {
 		return word, "", at
 	}
-	return word, short(string(before[open+1:])), at
+	return word, oneline.Short(string(before[open+1:]), 40), at
 }

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -123,7 +122,7 @@ func parseMetrics(body []byte) ([]engine, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {
-		msg := short(err.Error(), 200)
+		msg := oneline.Short(err.Error(), 200)
 		if strings.Contains(msg, "unexpected end of input stream") {
 			// The text format ends every line with a newline; a body cut
 			// anywhere else ends mid-line.
@@ -263,7 +262,7 @@ func rankOf(name string, m *dto.Metric) (int64, error) {
 		v := lp.GetValue()
 		rank, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return 0, invalid("%s: engine label %q is not an integer DP rank", name, short(v, 40))
+			return 0, invalid("%s: engine label %q is not an integer DP rank", name, oneline.Short(v, 40))
 		}
 		return rank, nil
 	}
@@ -358,17 +357,4 @@ func positive(s string) int64 {
 
 func invalid(format string, args ...any) error {
 	return domain.Errorf(domain.CodeInvalidSnapshot, format, args...)
-}
-
-// short keeps engine-supplied text from flooding last_error.
-func short(s string, max int) string {
-	s = oneline.String(s)
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }

@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/loadreporter/loadreporter/adapters/source/internal/oneline"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/loadreporter/loadreporter/adapters/source/internal/oneline"
+	"github.com/loadreporter/loadreporter/adapters/source/internal/pullerr"
 
 	"github.com/loadreporter/loadreporter/domain"
 )
@@ -189,14 +191,8 @@ func (f *Fetcher) Get(ctx context.Context) ([]byte, error) {
 // error then also matches context.DeadlineExceeded or context.Canceled so the
 // fire loop can classify it as a timeout.
 func (f *Fetcher) transportError(ctx context.Context, start time.Time, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		var msg string
-		if errors.Is(cerr, context.DeadlineExceeded) {
-			msg = fmt.Sprintf("GET %s: timed out after %s", f.shownURL, time.Since(start).Round(time.Millisecond))
-		} else {
-			msg = fmt.Sprintf("GET %s: pull canceled", f.shownURL)
-		}
-		return &ctxError{err: domain.Errorf(domain.CodePullTimeout, "%s", msg), cause: cerr}
+	if err := pullerr.FromContext(ctx, "GET "+f.shownURL, start); err != nil {
+		return err
 	}
 	var uerr *url.Error
 	if errors.As(err, &uerr) {
@@ -207,16 +203,6 @@ func (f *Fetcher) transportError(ctx context.Context, start time.Time, err error
 	}
 	return domain.Errorf(domain.CodeSourceFailed, "GET %s: %s", f.shownURL, oneline.String(err.Error()))
 }
-
-// ctxError is a *domain.Error (for its one-line message) that also unwraps
-// to the context's error (for errors.Is).
-type ctxError struct {
-	err   *domain.Error
-	cause error
-}
-
-func (e *ctxError) Error() string   { return e.err.Error() }
-func (e *ctxError) Unwrap() []error { return []error{e.err, e.cause} }
 
 func statusText(resp *http.Response) string {
 	if resp.Status != "" {

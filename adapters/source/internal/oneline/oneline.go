@@ -3,6 +3,7 @@ package oneline
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // String folds whitespace and control characters, and replaces invalid
@@ -25,4 +26,19 @@ func String(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// Short folds s to one line and keeps at most max bytes of it, cut on a
+// rune boundary and marked with "…", so engine-supplied text cannot flood
+// last_error.
+func Short(s string, max int) string {
+	s = String(s)
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

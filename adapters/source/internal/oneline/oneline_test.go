@@ -18,3 +18,20 @@ func TestString(t *testing.T) {
 		}
 	}
 }
+
+func TestShort(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"a\nb", 10, "a b"},
+		{"0123456789abc", 10, "0123456789…"},
+		{"ééééé", 3, "é…"}, // never cut inside a rune
+	} {
+		if got := Short(tc.in, tc.max); got != tc.want {
+			t.Errorf("Short(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
+		}
+	}
+}
