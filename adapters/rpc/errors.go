@@ -21,6 +21,17 @@ var connectCodes = map[string]connect.Code{
 	domain.CodeFailedPrecondition: connect.CodeFailedPrecondition,
 }
 
+// domainCodes maps a remote Connect code back for clients of our services.
+var domainCodes = map[connect.Code]string{
+	connect.CodeInvalidArgument:    domain.CodeInvalidArgument,
+	connect.CodeResourceExhausted:  domain.CodeResourceExhausted,
+	connect.CodeUnavailable:        domain.CodeUnavailable,
+	connect.CodeNotFound:           domain.CodeNotFound,
+	connect.CodeDeadlineExceeded:   domain.CodeLeaseExpired,
+	connect.CodeAborted:            domain.CodeReplaced,
+	connect.CodeFailedPrecondition: domain.CodeFailedPrecondition,
+}
+
 // toConnectError maps err through connectCodes; anything unknown becomes
 // Internal with a generic message (details stay in the logs).
 func toConnectError(err error) error {

@@ -62,10 +62,8 @@ func fromConnectError(err error) error {
 	if !errors.As(err, &ce) {
 		return domain.Errorf(domain.CodeUnavailable, "%v", err)
 	}
-	for code, cc := range connectCodes {
-		if cc == ce.Code() && code != domain.CodeInvalidFirstFrame && code != domain.CodeShuttingDown {
-			return domain.Errorf(code, "%s", ce.Message())
-		}
+	if code, ok := domainCodes[ce.Code()]; ok {
+		return domain.Errorf(code, "%s", ce.Message())
 	}
 	return domain.Errorf(domain.CodeInternal, "%s: %s", ce.Code(), ce.Message())
 }

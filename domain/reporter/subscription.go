@@ -88,18 +88,12 @@ func (sub *Subscription) Update(intervalMs, leaseMs *int64) (session.Config, err
 }
 
 // Reregister handles a second register on a live stream: a full config
-// update. The router_id may not change.
+// update, validated by Update. The router_id may not change.
 func (sub *Subscription) Reregister(routerID string, intervalMs, leaseMs int64) (session.Config, error) {
 	if routerID != sub.s.RouterID() {
-		if err := session.CheckRouterID(routerID); err != nil {
-			return session.Config{}, err
-		}
 		return session.Config{}, domain.Errorf(domain.CodeInvalidArgument,
 			"router_id %q differs from %q registered on this stream; open a new stream to register another router",
 			routerID, sub.s.RouterID())
-	}
-	if _, err := sub.r.table.Limits().Register(routerID, intervalMs, leaseMs); err != nil {
-		return session.Config{}, err
 	}
 	return sub.Update(&intervalMs, &leaseMs)
 }
