@@ -75,9 +75,6 @@ func New(now func() time.Time) *Reporter {
 	return m
 }
 
-// Registry is where other adapters register their metrics.
-func (m *Reporter) Registry() *prometheus.Registry { return m.registry }
-
 // Handler serves the registry in the Prometheus exposition format.
 func (m *Reporter) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
