@@ -1,8 +1,10 @@
 package domain
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Error codes. The stream codes double as StreamError.code on the Monitor wire.
@@ -18,18 +20,36 @@ const (
 	CodeInternal          = "INTERNAL"
 )
 
-// Error is the one error type the core returns to callers that must act on a
-// code (transports map codes to their own status; logs print the message).
+// Error is the one error type of the project: a code callers act on
+// (transports map it to their own status), a message safe to show, and,
+// optionally, the cause it came from (a driver's or a context's error),
+// which errors.Is and errors.As see and logs print, but which never reaches
+// a peer.
 type Error struct {
 	Code    string
 	Message string
+	Cause   error
 }
 
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
+func (e *Error) Error() string {
+	if e.Cause == nil {
+		return e.Code + ": " + e.Message
+	}
+	return e.Code + ": " + e.Message + ": " + e.Cause.Error()
+}
+
+// Unwrap returns the cause, so that errors.Is(err, context.DeadlineExceeded)
+// holds for an error built from a context's.
+func (e *Error) Unwrap() error { return e.Cause }
 
 // Errorf builds an *Error with a formatted message.
 func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Wrap builds an *Error with a formatted message that keeps cause.
+func Wrap(cause error, code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Cause: cause}
 }
 
 // ErrorCode returns the code of err if it wraps an *Error, CodeInternal for
@@ -61,3 +81,14 @@ func ErrorMessage(err error) string {
 // CodeFailedPrecondition: the request is valid but the service is not in a
 // state to honour it (e.g. a simulator command without the simulator).
 const CodeFailedPrecondition = "FAILED_PRECONDITION"
+
+// PullEnded is the error of a pull whose context ended (ctxErr) after
+// elapsed: one line for last_error, "<what>: timed out after <elapsed>" or
+// "<what>: pull canceled", coded PULL_TIMEOUT and still matching ctxErr
+// under errors.Is, so the fire loop counts it as a timeout.
+func PullEnded(what string, ctxErr error, elapsed time.Duration) *Error {
+	if errors.Is(ctxErr, context.DeadlineExceeded) {
+		return Wrap(ctxErr, CodePullTimeout, "%s: timed out after %s", what, elapsed.Round(time.Millisecond))
+	}
+	return Wrap(ctxErr, CodePullTimeout, "%s: pull canceled", what)
+}

@@ -32,9 +32,9 @@ type FireResult struct {
 	Dropped   map[string]int
 }
 
-// ReporterObserver receives the fire loop's observations (metrics, logs,
+// FireObserver receives the fire loop's observations (metrics, logs,
 // tests). Calls come from the fire loop itself: return quickly.
-type ReporterObserver interface {
+type FireObserver interface {
 	Fired(FireResult)
 	// SessionsChanged reports the live session count per kind name.
 	SessionsChanged(counts map[string]int)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports"
 )
 
@@ -173,7 +174,7 @@ func screenshotConfig(c app.Config) app.Config {
 func waitLatest(t *testing.T, ctx context.Context, m *app.Main, want domain.Status) {
 	t.Helper()
 	eventually(t, ctx, "a "+want.String()+" report", func() bool {
-		r := m.Reporter().Latest()
+		r := m.FireLoop().Latest()
 		return r != nil && r.Status == want
 	})
 }
@@ -202,7 +203,7 @@ func outageEpisode(t *testing.T, ctx context.Context, m *app.Main, since time.Ti
 	}
 	waitLatest(t, ctx, m, domain.StatusHealthy)
 	eventually(t, ctx, "the outage recorded in the history", func() bool {
-		res, err := m.History().Query.Outages(ctx, ports.OutagesQuery{Window: ports.Window{Since: since, Until: time.Now().Add(time.Minute)}})
+		res, err := m.History().Query.Outages(ctx, audit.OutagesQuery{Window: audit.Window{Since: since, Until: time.Now().Add(time.Minute)}})
 		return err == nil && len(res.Outages) == 1 && !res.Outages[0].Ongoing
 	})
 }
@@ -262,8 +263,8 @@ func TestBrowserHistoryPage(t *testing.T) {
 	}
 	const atLeast = 5
 	eventually(t, ctx, fmt.Sprintf("%d recorded reports", atLeast), func() bool {
-		page, err := m.History().Query.Reports(ctx, ports.ReportsQuery{
-			Window: ports.Window{Since: boot.Add(-time.Minute), Until: time.Now().Add(time.Minute)}})
+		page, err := m.History().Query.Reports(ctx, audit.ReportsQuery{
+			Window: audit.Window{Since: boot.Add(-time.Minute), Until: time.Now().Add(time.Minute)}})
 		return err == nil && len(page.Reports) >= atLeast
 	})
 

@@ -315,7 +315,7 @@ func TestDashboardOverPostgreSQL(t *testing.T) {
 		}
 	}
 	_ = sim.SetMode("error")
-	waitFor("an UNREACHABLE report", func() bool { r := m.Reporter().Latest(); return r != nil && r.Status.String() == "UNREACHABLE" })
+	waitFor("an UNREACHABLE report", func() bool { r := m.FireLoop().Latest(); return r != nil && r.Status.String() == "UNREACHABLE" })
 	_ = sim.SetMode("normal")
 	waitFor("the outage on /audit", func() bool {
 		rows := page("/audit?query=outages&last=10m").Find(`[data-testid="result-row"]`)

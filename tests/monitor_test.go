@@ -264,7 +264,7 @@ func TestSlowRouterNeverDelaysOthers(t *testing.T) {
 	if missed > 30 {
 		t.Fatalf("the fast router missed %d of 300 reports while another stalled", missed)
 	}
-	if m.Reporter().Count(session.KindMonitor) != 2 {
+	if m.FireLoop().Count(session.KindMonitor) != 2 {
 		t.Fatal("the slow router's session should still be live")
 	}
 }
@@ -278,7 +278,7 @@ func TestOversizedFrameIsRefused(t *testing.T) {
 	if _, err := r.Recv(); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("err = %v, want ResourceExhausted", err)
 	}
-	if m.Reporter().Count(session.KindMonitor) != 0 {
+	if m.FireLoop().Count(session.KindMonitor) != 0 {
 		t.Fatal("a session was registered from an oversized frame")
 	}
 }

@@ -82,7 +82,7 @@ func TestWatchForBrowsers(t *testing.T) {
 	cancel() // the browser goes away
 	_ = st.Close()
 	deadline := time.Now().Add(5 * time.Second)
-	for m.Reporter().Count(session.KindWatch) != 0 {
+	for m.FireLoop().Count(session.KindWatch) != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the watch session outlived its browser")
 		}

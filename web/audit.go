@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/web/humanize"
 
 	"github.com/loadreporter/loadreporter/domain"
-	"github.com/loadreporter/loadreporter/ports"
 	"github.com/loadreporter/loadreporter/web/audittable"
 	"github.com/loadreporter/loadreporter/web/views"
 )
@@ -59,7 +59,7 @@ func (h *Handler) parseAudit(q url.Values) (form views.AuditForm, a audittable.Q
 		form.Statuses = append(form.Statuses, views.Option{Value: s.String(), Label: s.String(), Selected: strings.EqualFold(status, s.String())})
 	}
 	for _, s := range splitList(status) {
-		st, err := ports.ParseStatus(s)
+		st, err := audit.ParseStatus(s)
 		if err != nil {
 			addQueryError(errs, nil, err)
 			break
@@ -97,7 +97,7 @@ func (h *Handler) parseAudit(q url.Values) (form views.AuditForm, a audittable.Q
 	// valid one so the other arguments are still checked.
 	check := a
 	if check.Window.Validate() != nil {
-		check.Window = ports.Window{Since: time.Unix(0, 0), Until: time.Unix(1, 0)}
+		check.Window = audit.Window{Since: time.Unix(0, 0), Until: time.Unix(1, 0)}
 	}
 	addQueryError(errs, nil, check.Validate())
 	return form, a, ran, errs

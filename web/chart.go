@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/web/humanize"
 
 	"github.com/loadreporter/loadreporter/domain"
-	"github.com/loadreporter/loadreporter/ports"
 	"github.com/loadreporter/loadreporter/web/views"
 )
 
@@ -60,7 +60,7 @@ type bucket struct {
 // series accumulates the reports of a window into fixed time buckets, so a
 // chart has a bounded number of points however many reports there are.
 type series struct {
-	w       ports.Window
+	w       audit.Window
 	bw      time.Duration
 	gap     time.Duration // largest distance between points still joined
 	buckets []bucket
@@ -70,7 +70,7 @@ type series struct {
 	truncated bool
 }
 
-func newSeries(w ports.Window, historyInterval time.Duration) *series {
+func newSeries(w audit.Window, historyInterval time.Duration) *series {
 	bw := max(w.Until.Sub(w.Since)/chartBuckets, time.Nanosecond)
 	return &series{
 		w:       w,
@@ -285,7 +285,7 @@ func (s *series) xTicks() []views.Tick {
 }
 
 // timeline shows where reports were recorded and marks the outages.
-func (s *series) timeline(outages []ports.Outage, historyInterval time.Duration) views.Timeline {
+func (s *series) timeline(outages []audit.Outage, historyInterval time.Duration) views.Timeline {
 	tl := views.Timeline{
 		Width: chartWidth, Height: timelineH,
 		Left: num(padLeft), PlotWidth: num(plotW),
@@ -342,7 +342,7 @@ func span(x0, x1 float64, class, title string) views.Span {
 
 // outageClass is "unreachable" when the run had an UNREACHABLE report,
 // else "stale".
-func outageClass(o ports.Outage) string {
+func outageClass(o audit.Outage) string {
 	if slices.Contains(o.Statuses, domain.StatusUnreachable) {
 		return "unreachable"
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/domain"
-	"github.com/loadreporter/loadreporter/ports"
+	"github.com/loadreporter/loadreporter/domain/audit"
 )
 
 func at(sec int, usage float64, waiting int64, ranks ...int64) *domain.Report {
@@ -20,7 +20,7 @@ func at(sec int, usage float64, waiting int64, ranks ...int64) *domain.Report {
 func TestSeriesPaths(t *testing.T) {
 	// 240 s window: one bucket a second. Rank 0 is recorded for 10 s,
 	// then after a 60 s gap for one lone second; rank 5 only at the start.
-	win := ports.Window{Since: t0, Until: t0.Add(240 * time.Second)}
+	win := audit.Window{Since: t0, Until: t0.Add(240 * time.Second)}
 	s := newSeries(win, time.Second)
 	for sec := range 10 {
 		s.add(at(sec, 0.5, 4, 0, 5))
@@ -60,7 +60,7 @@ func TestSeriesPaths(t *testing.T) {
 		t.Errorf("waiting axis top = %q, want 8", top)
 	}
 
-	tl := s.timeline([]ports.Outage{{Start: t0.Add(30 * time.Second), End: t0.Add(30 * time.Second), Statuses: []domain.Status{domain.StatusStale}}}, time.Second)
+	tl := s.timeline([]audit.Outage{{Episode: audit.Episode{Span: audit.Span{Start: t0.Add(30 * time.Second), End: t0.Add(30 * time.Second)}}, Statuses: []domain.Status{domain.StatusStale}}}, time.Second)
 	if len(tl.Recorded) != 2 {
 		t.Errorf("recorded spans = %d, want 2", len(tl.Recorded))
 	}
@@ -70,7 +70,7 @@ func TestSeriesPaths(t *testing.T) {
 }
 
 func TestEmptySeries(t *testing.T) {
-	s := newSeries(ports.Window{Since: t0, Until: t0.Add(time.Hour)}, time.Second)
+	s := newSeries(audit.Window{Since: t0, Until: t0.Add(time.Hour)}, time.Second)
 	c := s.usageChart()
 	if !c.Empty || len(c.Series) != 0 {
 		t.Errorf("empty chart = %+v", c)

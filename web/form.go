@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/domain"
-	"github.com/loadreporter/loadreporter/ports"
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/web/views"
 )
 
@@ -70,8 +70,8 @@ type windowInput struct {
 
 // resolve turns the input into a window; def is the span used when
 // nothing is given. Problems go to errs under the field's name.
-func (in windowInput) resolve(now time.Time, def time.Duration, errs views.FieldErrors) (ports.Window, bool) {
-	var w ports.Window
+func (in windowInput) resolve(now time.Time, def time.Duration, errs views.FieldErrors) (audit.Window, bool) {
+	var w audit.Window
 	ok := true
 	until := now
 	if strings.TrimSpace(in.Until) != "" {
@@ -105,11 +105,11 @@ func (in windowInput) resolve(now time.Time, def time.Duration, errs views.Field
 	}
 	w.Until = until
 	if !ok {
-		return ports.Window{}, false
+		return audit.Window{}, false
 	}
 	if err := w.Validate(); err != nil {
 		addQueryError(errs, nil, err)
-		return ports.Window{}, false
+		return audit.Window{}, false
 	}
 	return w, true
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/domain"
-	"github.com/loadreporter/loadreporter/ports"
+	"github.com/loadreporter/loadreporter/domain/audit"
 )
 
 func TestFormatting(t *testing.T) {
@@ -63,16 +63,16 @@ func TestParseTimeAndSpan(t *testing.T) {
 func TestFieldOfNamesTheArgument(t *testing.T) {
 	// Every argument error the query port can return lands on a field.
 	cases := map[string]error{
-		"since":     ports.Window{}.Validate(),
-		"until":     ports.Window{Since: t0, Until: t0}.Validate(),
-		"worker":    ports.OutagesQuery{Window: ports.Window{Since: t0, Until: fixNow}, Workers: []string{" "}}.Validate(),
-		"rank":      ports.RankStatsQuery{Window: ports.Window{Since: t0, Until: fixNow}, Ranks: []int64{-1}}.Validate(),
-		"limit":     ports.OutagesQuery{Window: ports.Window{Since: t0, Until: fixNow}, Limit: -1}.Validate(),
-		"interval":  ports.GapsQuery{Window: ports.Window{Since: t0, Until: fixNow}}.Validate(),
-		"threshold": ports.ImbalanceQuery{Window: ports.Window{Since: t0, Until: fixNow}, Threshold: 2}.Validate(),
-		"cursor":    ports.ReportsQuery{Window: ports.Window{Since: t0, Until: fixNow}, Cursor: "x"}.Validate(),
+		"since":     audit.Window{}.Validate(),
+		"until":     audit.Window{Since: t0, Until: t0}.Validate(),
+		"worker":    audit.OutagesQuery{Window: audit.Window{Since: t0, Until: fixNow}, Workers: []string{" "}}.Validate(),
+		"rank":      audit.RankStatsQuery{Window: audit.Window{Since: t0, Until: fixNow}, Ranks: []int64{-1}}.Validate(),
+		"limit":     audit.OutagesQuery{Window: audit.Window{Since: t0, Until: fixNow}, Limit: -1}.Validate(),
+		"interval":  audit.GapsQuery{Window: audit.Window{Since: t0, Until: fixNow}}.Validate(),
+		"threshold": audit.ImbalanceQuery{Window: audit.Window{Since: t0, Until: fixNow}, Threshold: 2}.Validate(),
+		"cursor":    audit.ReportsQuery{Window: audit.Window{Since: t0, Until: fixNow}, Cursor: "x"}.Validate(),
 		"status": func() error {
-			_, err := ports.ParseStatus("sleepy")
+			_, err := audit.ParseStatus("sleepy")
 			return err
 		}(),
 	}

@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/web/humanize"
 
 	"github.com/loadreporter/loadreporter/domain"
-	"github.com/loadreporter/loadreporter/ports"
 	"github.com/loadreporter/loadreporter/web/views"
 )
 
@@ -116,10 +116,10 @@ func (h *Handler) serveHistory(w http.ResponseWriter, r *http.Request) {
 
 // fillHistory runs the page's queries: the charts' reports, the outages
 // and one page of the table.
-func (h *Handler) fillHistory(ctx context.Context, p *views.HistoryPage, win ports.Window, workers []string, workerText, cursor string) error {
+func (h *Handler) fillHistory(ctx context.Context, p *views.HistoryPage, win audit.Window, workers []string, workerText, cursor string) error {
 	// The table first: a bad cursor is the user's error, reported before
 	// the heavier chart queries run.
-	page, err := h.o.History.Reports(ctx, ports.ReportsQuery{
+	page, err := h.o.History.Reports(ctx, audit.ReportsQuery{
 		Window: win, Workers: workers, Limit: historyPageSize, Cursor: cursor, Descending: true,
 	})
 	if err != nil {
@@ -145,8 +145,8 @@ func (h *Handler) fillHistory(ctx context.Context, p *views.HistoryPage, win por
 	s := newSeries(win, h.o.HistoryInterval)
 	next := ""
 	for {
-		pg, err := h.o.History.Reports(ctx, ports.ReportsQuery{
-			Window: win, Workers: workers, Limit: ports.MaxLimit, Cursor: next,
+		pg, err := h.o.History.Reports(ctx, audit.ReportsQuery{
+			Window: win, Workers: workers, Limit: audit.MaxLimit, Cursor: next,
 		})
 		if err != nil {
 			return err
@@ -163,7 +163,7 @@ func (h *Handler) fillHistory(ctx context.Context, p *views.HistoryPage, win por
 			break
 		}
 	}
-	out, err := h.o.History.Outages(ctx, ports.OutagesQuery{Window: win, Workers: workers})
+	out, err := h.o.History.Outages(ctx, audit.OutagesQuery{Window: win, Workers: workers})
 	if err != nil {
 		return err
 	}
@@ -207,7 +207,7 @@ func reportRow(rep *domain.Report) views.ReportRow {
 	return row
 }
 
-func outageRow(o ports.Outage) views.OutageRow {
+func outageRow(o audit.Outage) views.OutageRow {
 	row := views.OutageRow{
 		Worker:    o.WorkerAddr,
 		Start:     clock(o.Start),

@@ -17,6 +17,7 @@ import (
 
 	"github.com/loadreporter/loadreporter/adapters/store/memory"
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports"
 	"github.com/loadreporter/loadreporter/web/audittable"
 )
@@ -433,12 +434,12 @@ type failingHistory struct {
 	err error
 }
 
-func (f failingHistory) Reports(context.Context, ports.ReportsQuery) (ports.ReportsPage, error) {
-	return ports.ReportsPage{}, f.err
+func (f failingHistory) Reports(context.Context, audit.ReportsQuery) (audit.ReportsPage, error) {
+	return audit.ReportsPage{}, f.err
 }
 
-func (f failingHistory) Outages(context.Context, ports.OutagesQuery) (ports.OutagesResult, error) {
-	return ports.OutagesResult{}, f.err
+func (f failingHistory) Outages(context.Context, audit.OutagesQuery) (audit.OutagesResult, error) {
+	return audit.OutagesResult{}, f.err
 }
 
 func TestStoreUnavailable(t *testing.T) {
@@ -734,7 +735,7 @@ func TestAuditCSVIsTheTablesCSV(t *testing.T) {
 		{Name: audittable.Imbalance, Threshold: 0.4},
 	} {
 		t.Run(q.Name, func(t *testing.T) {
-			q.Window = ports.Window{Since: t0, Until: fixNow}
+			q.Window = audit.Window{Since: t0, Until: fixNow}
 			q.Workers = []string{fixAddr}
 			tab, err := audittable.Run(t.Context(), st, q)
 			if err != nil {

@@ -13,8 +13,8 @@ import (
 	"github.com/loadreporter/loadreporter/ports"
 )
 
-// Reporter holds the fire loop's metrics in its own registry.
-type Reporter struct {
+// Metrics holds the fire loop's metrics in its own registry.
+type Metrics struct {
 	registry    *prometheus.Registry
 	now         func() time.Time
 	lastReport  atomic.Int64 // unix nanos of the latest report
@@ -30,12 +30,12 @@ type Reporter struct {
 	history     *historyMetrics
 }
 
-var _ ports.ReporterObserver = (*Reporter)(nil)
+var _ ports.FireObserver = (*Metrics)(nil)
 
 // New registers the metrics, plus Go and process collectors, in a fresh
 // registry. now is the clock for the report-age gauge.
-func New(now func() time.Time) *Reporter {
-	m := &Reporter{
+func New(now func() time.Time) *Metrics {
+	m := &Metrics{
 		registry: prometheus.NewRegistry(),
 		now:      now,
 		sessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -76,12 +76,12 @@ func New(now func() time.Time) *Reporter {
 }
 
 // Handler serves the registry in the Prometheus exposition format.
-func (m *Reporter) Handler() http.Handler {
+func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
 }
 
 // Fired records one fire.
-func (m *Reporter) Fired(f ports.FireResult) {
+func (m *Metrics) Fired(f ports.FireResult) {
 	m.pulls.WithLabelValues(string(f.Outcome)).Inc()
 	m.pullSeconds.Observe(f.PullDuration.Seconds())
 	m.reports.WithLabelValues(f.Report.Status.String()).Inc()
@@ -108,7 +108,7 @@ func (m *Reporter) Fired(f ports.FireResult) {
 }
 
 // SessionsChanged records the live session counts.
-func (m *Reporter) SessionsChanged(counts map[string]int) {
+func (m *Metrics) SessionsChanged(counts map[string]int) {
 	for kind, n := range counts {
 		m.sessions.WithLabelValues(kind).Set(float64(n))
 	}
@@ -116,7 +116,7 @@ func (m *Reporter) SessionsChanged(counts map[string]int) {
 
 // History returns the history recorder's observer, registering its metrics
 // on first use.
-func (m *Reporter) History() ports.RecorderObserver {
+func (m *Metrics) History() ports.RecorderObserver {
 	m.historyOnce.Do(func() {
 		h := &historyMetrics{
 			written: prometheus.NewCounter(prometheus.CounterOpts{

@@ -15,7 +15,7 @@ import (
 // without waiting for the next fire.
 const DefaultMaxAge = time.Second
 
-// Poller yields a report at most maxAge old; *reporter.Reporter implements it.
+// Poller yields a report at most maxAge old; *fireloop.Loop implements it.
 type Poller interface {
 	Poll(ctx context.Context, maxAge time.Duration) (*domain.Report, error)
 }

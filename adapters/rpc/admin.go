@@ -17,7 +17,7 @@ type SimControl interface {
 	State() (mode string, ranks int)
 }
 
-// Topology holds the expected rank set; *reporter.Reporter implements it.
+// Topology holds the expected rank set; *fireloop.Loop implements it.
 type Topology interface {
 	ExpectedRanks() domain.RankSet
 	SetExpectedRanks(domain.RankSet)

@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/audit"
 	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
 	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
@@ -34,8 +35,8 @@ func (h *History) Handler(opts ...connect.HandlerOption) (string, http.Handler) 
 	return loadreporterv1connect.NewHistoryServiceHandler(h, opts...)
 }
 
-func (h *History) window(w *lrv1.Window) ports.Window {
-	var out ports.Window
+func (h *History) window(w *lrv1.Window) audit.Window {
+	var out audit.Window
 	if w.GetSinceUnixMs() != 0 {
 		out.Since = time.UnixMilli(w.GetSinceUnixMs())
 	}
@@ -81,7 +82,7 @@ func unixMs(t time.Time) int64 {
 // ListReports pages through recorded reports.
 func (h *History) ListReports(ctx context.Context, req *connect.Request[lrv1.ListReportsRequest]) (*connect.Response[lrv1.ListReportsResponse], error) {
 	m := req.Msg
-	page, err := h.query.Reports(ctx, ports.ReportsQuery{
+	page, err := h.query.Reports(ctx, audit.ReportsQuery{
 		Window: h.window(m.GetWindow()), Workers: m.GetWorkers(), Statuses: statusesOf(m.GetStatuses()),
 		Ranks: ranks64(m.GetRanks()), Limit: int(m.GetLimit()), Cursor: m.GetCursor(), Descending: m.GetDescending(),
 	})
@@ -98,7 +99,7 @@ func (h *History) ListReports(ctx context.Context, req *connect.Request[lrv1.Lis
 // ListOutages returns maximal runs of non-HEALTHY reports.
 func (h *History) ListOutages(ctx context.Context, req *connect.Request[lrv1.ListOutagesRequest]) (*connect.Response[lrv1.ListOutagesResponse], error) {
 	m := req.Msg
-	res, err := h.query.Outages(ctx, ports.OutagesQuery{Window: h.window(m.GetWindow()), Workers: m.GetWorkers(), Limit: int(m.GetLimit())})
+	res, err := h.query.Outages(ctx, audit.OutagesQuery{Window: h.window(m.GetWindow()), Workers: m.GetWorkers(), Limit: int(m.GetLimit())})
 	if err != nil {
 		return nil, toConnectError(err)
 	}
@@ -116,7 +117,7 @@ func (h *History) ListOutages(ctx context.Context, req *connect.Request[lrv1.Lis
 // GetRankStats summarises each rank over the window.
 func (h *History) GetRankStats(ctx context.Context, req *connect.Request[lrv1.GetRankStatsRequest]) (*connect.Response[lrv1.GetRankStatsResponse], error) {
 	m := req.Msg
-	res, err := h.query.RankStats(ctx, ports.RankStatsQuery{Window: h.window(m.GetWindow()), Workers: m.GetWorkers(),
+	res, err := h.query.RankStats(ctx, audit.RankStatsQuery{Window: h.window(m.GetWindow()), Workers: m.GetWorkers(),
 		Ranks: ranks64(m.GetRanks()), Limit: int(m.GetLimit())})
 	if err != nil {
 		return nil, toConnectError(err)
@@ -139,7 +140,7 @@ func (h *History) ListGaps(ctx context.Context, req *connect.Request[lrv1.ListGa
 	if m.GetIntervalMs() == 0 {
 		interval = h.historyInterval
 	}
-	res, err := h.query.Gaps(ctx, ports.GapsQuery{Window: h.window(m.GetWindow()), Workers: m.GetWorkers(),
+	res, err := h.query.Gaps(ctx, audit.GapsQuery{Window: h.window(m.GetWindow()), Workers: m.GetWorkers(),
 		Interval: interval, Limit: int(m.GetLimit())})
 	if err != nil {
 		return nil, toConnectError(err)
@@ -160,7 +161,7 @@ func (h *History) ListGaps(ctx context.Context, req *connect.Request[lrv1.ListGa
 // ListImbalance returns spans of uneven token usage across ranks.
 func (h *History) ListImbalance(ctx context.Context, req *connect.Request[lrv1.ListImbalanceRequest]) (*connect.Response[lrv1.ListImbalanceResponse], error) {
 	m := req.Msg
-	res, err := h.query.Imbalance(ctx, ports.ImbalanceQuery{Window: h.window(m.GetWindow()), Workers: m.GetWorkers(),
+	res, err := h.query.Imbalance(ctx, audit.ImbalanceQuery{Window: h.window(m.GetWindow()), Workers: m.GetWorkers(),
 		Threshold: m.GetThreshold(), Limit: int(m.GetLimit())})
 	if err != nil {
 		return nil, toConnectError(err)

@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/audit"
 	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
 	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
@@ -37,7 +38,7 @@ func request[T any](h *HistoryClient, msg *T) *connect.Request[T] {
 	return req
 }
 
-func windowToProto(w ports.Window) *lrv1.Window {
+func windowToProto(w audit.Window) *lrv1.Window {
 	return &lrv1.Window{SinceUnixMs: unixMs(w.Since), UntilUnixMs: unixMs(w.Until)}
 }
 
@@ -69,7 +70,7 @@ func fromConnectError(err error) error {
 }
 
 // Reports implements ports.HistoryQuery.
-func (h *HistoryClient) Reports(ctx context.Context, q ports.ReportsQuery) (ports.ReportsPage, error) {
+func (h *HistoryClient) Reports(ctx context.Context, q audit.ReportsQuery) (audit.ReportsPage, error) {
 	st := make([]pb.ReportStatus, len(q.Statuses))
 	for i, s := range q.Statuses {
 		st[i] = pb.ReportStatus(s)
@@ -79,9 +80,9 @@ func (h *HistoryClient) Reports(ctx context.Context, q ports.ReportsQuery) (port
 		Limit: int32(q.Limit), Cursor: q.Cursor, Descending: q.Descending,
 	}))
 	if err != nil {
-		return ports.ReportsPage{}, fromConnectError(err)
+		return audit.ReportsPage{}, fromConnectError(err)
 	}
-	page := ports.ReportsPage{NextCursor: resp.Msg.GetNextCursor()}
+	page := audit.ReportsPage{NextCursor: resp.Msg.GetNextCursor()}
 	for _, r := range resp.Msg.GetReports() {
 		page.Reports = append(page.Reports, ReportFromProto(r))
 	}
@@ -89,38 +90,36 @@ func (h *HistoryClient) Reports(ctx context.Context, q ports.ReportsQuery) (port
 }
 
 // Outages implements ports.HistoryQuery.
-func (h *HistoryClient) Outages(ctx context.Context, q ports.OutagesQuery) (ports.OutagesResult, error) {
+func (h *HistoryClient) Outages(ctx context.Context, q audit.OutagesQuery) (audit.OutagesResult, error) {
 	resp, err := h.client.ListOutages(ctx, request(h, &lrv1.ListOutagesRequest{
 		Window: windowToProto(q.Window), Workers: q.Workers, Limit: int32(q.Limit)}))
 	if err != nil {
-		return ports.OutagesResult{}, fromConnectError(err)
+		return audit.OutagesResult{}, fromConnectError(err)
 	}
-	out := ports.OutagesResult{Truncated: resp.Msg.GetTruncated()}
+	out := audit.OutagesResult{Truncated: resp.Msg.GetTruncated()}
 	for _, o := range resp.Msg.GetOutages() {
 		st := make([]domain.Status, len(o.GetStatuses()))
 		for i, s := range o.GetStatuses() {
 			st[i] = domain.Status(s)
 		}
-		out.Outages = append(out.Outages, ports.Outage{
-			WorkerAddr: o.GetWorkerAddr(), Start: timeOf(o.GetStartUnixMs()), End: timeOf(o.GetEndUnixMs()),
-			Ongoing: o.GetOngoing(), LastSeen: timeOf(o.GetLastSeenUnixMs()),
-			Duration: time.Duration(o.GetDurationMs()) * time.Millisecond, Statuses: st,
-			LastError: o.GetLastError(), Reports: o.GetReports(),
+		out.Outages = append(out.Outages, audit.Outage{
+			Episode:  episodeOf(o),
+			Statuses: st, LastError: o.GetLastError(),
 		})
 	}
 	return out, nil
 }
 
 // RankStats implements ports.HistoryQuery.
-func (h *HistoryClient) RankStats(ctx context.Context, q ports.RankStatsQuery) (ports.RankStatsResult, error) {
+func (h *HistoryClient) RankStats(ctx context.Context, q audit.RankStatsQuery) (audit.RankStatsResult, error) {
 	resp, err := h.client.GetRankStats(ctx, request(h, &lrv1.GetRankStatsRequest{
 		Window: windowToProto(q.Window), Workers: q.Workers, Ranks: ranks32(q.Ranks), Limit: int32(q.Limit)}))
 	if err != nil {
-		return ports.RankStatsResult{}, fromConnectError(err)
+		return audit.RankStatsResult{}, fromConnectError(err)
 	}
-	out := ports.RankStatsResult{Truncated: resp.Msg.GetTruncated()}
+	out := audit.RankStatsResult{Truncated: resp.Msg.GetTruncated()}
 	for _, s := range resp.Msg.GetStats() {
-		out.Stats = append(out.Stats, ports.RankStat{
+		out.Stats = append(out.Stats, audit.RankStat{
 			WorkerAddr: s.GetWorkerAddr(), DPRank: int64(s.GetDpRank()), Reports: s.GetReports(),
 			AvgTokenUsage: s.GetAvgTokenUsage(), MaxTokenUsage: s.GetMaxTokenUsage(), P95TokenUsage: s.GetP95TokenUsage(),
 			MaxWaitingReqs: s.GetMaxWaitingReqs(), MeanGenThroughput: s.GetMeanGenThroughput(),
@@ -130,19 +129,18 @@ func (h *HistoryClient) RankStats(ctx context.Context, q ports.RankStatsQuery) (
 }
 
 // Gaps implements ports.HistoryQuery.
-func (h *HistoryClient) Gaps(ctx context.Context, q ports.GapsQuery) (ports.GapsResult, error) {
+func (h *HistoryClient) Gaps(ctx context.Context, q audit.GapsQuery) (audit.GapsResult, error) {
 	resp, err := h.client.ListGaps(ctx, request(h, &lrv1.ListGapsRequest{
 		Window: windowToProto(q.Window), Workers: q.Workers, IntervalMs: q.Interval.Milliseconds(), Limit: int32(q.Limit)}))
 	if err != nil {
-		return ports.GapsResult{}, fromConnectError(err)
+		return audit.GapsResult{}, fromConnectError(err)
 	}
-	out := ports.GapsResult{Truncated: resp.Msg.GetTruncated()}
+	out := audit.GapsResult{Truncated: resp.Msg.GetTruncated()}
 	for _, g := range resp.Msg.GetGaps() {
-		out.Gaps = append(out.Gaps, ports.Gap{WorkerAddr: g.GetWorkerAddr(), Start: timeOf(g.GetStartUnixMs()),
-			End: timeOf(g.GetEndUnixMs()), Duration: time.Duration(g.GetDurationMs()) * time.Millisecond})
+		out.Gaps = append(out.Gaps, audit.Gap{Span: spanOf(g)})
 	}
 	for _, r := range resp.Msg.GetRestarts() {
-		out.Restarts = append(out.Restarts, ports.Restart{WorkerAddr: r.GetWorkerAddr(), SourceInstanceID: r.GetSourceInstanceId(),
+		out.Restarts = append(out.Restarts, audit.Restart{WorkerAddr: r.GetWorkerAddr(), SourceInstanceID: r.GetSourceInstanceId(),
 			FirstTime: timeOf(r.GetFirstUnixMs()), PreviousSourceInstanceID: r.GetPreviousSourceInstanceId(),
 			PreviousLastTime: timeOf(r.GetPreviousLastUnixMs())})
 	}
@@ -150,20 +148,43 @@ func (h *HistoryClient) Gaps(ctx context.Context, q ports.GapsQuery) (ports.Gaps
 }
 
 // Imbalance implements ports.HistoryQuery.
-func (h *HistoryClient) Imbalance(ctx context.Context, q ports.ImbalanceQuery) (ports.ImbalanceResult, error) {
+func (h *HistoryClient) Imbalance(ctx context.Context, q audit.ImbalanceQuery) (audit.ImbalanceResult, error) {
 	resp, err := h.client.ListImbalance(ctx, request(h, &lrv1.ListImbalanceRequest{
 		Window: windowToProto(q.Window), Workers: q.Workers, Threshold: q.Threshold, Limit: int32(q.Limit)}))
 	if err != nil {
-		return ports.ImbalanceResult{}, fromConnectError(err)
+		return audit.ImbalanceResult{}, fromConnectError(err)
 	}
-	out := ports.ImbalanceResult{Truncated: resp.Msg.GetTruncated()}
+	out := audit.ImbalanceResult{Truncated: resp.Msg.GetTruncated()}
 	for _, s := range resp.Msg.GetSpans() {
-		out.Spans = append(out.Spans, ports.Imbalance{
-			WorkerAddr: s.GetWorkerAddr(), Start: timeOf(s.GetStartUnixMs()), End: timeOf(s.GetEndUnixMs()),
-			Ongoing: s.GetOngoing(), LastSeen: timeOf(s.GetLastSeenUnixMs()),
-			Duration: time.Duration(s.GetDurationMs()) * time.Millisecond, PeakSpread: s.GetPeakSpread(),
-			PeakTime: timeOf(s.GetPeakUnixMs()), Reports: s.GetReports(),
+		out.Spans = append(out.Spans, audit.Imbalance{
+			Episode:    episodeOf(s),
+			PeakSpread: s.GetPeakSpread(), PeakTime: timeOf(s.GetPeakUnixMs()),
 		})
 	}
 	return out, nil
+}
+
+// wireSpan is what the wire's Gap, Outage and Imbalance messages share.
+type wireSpan interface {
+	GetWorkerAddr() string
+	GetStartUnixMs() int64
+	GetEndUnixMs() int64
+	GetDurationMs() int64
+}
+
+// wireEpisode is what the wire's Outage and Imbalance messages share.
+type wireEpisode interface {
+	wireSpan
+	GetOngoing() bool
+	GetLastSeenUnixMs() int64
+	GetReports() int64
+}
+
+func spanOf(m wireSpan) audit.Span {
+	return audit.Span{WorkerAddr: m.GetWorkerAddr(), Start: timeOf(m.GetStartUnixMs()), End: timeOf(m.GetEndUnixMs()),
+		Duration: time.Duration(m.GetDurationMs()) * time.Millisecond}
+}
+
+func episodeOf(m wireEpisode) audit.Episode {
+	return audit.Episode{Span: spanOf(m), Ongoing: m.GetOngoing(), LastSeen: timeOf(m.GetLastSeenUnixMs()), Reports: m.GetReports()}
 }

@@ -11,15 +11,15 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/loadreporter/loadreporter/domain"
-	"github.com/loadreporter/loadreporter/domain/reporter"
+	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/domain/session"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 )
 
-// Registrar starts Monitor sessions; *reporter.Reporter implements it.
+// Registrar starts Monitor sessions; *fireloop.Loop implements it.
 type Registrar interface {
-	Register(routerID string, intervalMs, leaseMs int64) (*reporter.Subscription, session.Config, error)
+	Register(routerID string, intervalMs, leaseMs int64) (*fireloop.Subscription, session.Config, error)
 }
 
 // Monitor serves sglang.router.loadmonitor.v1.LoadMonitorService/Monitor.
@@ -96,7 +96,7 @@ func (m *Monitor) serve(ctx context.Context, st *stream) error {
 
 // receive reads the router's frames until stop, half-close, an invalid
 // frame or a transport error, and reports all but half-close on ended.
-func receive(st *stream, sub *reporter.Subscription, ended chan<- error) {
+func receive(st *stream, sub *fireloop.Subscription, ended chan<- error) {
 	for {
 		f, err := st.Receive()
 		if err != nil {

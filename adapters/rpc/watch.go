@@ -7,7 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/loadreporter/loadreporter/domain/reporter"
+	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/domain/session"
 	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
 	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
@@ -16,9 +16,9 @@ import (
 // DefaultWatchInterval is the cadence of a Watch that asks for none.
 const DefaultWatchInterval = time.Second
 
-// Subscriber starts sessions of any kind; *reporter.Reporter implements it.
+// Subscriber starts sessions of any kind; *fireloop.Loop implements it.
 type Subscriber interface {
-	Subscribe(session.Options) (*reporter.Subscription, error)
+	Subscribe(session.Options) (*fireloop.Subscription, error)
 	Count(session.Kind) int
 	Limits() session.Limits
 }

@@ -1,10 +1,16 @@
-// Package audit defines, as pure functions over reports, the notions the
-// audit queries are made of (SPEC §5): a maximal run of consecutive reports
-// of one worker (outages, imbalance), the token_usage spread of a report,
-// and the continuous percentile. The in-memory store computes its answers
-// with them; the PostgreSQL store computes the same in SQL, and the shared
-// contract suite (ports/porttest) holds both to one set of answers.
+// Package audit defines the audit queries over the recorded history
+// (SPEC §5): their arguments and validation (query.go), their answers
+// (result.go), the cursor that pages through reports (cursor.go), the status
+// names they accept (status.go), and, as pure functions over reports, the
+// notions they are made of (runs.go): a maximal run of consecutive reports of
+// one worker (outages, imbalance), the token_usage spread of a report and the
+// continuous percentile.
 //
-// Like the rest of domain it does no I/O, runs no goroutines and never
-// reads the clock; it must not know about ports or stores.
+// Every history store answers with these types: the in-memory store computes
+// its answers with the functions here, the PostgreSQL store computes the same
+// in SQL, and the shared contract suite (ports/porttest) holds both to one
+// set of answers.
+//
+// Like the rest of domain it does no I/O, runs no goroutines and never reads
+// the clock; it must not know about ports, stores or transports.
 package audit

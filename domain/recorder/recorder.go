@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports"
 )
 
@@ -156,7 +157,7 @@ func (w *Recorder) Record(r *domain.Report) {
 	if r == nil {
 		return
 	}
-	if err := ports.ValidateReports([]*domain.Report{r}); err != nil {
+	if err := audit.ValidateReports([]*domain.Report{r}); err != nil {
 		w.drop(1, ports.DropRejected)
 		w.o.Logger.Warn("history: report rejected", "err", err)
 		return

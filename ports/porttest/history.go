@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports"
 )
 
@@ -48,7 +49,7 @@ var (
 	t0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 	// Worker 2 reports with a non-UTC location: stores return UTC.
 	zone5 = time.FixedZone("UTC+5", 5*3600)
-	full  = ports.Window{Since: t0.Add(-time.Hour), Until: t0.Add(time.Hour)}
+	full  = audit.Window{Since: t0.Add(-time.Hour), Until: t0.Add(time.Hour)}
 )
 
 const (
@@ -160,7 +161,7 @@ func labels(rs []*domain.Report) []string {
 	return out
 }
 
-func mustReports(t *testing.T, s Store, q ports.ReportsQuery) ports.ReportsPage {
+func mustReports(t *testing.T, s Store, q audit.ReportsQuery) audit.ReportsPage {
 	t.Helper()
 	page, err := s.Reports(ctxFor(t), q)
 	if err != nil {
@@ -222,7 +223,7 @@ func testRoundTrip(t *testing.T, s Store) {
 	if err := s.Append(ctxFor(t), nil); err != nil {
 		t.Fatalf("Append(nil batch) = %v, want nil", err)
 	}
-	page := mustReports(t, s, ports.ReportsQuery{Window: full, Limit: ports.MaxLimit})
+	page := mustReports(t, s, audit.ReportsQuery{Window: full, Limit: audit.MaxLimit})
 	byLabel := map[string]*domain.Report{}
 	for _, r := range fx {
 		byLabel[label(r)] = utcCopy(r)
@@ -262,9 +263,9 @@ func testIdempotent(t *testing.T, s Store) {
 	if err := s.Append(ctx, []*domain.Report{extra, fx[0], extra}); err != nil {
 		t.Fatalf("Append(a new report twice): %v", err)
 	}
-	page := mustReports(t, s, ports.ReportsQuery{Window: full, Limit: ports.MaxLimit})
+	page := mustReports(t, s, audit.ReportsQuery{Window: full, Limit: audit.MaxLimit})
 	equalLines(t, "reports after re-appending", labels(page.Reports), append(slices.Clone(fixtureOrder), "src-z#1"))
-	stats, err := s.RankStats(ctx, ports.RankStatsQuery{Window: full})
+	stats, err := s.RankStats(ctx, audit.RankStatsQuery{Window: full})
 	if err != nil {
 		t.Fatalf("RankStats: %v", err)
 	}
@@ -301,7 +302,7 @@ func testAppendErrors(t *testing.T, s Store) {
 			t.Errorf("Append(bad %s): message %q does not name %q", name, domain.ErrorMessage(err), want)
 		}
 	}
-	page := mustReports(t, s, ports.ReportsQuery{Window: full})
+	page := mustReports(t, s, audit.ReportsQuery{Window: full})
 	if len(page.Reports) != 0 {
 		t.Errorf("a rejected batch stored %v; want nothing (all or nothing)", labels(page.Reports))
 	}
@@ -333,7 +334,7 @@ func testConcurrentAppend(t *testing.T, s Store) {
 	if err := s.Append(ctx, all); err != nil {
 		t.Fatalf("Append(all): %v", err)
 	}
-	page := mustReports(t, s, ports.ReportsQuery{Window: full, Limit: ports.MaxLimit})
+	page := mustReports(t, s, audit.ReportsQuery{Window: full, Limit: audit.MaxLimit})
 	want := labels(all)
 	equalLines(t, "reports after concurrent overlapping appends", labels(page.Reports), want)
 }
@@ -341,19 +342,19 @@ func testConcurrentAppend(t *testing.T, s Store) {
 func testReportsFilters(t *testing.T, s Store) {
 	cases := []struct {
 		name string
-		q    ports.ReportsQuery
+		q    audit.ReportsQuery
 		want []string
 	}{
-		{"worker and status", ports.ReportsQuery{Window: full, Workers: []string{w1}, Statuses: []domain.Status{U}},
+		{"worker and status", audit.ReportsQuery{Window: full, Workers: []string{w1}, Statuses: []domain.Status{U}},
 			[]string{"src-a#4", "src-a#5", "src-b#2"}},
-		{"two statuses", ports.ReportsQuery{Window: full, Statuses: []domain.Status{S, U}},
+		{"two statuses", audit.ReportsQuery{Window: full, Statuses: []domain.Status{S, U}},
 			[]string{"src-c#1", "src-a#3", "src-a#4", "src-a#5", "src-b#2", "src-b#3"}},
-		{"two workers", ports.ReportsQuery{Window: full, Workers: []string{w2, w1}, Statuses: []domain.Status{H}, Limit: 3},
+		{"two workers", audit.ReportsQuery{Window: full, Workers: []string{w2, w1}, Statuses: []domain.Status{H}, Limit: 3},
 			[]string{"src-a#1", "src-a#2", "src-c#2"}},
-		{"unknown worker", ports.ReportsQuery{Window: full, Workers: []string{"10.9.9.9:1"}}, nil},
-		{"half-open window", ports.ReportsQuery{Window: ports.Window{Since: at(1), Until: at(4)}},
+		{"unknown worker", audit.ReportsQuery{Window: full, Workers: []string{"10.9.9.9:1"}}, nil},
+		{"half-open window", audit.ReportsQuery{Window: audit.Window{Since: at(1), Until: at(4)}},
 			[]string{"src-a#2", "src-c#2", "src-a#3", "src-c#3", "src-a#4"}},
-		{"window in another zone", ports.ReportsQuery{Window: ports.Window{Since: at(20).In(zone5), Until: at(30).In(zone5)}},
+		{"window in another zone", audit.ReportsQuery{Window: audit.Window{Since: at(20).In(zone5), Until: at(30).In(zone5)}},
 			[]string{"src-b#1", "src-b#2", "src-b#3"}},
 	}
 	for _, c := range cases {
@@ -362,7 +363,7 @@ func testReportsFilters(t *testing.T, s Store) {
 	}
 
 	// Ranks filter: trims ranks, keeps every report.
-	page := mustReports(t, s, ports.ReportsQuery{Window: full, Workers: []string{w2}, Ranks: []int64{2, 0}})
+	page := mustReports(t, s, audit.ReportsQuery{Window: full, Workers: []string{w2}, Ranks: []int64{2, 0}})
 	var got []string
 	for _, r := range page.Reports {
 		var dps []string
@@ -374,7 +375,7 @@ func testReportsFilters(t *testing.T, s Store) {
 	equalLines(t, "ranks 0 and 2 of worker 2", got, []string{
 		"src-c#1 ", "src-c#2 0:0.125,2:0.5", "src-c#3 0:0.25,2:0.25", "src-c#4 0:0.5,2:0.5", "src-c#5 0:0.75,2:0.5",
 	})
-	page = mustReports(t, s, ports.ReportsQuery{Window: full, Workers: []string{w1}, Ranks: []int64{2}, Limit: 4})
+	page = mustReports(t, s, audit.ReportsQuery{Window: full, Workers: []string{w1}, Ranks: []int64{2}, Limit: 4})
 	for _, r := range page.Reports {
 		if len(r.Ranks) != 0 {
 			t.Errorf("%s has ranks %v; worker 1 has no rank 2", label(r), r.Ranks)
@@ -386,7 +387,7 @@ func testReportsFilters(t *testing.T, s Store) {
 func testPaging(t *testing.T, s Store) {
 	for _, desc := range []bool{false, true} {
 		for _, size := range []int{1, 3, 16, 17} {
-			q := ports.ReportsQuery{Window: full, Limit: size, Descending: desc}
+			q := audit.ReportsQuery{Window: full, Limit: size, Descending: desc}
 			var got []string
 			for pages := 0; ; pages++ {
 				if pages > len(fixtureOrder) {
@@ -413,7 +414,7 @@ func testPaging(t *testing.T, s Store) {
 		}
 	}
 	// Paging with filters.
-	q := ports.ReportsQuery{Window: full, Workers: []string{w1}, Statuses: []domain.Status{H}, Limit: 2}
+	q := audit.ReportsQuery{Window: full, Workers: []string{w1}, Statuses: []domain.Status{H}, Limit: 2}
 	var got []string
 	for {
 		page := mustReports(t, s, q)
@@ -426,19 +427,19 @@ func testPaging(t *testing.T, s Store) {
 	equalLines(t, "filtered pages", got, []string{"src-a#1", "src-a#2", "src-a#6", "src-a#7", "src-a#8", "src-b#1"})
 
 	// A cursor is tied to its order.
-	page := mustReports(t, s, ports.ReportsQuery{Window: full, Limit: 2})
-	_, err := s.Reports(ctxFor(t), ports.ReportsQuery{Window: full, Limit: 2, Cursor: page.NextCursor, Descending: true})
+	page := mustReports(t, s, audit.ReportsQuery{Window: full, Limit: 2})
+	_, err := s.Reports(ctxFor(t), audit.ReportsQuery{Window: full, Limit: 2, Cursor: page.NextCursor, Descending: true})
 	wantInvalid(t, "cursor used with the other order", err, "cursor")
 }
 
-func describeOutage(o ports.Outage) string {
+func describeOutage(o audit.Outage) string {
 	return fmt.Sprintf("%s start=%s end=%s ongoing=%t last=%s dur=%s statuses=%v err=%q n=%d",
 		o.WorkerAddr, ts(o.Start), ts(o.End), o.Ongoing, ts(o.LastSeen), o.Duration, o.Statuses, o.LastError, o.Reports)
 }
 
 func testOutages(t *testing.T, s Store) {
 	ctx := ctxFor(t)
-	res, err := s.Outages(ctx, ports.OutagesQuery{Window: full})
+	res, err := s.Outages(ctx, audit.OutagesQuery{Window: full})
 	if err != nil {
 		t.Fatalf("Outages: %v", err)
 	}
@@ -456,7 +457,7 @@ func testOutages(t *testing.T, s Store) {
 		t.Error("Truncated with every outage returned")
 	}
 
-	res, err = s.Outages(ctx, ports.OutagesQuery{Window: full, Limit: 2})
+	res, err = s.Outages(ctx, audit.OutagesQuery{Window: full, Limit: 2})
 	if err != nil {
 		t.Fatalf("Outages(limit 2): %v", err)
 	}
@@ -466,7 +467,7 @@ func testOutages(t *testing.T, s Store) {
 
 	// Runs are seen through the window only: cut the first outage of
 	// worker 1 and the end of its last one.
-	res, err = s.Outages(ctx, ports.OutagesQuery{Window: ports.Window{Since: at(3), Until: at(22)}, Workers: []string{w1}})
+	res, err = s.Outages(ctx, audit.OutagesQuery{Window: audit.Window{Since: at(3), Until: at(22)}, Workers: []string{w1}})
 	if err != nil {
 		t.Fatalf("Outages(window): %v", err)
 	}
@@ -480,14 +481,14 @@ func testOutages(t *testing.T, s Store) {
 	})
 }
 
-func describeStat(st ports.RankStat) string {
+func describeStat(st audit.RankStat) string {
 	return fmt.Sprintf("%s/%d n=%d avg=%.6f max=%.6f p95=%.6f maxwait=%d gen=%.6f", st.WorkerAddr, st.DPRank,
 		st.Reports, st.AvgTokenUsage, st.MaxTokenUsage, st.P95TokenUsage, st.MaxWaitingReqs, st.MeanGenThroughput)
 }
 
 func testRankStats(t *testing.T, s Store) {
 	ctx := ctxFor(t)
-	check := func(name string, q ports.RankStatsQuery, want []string) {
+	check := func(name string, q audit.RankStatsQuery, want []string) {
 		t.Helper()
 		res, err := s.RankStats(ctx, q)
 		if err != nil {
@@ -501,21 +502,21 @@ func testRankStats(t *testing.T, s Store) {
 	}
 	// Worker 1 rank 0: usages .5 .5 .375 .875 .75 .375 .125 .125 (p95 at
 	// position 6.65 of the sorted values: .75 + .65·.125).
-	check("every rank", ports.RankStatsQuery{Window: full}, []string{
+	check("every rank", audit.RankStatsQuery{Window: full}, []string{
 		w1 + "/0 n=8 avg=0.453125 max=0.875000 p95=0.831250 maxwait=9 gen=52.500000",
 		w1 + "/1 n=8 avg=0.375000 max=0.875000 p95=0.787500 maxwait=1 gen=77.500000",
 		w2 + "/0 n=4 avg=0.406250 max=0.750000 p95=0.712500 maxwait=5 gen=25.000000",
 		w2 + "/1 n=4 avg=0.375000 max=0.500000 p95=0.500000 maxwait=0 gen=10.000000",
 		w2 + "/2 n=4 avg=0.437500 max=0.500000 p95=0.500000 maxwait=0 gen=10.000000",
 	})
-	check("worker 2, rank 1", ports.RankStatsQuery{Window: full, Workers: []string{w2}, Ranks: []int64{1}}, []string{
+	check("worker 2, rank 1", audit.RankStatsQuery{Window: full, Workers: []string{w2}, Ranks: []int64{1}}, []string{
 		w2 + "/1 n=4 avg=0.375000 max=0.500000 p95=0.500000 maxwait=0 gen=10.000000",
 	})
-	check("window [1s, 4s)", ports.RankStatsQuery{Window: ports.Window{Since: at(1), Until: at(4)}, Ranks: []int64{0}}, []string{
+	check("window [1s, 4s)", audit.RankStatsQuery{Window: audit.Window{Since: at(1), Until: at(4)}, Ranks: []int64{0}}, []string{
 		w1 + "/0 n=2 avg=0.437500 max=0.500000 p95=0.493750 maxwait=2 gen=50.000000",
 		w2 + "/0 n=2 avg=0.187500 max=0.250000 p95=0.243750 maxwait=5 gen=15.000000",
 	})
-	res, err := s.RankStats(ctx, ports.RankStatsQuery{Window: full, Limit: 3})
+	res, err := s.RankStats(ctx, audit.RankStatsQuery{Window: full, Limit: 3})
 	if err != nil {
 		t.Fatalf("RankStats(limit 3): %v", err)
 	}
@@ -526,7 +527,7 @@ func testRankStats(t *testing.T, s Store) {
 
 func testGaps(t *testing.T, s Store) {
 	ctx := ctxFor(t)
-	check := func(name string, q ports.GapsQuery, wantGaps, wantRestarts []string) {
+	check := func(name string, q audit.GapsQuery, wantGaps, wantRestarts []string) {
 		t.Helper()
 		res, err := s.Gaps(ctx, q)
 		if err != nil {
@@ -545,18 +546,18 @@ func testGaps(t *testing.T, s Store) {
 	}
 	restart := []string{w1 + " src-b at 20s after src-a at 7s"}
 	// Worker 2 steps 2s → 4s: exactly twice the interval, not a gap.
-	check("interval 1s", ports.GapsQuery{Window: full, Interval: time.Second}, []string{
+	check("interval 1s", audit.GapsQuery{Window: full, Interval: time.Second}, []string{
 		w2 + " 4s..6.5s (2.5s)",
 		w1 + " 7s..20s (13s)",
 	}, restart)
-	check("interval 5s", ports.GapsQuery{Window: full, Interval: 5 * time.Second}, []string{w1 + " 7s..20s (13s)"}, restart)
-	check("interval 6.5s", ports.GapsQuery{Window: full, Interval: 6500 * time.Millisecond}, nil, restart)
-	check("worker 2", ports.GapsQuery{Window: full, Interval: time.Second, Workers: []string{w2}}, []string{w2 + " 4s..6.5s (2.5s)"}, nil)
+	check("interval 5s", audit.GapsQuery{Window: full, Interval: 5 * time.Second}, []string{w1 + " 7s..20s (13s)"}, restart)
+	check("interval 6.5s", audit.GapsQuery{Window: full, Interval: 6500 * time.Millisecond}, nil, restart)
+	check("worker 2", audit.GapsQuery{Window: full, Interval: time.Second, Workers: []string{w2}}, []string{w2 + " 4s..6.5s (2.5s)"}, nil)
 	// Only the window is looked at: the restart's first instance lies
 	// outside, so neither a gap nor a restart is seen.
-	check("window after the restart", ports.GapsQuery{Window: ports.Window{Since: at(8), Until: at(60)}, Interval: time.Second}, nil, nil)
+	check("window after the restart", audit.GapsQuery{Window: audit.Window{Since: at(8), Until: at(60)}, Interval: time.Second}, nil, nil)
 
-	res, err := s.Gaps(ctx, ports.GapsQuery{Window: full, Interval: time.Second, Limit: 1})
+	res, err := s.Gaps(ctx, audit.GapsQuery{Window: full, Interval: time.Second, Limit: 1})
 	if err != nil {
 		t.Fatalf("Gaps(limit 1): %v", err)
 	}
@@ -567,7 +568,7 @@ func testGaps(t *testing.T, s Store) {
 
 func testImbalance(t *testing.T, s Store) {
 	ctx := ctxFor(t)
-	check := func(name string, q ports.ImbalanceQuery, want []string) {
+	check := func(name string, q audit.ImbalanceQuery, want []string) {
 		t.Helper()
 		res, err := s.Imbalance(ctx, q)
 		if err != nil {
@@ -580,29 +581,29 @@ func testImbalance(t *testing.T, s Store) {
 		}
 		equalLines(t, name, got, want)
 	}
-	check("threshold 0.5", ports.ImbalanceQuery{Window: full, Threshold: .5}, []string{
+	check("threshold 0.5", audit.ImbalanceQuery{Window: full, Threshold: .5}, []string{
 		w1 + " start=5s end=7s ongoing=false last=6s dur=2s peak=0.75@5s n=2",
 		w1 + " start=22s end=- ongoing=true last=22s dur=0s peak=0.75@22s n=1",
 	})
 	// 0.625 is exactly the spread at 6s: not above it.
-	check("threshold 0.625", ports.ImbalanceQuery{Window: full, Threshold: .625}, []string{
+	check("threshold 0.625", audit.ImbalanceQuery{Window: full, Threshold: .625}, []string{
 		w1 + " start=5s end=6s ongoing=false last=5s dur=1s peak=0.75@5s n=1",
 		w1 + " start=22s end=- ongoing=true last=22s dur=0s peak=0.75@22s n=1",
 	})
 	// Threshold 0: every report with two ranks apart; UNREACHABLE
 	// reports (no ranks) and even ones end runs.
-	check("threshold 0", ports.ImbalanceQuery{Window: full}, []string{
+	check("threshold 0", audit.ImbalanceQuery{Window: full}, []string{
 		w1 + " start=1s end=2s ongoing=false last=1s dur=1s peak=0.125@1s n=1",
 		w2 + " start=1s end=2s ongoing=false last=1s dur=1s peak=0.375@1s n=1",
 		w1 + " start=5s end=20s ongoing=false last=7s dur=15s peak=0.75@5s n=3",
 		w2 + " start=6.5s end=- ongoing=true last=6.5s dur=0s peak=0.25@6.5s n=1",
 		w1 + " start=22s end=- ongoing=true last=22s dur=0s peak=0.75@22s n=1",
 	})
-	check("worker 2, threshold 0.3", ports.ImbalanceQuery{Window: full, Workers: []string{w2}, Threshold: .3}, []string{
+	check("worker 2, threshold 0.3", audit.ImbalanceQuery{Window: full, Workers: []string{w2}, Threshold: .3}, []string{
 		w2 + " start=1s end=2s ongoing=false last=1s dur=1s peak=0.375@1s n=1",
 	})
-	check("threshold 1", ports.ImbalanceQuery{Window: full, Threshold: 1}, nil)
-	res, err := s.Imbalance(ctx, ports.ImbalanceQuery{Window: full, Limit: 4})
+	check("threshold 1", audit.ImbalanceQuery{Window: full, Threshold: 1}, nil)
+	res, err := s.Imbalance(ctx, audit.ImbalanceQuery{Window: full, Limit: 4})
 	if err != nil {
 		t.Fatalf("Imbalance(limit 4): %v", err)
 	}
@@ -613,24 +614,24 @@ func testImbalance(t *testing.T, s Store) {
 
 func testEmptyWindow(t *testing.T, s Store) {
 	ctx := ctxFor(t)
-	w := ports.Window{Since: t0.Add(-48 * time.Hour), Until: t0.Add(-47 * time.Hour)}
-	page, err := s.Reports(ctx, ports.ReportsQuery{Window: w})
+	w := audit.Window{Since: t0.Add(-48 * time.Hour), Until: t0.Add(-47 * time.Hour)}
+	page, err := s.Reports(ctx, audit.ReportsQuery{Window: w})
 	if err != nil || len(page.Reports) != 0 || page.NextCursor != "" {
 		t.Errorf("Reports(empty window) = %d reports, cursor %q, %v", len(page.Reports), page.NextCursor, err)
 	}
-	o, err := s.Outages(ctx, ports.OutagesQuery{Window: w})
+	o, err := s.Outages(ctx, audit.OutagesQuery{Window: w})
 	if err != nil || len(o.Outages) != 0 {
 		t.Errorf("Outages(empty window) = %v, %v", o, err)
 	}
-	st, err := s.RankStats(ctx, ports.RankStatsQuery{Window: w})
+	st, err := s.RankStats(ctx, audit.RankStatsQuery{Window: w})
 	if err != nil || len(st.Stats) != 0 {
 		t.Errorf("RankStats(empty window) = %v, %v", st, err)
 	}
-	g, err := s.Gaps(ctx, ports.GapsQuery{Window: w, Interval: time.Second})
+	g, err := s.Gaps(ctx, audit.GapsQuery{Window: w, Interval: time.Second})
 	if err != nil || len(g.Gaps) != 0 || len(g.Restarts) != 0 {
 		t.Errorf("Gaps(empty window) = %v, %v", g, err)
 	}
-	im, err := s.Imbalance(ctx, ports.ImbalanceQuery{Window: w})
+	im, err := s.Imbalance(ctx, audit.ImbalanceQuery{Window: w})
 	if err != nil || len(im.Spans) != 0 {
 		t.Errorf("Imbalance(empty window) = %v, %v", im, err)
 	}
@@ -649,82 +650,82 @@ func wantInvalid(t *testing.T, what string, err error, arg string) {
 
 func testArgumentErrors(t *testing.T, s Store) {
 	ctx := ctxFor(t)
-	backwards := ports.Window{Since: t0, Until: t0.Add(-time.Second)}
+	backwards := audit.Window{Since: t0, Until: t0.Add(-time.Second)}
 	cases := []struct {
 		name string
 		arg  string
 		call func() error
 	}{
 		{"no since", "since", func() error {
-			_, err := s.Reports(ctx, ports.ReportsQuery{Window: ports.Window{Until: t0}})
+			_, err := s.Reports(ctx, audit.ReportsQuery{Window: audit.Window{Until: t0}})
 			return err
 		}},
 		{"no until", "until", func() error {
-			_, err := s.Outages(ctx, ports.OutagesQuery{Window: ports.Window{Since: t0}})
+			_, err := s.Outages(ctx, audit.OutagesQuery{Window: audit.Window{Since: t0}})
 			return err
 		}},
 		{"until before since", "until", func() error {
-			_, err := s.Reports(ctx, ports.ReportsQuery{Window: backwards})
+			_, err := s.Reports(ctx, audit.ReportsQuery{Window: backwards})
 			return err
 		}},
 		{"empty window", "until", func() error {
-			_, err := s.Gaps(ctx, ports.GapsQuery{Window: ports.Window{Since: t0, Until: t0}, Interval: time.Second})
+			_, err := s.Gaps(ctx, audit.GapsQuery{Window: audit.Window{Since: t0, Until: t0}, Interval: time.Second})
 			return err
 		}},
 		{"negative limit", "limit", func() error {
-			_, err := s.Reports(ctx, ports.ReportsQuery{Window: full, Limit: -1})
+			_, err := s.Reports(ctx, audit.ReportsQuery{Window: full, Limit: -1})
 			return err
 		}},
 		{"huge page", "limit", func() error {
-			_, err := s.Reports(ctx, ports.ReportsQuery{Window: full, Limit: ports.MaxLimit + 1})
+			_, err := s.Reports(ctx, audit.ReportsQuery{Window: full, Limit: audit.MaxLimit + 1})
 			return err
 		}},
 		{"huge outage limit", "limit", func() error {
-			_, err := s.Outages(ctx, ports.OutagesQuery{Window: full, Limit: 1 << 30})
+			_, err := s.Outages(ctx, audit.OutagesQuery{Window: full, Limit: 1 << 30})
 			return err
 		}},
 		{"unknown status", "statuses", func() error {
-			_, err := s.Reports(ctx, ports.ReportsQuery{Window: full, Statuses: []domain.Status{7}})
+			_, err := s.Reports(ctx, audit.ReportsQuery{Window: full, Statuses: []domain.Status{7}})
 			return err
 		}},
 		{"unspecified status", "statuses", func() error {
-			_, err := s.Reports(ctx, ports.ReportsQuery{Window: full, Statuses: []domain.Status{domain.StatusUnspecified}})
+			_, err := s.Reports(ctx, audit.ReportsQuery{Window: full, Statuses: []domain.Status{domain.StatusUnspecified}})
 			return err
 		}},
 		{"negative rank", "ranks", func() error {
-			_, err := s.Reports(ctx, ports.ReportsQuery{Window: full, Ranks: []int64{-1}})
+			_, err := s.Reports(ctx, audit.ReportsQuery{Window: full, Ranks: []int64{-1}})
 			return err
 		}},
 		{"rank beyond int32", "ranks", func() error {
-			_, err := s.RankStats(ctx, ports.RankStatsQuery{Window: full, Ranks: []int64{1 << 40}})
+			_, err := s.RankStats(ctx, audit.RankStatsQuery{Window: full, Ranks: []int64{1 << 40}})
 			return err
 		}},
 		{"blank worker", "workers", func() error {
-			_, err := s.Imbalance(ctx, ports.ImbalanceQuery{Window: full, Workers: []string{" "}})
+			_, err := s.Imbalance(ctx, audit.ImbalanceQuery{Window: full, Workers: []string{" "}})
 			return err
 		}},
 		{"garbage cursor", "cursor", func() error {
-			_, err := s.Reports(ctx, ports.ReportsQuery{Window: full, Cursor: "not-a-cursor!"})
+			_, err := s.Reports(ctx, audit.ReportsQuery{Window: full, Cursor: "not-a-cursor!"})
 			return err
 		}},
 		{"zero interval", "interval", func() error {
-			_, err := s.Gaps(ctx, ports.GapsQuery{Window: full})
+			_, err := s.Gaps(ctx, audit.GapsQuery{Window: full})
 			return err
 		}},
 		{"huge interval", "interval", func() error {
-			_, err := s.Gaps(ctx, ports.GapsQuery{Window: full, Interval: 25 * time.Hour})
+			_, err := s.Gaps(ctx, audit.GapsQuery{Window: full, Interval: 25 * time.Hour})
 			return err
 		}},
 		{"negative threshold", "threshold", func() error {
-			_, err := s.Imbalance(ctx, ports.ImbalanceQuery{Window: full, Threshold: -0.1})
+			_, err := s.Imbalance(ctx, audit.ImbalanceQuery{Window: full, Threshold: -0.1})
 			return err
 		}},
 		{"NaN threshold", "threshold", func() error {
-			_, err := s.Imbalance(ctx, ports.ImbalanceQuery{Window: full, Threshold: math.NaN()})
+			_, err := s.Imbalance(ctx, audit.ImbalanceQuery{Window: full, Threshold: math.NaN()})
 			return err
 		}},
 		{"threshold above 1", "threshold", func() error {
-			_, err := s.Imbalance(ctx, ports.ImbalanceQuery{Window: full, Threshold: 1.5})
+			_, err := s.Imbalance(ctx, audit.ImbalanceQuery{Window: full, Threshold: 1.5})
 			return err
 		}},
 		{"retention limit", "limit", func() error {
@@ -770,14 +771,14 @@ func testRetention(t *testing.T, s Store) {
 		t.Fatalf("DeleteBefore(%s) never returned 0", before)
 		return 0
 	}
-	w := ports.Window{Since: day(1, 0).Add(-time.Hour), Until: day(5, 0)}
+	w := audit.Window{Since: day(1, 0).Add(-time.Hour), Until: day(5, 0)}
 	// A day boundary: every store removes exactly what lies before it.
 	if n := purge(day(3, 0)); n != 4 {
 		t.Errorf("DeleteBefore(day 3) removed %d reports, want 4", n)
 	}
-	page := mustReports(t, s, ports.ReportsQuery{Window: w})
+	page := mustReports(t, s, audit.ReportsQuery{Window: w})
 	equalLines(t, "reports kept", labels(page.Reports), []string{"src-r#5", "src-r#6", "src-r#7"})
-	stats, err := s.RankStats(ctx, ports.RankStatsQuery{Window: w})
+	stats, err := s.RankStats(ctx, audit.RankStatsQuery{Window: w})
 	if err != nil {
 		t.Fatalf("RankStats: %v", err)
 	}
@@ -789,7 +790,7 @@ func testRetention(t *testing.T, s Store) {
 	// Mid-day: a store may keep the reports of the day that contains t,
 	// but never removes a report at or after t.
 	purge(day(3, 12))
-	page = mustReports(t, s, ports.ReportsQuery{Window: w})
+	page = mustReports(t, s, audit.ReportsQuery{Window: w})
 	got := labels(page.Reports)
 	if !slices.Contains(got, "src-r#6") || !slices.Contains(got, "src-r#7") {
 		t.Errorf("DeleteBefore(day 3 12:00) removed reports at or after it: kept %v", got)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/loadreporter/loadreporter/adapters/store/memory"
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports"
 	"github.com/loadreporter/loadreporter/web/audittable"
 )
@@ -29,7 +30,7 @@ import (
 //     outage is ongoing.
 var (
 	t0     = time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
-	window = ports.Window{Since: t0, Until: t0.Add(time.Hour)}
+	window = audit.Window{Since: t0, Until: t0.Add(time.Hour)}
 )
 
 const (
@@ -85,7 +86,7 @@ func newStore(t *testing.T) *memory.Store {
 
 func run(t *testing.T, q ports.HistoryQuery, query audittable.Query) audittable.Table {
 	t.Helper()
-	if query.Window == (ports.Window{}) {
+	if query.Window == (audit.Window{}) {
 		query.Window = window
 	}
 	tab, err := audittable.Run(t.Context(), q, query)
@@ -275,9 +276,9 @@ type pagesForEver struct {
 	calls int
 }
 
-func (p *pagesForEver) Reports(_ context.Context, q ports.ReportsQuery) (ports.ReportsPage, error) {
+func (p *pagesForEver) Reports(_ context.Context, q audit.ReportsQuery) (audit.ReportsPage, error) {
 	p.calls++
-	page := ports.ReportsPage{NextCursor: "more"}
+	page := audit.ReportsPage{NextCursor: "more"}
 	for i := range p.size {
 		page.Reports = append(page.Reports, &domain.Report{SourceInstanceID: "x", SequenceID: uint64(i), ReportTime: t0,
 			Worker: domain.Worker{Addr: addrA}, Status: domain.StatusUnreachable})
@@ -327,7 +328,7 @@ func TestErrorsNameTheArgument(t *testing.T) {
 		{audittable.Query{Name: audittable.Gaps, Window: window}, "interval must be within"},
 		{audittable.Query{Name: audittable.Reports, Window: window, Cursor: "zzz"}, "cursor"},
 		{audittable.Query{Name: audittable.RankStats, Window: window, Ranks: []int64{-1}}, "ranks"},
-		{audittable.Query{Name: audittable.Outages, Window: window, Limit: ports.MaxLimit + 1}, "limit"},
+		{audittable.Query{Name: audittable.Outages, Window: window, Limit: audit.MaxLimit + 1}, "limit"},
 	} {
 		for what, err := range map[string]error{
 			"Validate": tc.query.Validate(),

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/web/humanize"
 
 	"github.com/loadreporter/loadreporter/domain"
@@ -42,7 +43,7 @@ const (
 type Query struct {
 	// Name is one of Names.
 	Name    string
-	Window  ports.Window
+	Window  audit.Window
 	Workers []string
 	// Statuses filter reports.
 	Statuses []domain.Status
@@ -62,24 +63,24 @@ type Query struct {
 	AllPages bool
 }
 
-func (q Query) reports() ports.ReportsQuery {
-	return ports.ReportsQuery{Window: q.Window, Workers: q.Workers, Statuses: q.Statuses, Ranks: q.Ranks, Limit: q.Limit, Cursor: q.Cursor}
+func (q Query) reports() audit.ReportsQuery {
+	return audit.ReportsQuery{Window: q.Window, Workers: q.Workers, Statuses: q.Statuses, Ranks: q.Ranks, Limit: q.Limit, Cursor: q.Cursor}
 }
 
-func (q Query) outages() ports.OutagesQuery {
-	return ports.OutagesQuery{Window: q.Window, Workers: q.Workers, Limit: q.Limit}
+func (q Query) outages() audit.OutagesQuery {
+	return audit.OutagesQuery{Window: q.Window, Workers: q.Workers, Limit: q.Limit}
 }
 
-func (q Query) rankStats() ports.RankStatsQuery {
-	return ports.RankStatsQuery{Window: q.Window, Workers: q.Workers, Ranks: q.Ranks, Limit: q.Limit}
+func (q Query) rankStats() audit.RankStatsQuery {
+	return audit.RankStatsQuery{Window: q.Window, Workers: q.Workers, Ranks: q.Ranks, Limit: q.Limit}
 }
 
-func (q Query) gaps() ports.GapsQuery {
-	return ports.GapsQuery{Window: q.Window, Workers: q.Workers, Interval: q.Interval, Limit: q.Limit}
+func (q Query) gaps() audit.GapsQuery {
+	return audit.GapsQuery{Window: q.Window, Workers: q.Workers, Interval: q.Interval, Limit: q.Limit}
 }
 
-func (q Query) imbalance() ports.ImbalanceQuery {
-	return ports.ImbalanceQuery{Window: q.Window, Workers: q.Workers, Threshold: q.Threshold, Limit: q.Limit}
+func (q Query) imbalance() audit.ImbalanceQuery {
+	return audit.ImbalanceQuery{Window: q.Window, Workers: q.Workers, Threshold: q.Threshold, Limit: q.Limit}
 }
 
 // Validate checks the name and, with the port query type's Validate, the
@@ -252,7 +253,7 @@ func runCells(worker string, start, end time.Time, ongoing bool, d time.Duration
 // gapsTable has one row per gap and per restart, in time order; a
 // restart spans from the previous instance's last report to the new
 // one's first.
-func gapsTable(res ports.GapsResult) Table {
+func gapsTable(res audit.GapsResult) Table {
 	t := Table{Columns: []Column{
 		{"kind", "Kind", KindText}, {"worker_addr", "Worker", KindText}, {"start", "Start", KindTime},
 		{"end", "End", KindTime}, {"duration_ms", "Duration", KindDuration},

@@ -12,9 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loadreporter/loadreporter/adapters/source/internal/oneline"
-	"github.com/loadreporter/loadreporter/adapters/source/internal/pullerr"
-
 	"connectrpc.com/connect"
 
 	"github.com/loadreporter/loadreporter/domain"
@@ -228,8 +225,8 @@ func rankLoad(l *schedulerpb.SchedulerLoad) domain.RankLoad {
 // classify it as a timeout.
 func (s *Source) callError(ctx context.Context, start time.Time, err error) error {
 	code := connect.CodeOf(err)
-	if err := pullerr.FromContext(ctx, "GetLoads "+s.target, start); err != nil {
-		return err
+	if cerr := ctx.Err(); cerr != nil {
+		return domain.PullEnded("GetLoads "+s.target, cerr, time.Since(start))
 	}
 	detail := errorDetail(err)
 	if code == connect.CodeCanceled && !connect.IsWireError(err) {
@@ -241,8 +238,8 @@ func (s *Source) callError(ctx context.Context, start time.Time, err error) erro
 	if code == connect.CodeDeadlineExceeded {
 		// The engine enforced the deadline we sent it (grpc-timeout), a
 		// moment before our own timer fired, or gave up on one of its own.
-		return pullerr.Wrap(domain.Errorf(domain.CodePullTimeout, "GetLoads %s: timed out after %s (%s: %s)",
-			s.target, time.Since(start).Round(time.Millisecond), code, detail), context.DeadlineExceeded)
+		return domain.Wrap(context.DeadlineExceeded, domain.CodePullTimeout, "GetLoads %s: timed out after %s (%s: %s)",
+			s.target, time.Since(start).Round(time.Millisecond), code, detail)
 	}
 	return domain.Errorf(domain.CodeSourceFailed, "GetLoads %s: %s: %s", s.target, code, detail)
 }
@@ -254,7 +251,7 @@ func errorDetail(err error) string {
 	if connect.IsWireError(err) {
 		var cerr *connect.Error
 		if errors.As(err, &cerr) {
-			if m := oneline.Short(cerr.Message(), 200); m != "" {
+			if m := domain.Shorten(cerr.Message(), 200); m != "" {
 				return m
 			}
 			return "(no message)"
@@ -277,7 +274,7 @@ func errorDetail(err error) string {
 			inner = serr.Err
 		}
 	}
-	if m := oneline.Short(inner.Error(), 200); m != "" {
+	if m := domain.Shorten(inner.Error(), 200); m != "" {
 		return m
 	}
 	return "(no message)"

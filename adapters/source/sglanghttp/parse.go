@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loadreporter/loadreporter/adapters/source/internal/oneline"
 	"github.com/loadreporter/loadreporter/domain"
 )
 
@@ -132,7 +131,7 @@ func parseRank(i int, obj map[string]any) (domain.RankLoad, error) {
 			return r, invalid("rank %d: timestamp %s", rank, err)
 		}
 		if sec > maxTimestamp {
-			return r, invalid("rank %d: timestamp %s is too large for seconds since the epoch (milliseconds?)", rank, oneline.Short(string(v.(json.Number)), 40))
+			return r, invalid("rank %d: timestamp %s is too large for seconds since the epoch (milliseconds?)", rank, domain.Shorten(string(v.(json.Number)), 40))
 		}
 		// Zero or negative means "no time"; the report builder then uses
 		// the pull-completion time, as it does for a missing timestamp.
@@ -164,9 +163,9 @@ func intValue(v any) (int64, error) {
 	i, integral, inRange := exactInt(s)
 	switch {
 	case !integral:
-		return 0, valueError(fmt.Sprintf("is a float (%s), want an integer", oneline.Short(s, 40)))
+		return 0, valueError(fmt.Sprintf("is a float (%s), want an integer", domain.Shorten(s, 40)))
 	case !inRange:
-		return 0, valueError(fmt.Sprintf("%s is outside the int64 range", oneline.Short(s, 40)))
+		return 0, valueError(fmt.Sprintf("%s is outside the int64 range", domain.Shorten(s, 40)))
 	}
 	return i, nil
 }
@@ -235,14 +234,14 @@ func floatValue(v any) (float64, error) {
 	}
 	x, err := strconv.ParseFloat(string(n), 64)
 	if err != nil {
-		return 0, valueError(fmt.Sprintf("%s is outside the float64 range", oneline.Short(string(n), 40)))
+		return 0, valueError(fmt.Sprintf("%s is outside the float64 range", domain.Shorten(string(n), 40)))
 	}
 	return x, nil
 }
 
 func wrongType(v any, want string) error {
 	if s, ok := v.(string); ok {
-		return valueError(fmt.Sprintf("is a string (%q), want %s", oneline.Short(s, 40), want))
+		return valueError(fmt.Sprintf("is a string (%q), want %s", domain.Shorten(s, 40), want))
 	}
 	return valueError(fmt.Sprintf("is %s %s, want %s", article(typeName(v)), typeName(v), want))
 }
@@ -292,9 +291,9 @@ func jsonError(body []byte, err error) error {
 			}
 			return domain.Errorf(domain.CodeSourceFailed, "body is not valid JSON: %s at offset %d (JSON has no NaN or Infinity)", word, at)
 		}
-		return domain.Errorf(domain.CodeSourceFailed, "body is not valid JSON: %s (offset %d)", oneline.String(syn.Error()), syn.Offset)
+		return domain.Errorf(domain.CodeSourceFailed, "body is not valid JSON: %s (offset %d)", domain.OneLine(syn.Error()), syn.Offset)
 	}
-	return domain.Errorf(domain.CodeSourceFailed, "body is not valid JSON: %s", oneline.String(err.Error()))
+	return domain.Errorf(domain.CodeSourceFailed, "body is not valid JSON: %s", domain.OneLine(err.Error()))
 }
 
 // nonJSONNumber recognises Python's json.dumps spellings of non-finite
@@ -332,5 +331,5 @@ func nonJSONNumber(body []byte, offset int64) (word, key string, at int) {
 	if open < 0 || len(before)-open > 64 {
 		return word, "", at
 	}
-	return word, oneline.Short(string(before[open+1:]), 40), at
+	return word, domain.Shorten(string(before[open+1:]), 40), at
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/loadreporter/loadreporter/adapters/source/internal/oneline"
 	"github.com/loadreporter/loadreporter/domain"
 )
 
@@ -122,7 +121,7 @@ func parseMetrics(body []byte) ([]engine, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {
-		msg := oneline.Short(err.Error(), 200)
+		msg := domain.Shorten(err.Error(), 200)
 		if strings.Contains(msg, "unexpected end of input stream") {
 			// The text format ends every line with a newline; a body cut
 			// anywhere else ends mid-line.
@@ -262,7 +261,7 @@ func rankOf(name string, m *dto.Metric) (int64, error) {
 		v := lp.GetValue()
 		rank, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return 0, invalid("%s: engine label %q is not an integer DP rank", name, oneline.Short(v, 40))
+			return 0, invalid("%s: engine label %q is not an integer DP rank", name, domain.Shorten(v, 40))
 		}
 		return rank, nil
 	}

@@ -9,16 +9,15 @@ import (
 
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
-	"github.com/loadreporter/loadreporter/ports"
 )
 
 // Reports returns one page of reports. See ports.HistoryQuery.
-func (s *Store) Reports(ctx context.Context, q ports.ReportsQuery) (ports.ReportsPage, error) {
+func (s *Store) Reports(ctx context.Context, q audit.ReportsQuery) (audit.ReportsPage, error) {
 	if err := q.Validate(); err != nil {
-		return ports.ReportsPage{}, err
+		return audit.ReportsPage{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return ports.ReportsPage{}, err
+		return audit.ReportsPage{}, err
 	}
 	after, hasAfter, _ := q.After()
 	size := q.PageSize()
@@ -38,22 +37,22 @@ func (s *Store) Reports(ctx context.Context, q ports.ReportsQuery) (ports.Report
 	if q.Descending {
 		i := len(in)
 		if hasAfter {
-			i = sort.Search(len(in), func(i int) bool { return ports.KeyOf(in[i]).Compare(after) >= 0 })
+			i = sort.Search(len(in), func(i int) bool { return audit.KeyOf(in[i]).Compare(after) >= 0 })
 		}
 		for i--; i >= 0 && take(in[i]); i-- {
 		}
 	} else {
 		i := 0
 		if hasAfter {
-			i = sort.Search(len(in), func(i int) bool { return ports.KeyOf(in[i]).Compare(after) > 0 })
+			i = sort.Search(len(in), func(i int) bool { return audit.KeyOf(in[i]).Compare(after) > 0 })
 		}
 		for ; i < len(in) && take(in[i]); i++ {
 		}
 	}
-	var page ports.ReportsPage
+	var page audit.ReportsPage
 	if len(out) > size {
 		out = out[:size]
-		page.NextCursor = ports.KeyOf(out[size-1]).Cursor(q.Descending)
+		page.NextCursor = audit.KeyOf(out[size-1]).Cursor(q.Descending)
 	}
 	for i, r := range out {
 		out[i] = clone(r, ranks)
@@ -100,23 +99,18 @@ func set[T comparable](vs []T) map[T]bool {
 
 // Outages returns the maximal runs of non-HEALTHY reports. See
 // ports.HistoryQuery.
-func (s *Store) Outages(ctx context.Context, q ports.OutagesQuery) (ports.OutagesResult, error) {
+func (s *Store) Outages(ctx context.Context, q audit.OutagesQuery) (audit.OutagesResult, error) {
 	if err := q.Validate(); err != nil {
-		return ports.OutagesResult{}, err
+		return audit.OutagesResult{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return ports.OutagesResult{}, err
+		return audit.OutagesResult{}, err
 	}
-	var res ports.OutagesResult
+	var res audit.OutagesResult
 	s.mu.RLock()
 	for _, rn := range audit.Runs(ofWorkers(s.window(q.Window), q.Workers), audit.Unhealthy) {
-		run, end := rn.Reports, rn.End
-		o := ports.Outage{
-			WorkerAddr: run[0].Worker.Addr,
-			Start:      run[0].ReportTime,
-			LastSeen:   run[len(run)-1].ReportTime,
-			Reports:    int64(len(run)),
-		}
+		run := rn.Reports
+		o := audit.Outage{Episode: rn.Episode()}
 		seen := map[domain.Status]bool{}
 		for _, r := range run {
 			if !seen[r.Status] {
@@ -128,17 +122,10 @@ func (s *Store) Outages(ctx context.Context, q ports.OutagesQuery) (ports.Outage
 			}
 		}
 		slices.Sort(o.Statuses)
-		if end != nil {
-			o.End = end.ReportTime
-			o.Duration = o.End.Sub(o.Start)
-		} else {
-			o.Ongoing = true
-			o.Duration = o.LastSeen.Sub(o.Start)
-		}
 		res.Outages = append(res.Outages, o)
 	}
 	s.mu.RUnlock()
-	slices.SortStableFunc(res.Outages, func(a, b ports.Outage) int {
+	slices.SortStableFunc(res.Outages, func(a, b audit.Outage) int {
 		return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.WorkerAddr, b.WorkerAddr))
 	})
 	res.Outages, res.Truncated = truncate(res.Outages, q.MaxResults())
@@ -153,12 +140,12 @@ func truncate[T any](s []T, n int) ([]T, bool) {
 }
 
 // RankStats returns per-rank statistics. See ports.HistoryQuery.
-func (s *Store) RankStats(ctx context.Context, q ports.RankStatsQuery) (ports.RankStatsResult, error) {
+func (s *Store) RankStats(ctx context.Context, q audit.RankStatsQuery) (audit.RankStatsResult, error) {
 	if err := q.Validate(); err != nil {
-		return ports.RankStatsResult{}, err
+		return audit.RankStatsResult{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return ports.RankStatsResult{}, err
+		return audit.RankStatsResult{}, err
 	}
 	type key struct {
 		worker string
@@ -195,16 +182,16 @@ func (s *Store) RankStats(ctx context.Context, q ports.RankStatsQuery) (ports.Ra
 		}
 	}
 	s.mu.RUnlock()
-	var res ports.RankStatsResult
+	var res audit.RankStatsResult
 	for k, a := range accs {
 		n := float64(len(a.usage))
-		res.Stats = append(res.Stats, ports.RankStat{
+		res.Stats = append(res.Stats, audit.RankStat{
 			WorkerAddr: k.worker, DPRank: k.rank, Reports: int64(len(a.usage)),
 			AvgTokenUsage: a.sum / n, MaxTokenUsage: a.maxUsage, P95TokenUsage: audit.Percentile(a.usage, 0.95),
 			MaxWaitingReqs: a.maxWaiting, MeanGenThroughput: a.gen / n,
 		})
 	}
-	slices.SortFunc(res.Stats, func(a, b ports.RankStat) int {
+	slices.SortFunc(res.Stats, func(a, b audit.RankStat) int {
 		return cmp.Or(cmp.Compare(a.WorkerAddr, b.WorkerAddr), cmp.Compare(a.DPRank, b.DPRank))
 	})
 	res.Stats, res.Truncated = truncate(res.Stats, q.MaxResults())
@@ -212,17 +199,17 @@ func (s *Store) RankStats(ctx context.Context, q ports.RankStatsQuery) (ports.Ra
 }
 
 // Gaps returns recording gaps and restarts. See ports.HistoryQuery.
-func (s *Store) Gaps(ctx context.Context, q ports.GapsQuery) (ports.GapsResult, error) {
+func (s *Store) Gaps(ctx context.Context, q audit.GapsQuery) (audit.GapsResult, error) {
 	if err := q.Validate(); err != nil {
-		return ports.GapsResult{}, err
+		return audit.GapsResult{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return ports.GapsResult{}, err
+		return audit.GapsResult{}, err
 	}
 	workers := set(q.Workers)
 	threshold := 2 * q.Interval
 	prev := map[string]*domain.Report{}
-	var res ports.GapsResult
+	var res audit.GapsResult
 	s.mu.RLock()
 	for _, r := range s.window(q.Window) {
 		w := r.Worker.Addr
@@ -231,10 +218,10 @@ func (s *Store) Gaps(ctx context.Context, q ports.GapsQuery) (ports.GapsResult, 
 		}
 		if p := prev[w]; p != nil {
 			if d := r.ReportTime.Sub(p.ReportTime); d > threshold {
-				res.Gaps = append(res.Gaps, ports.Gap{WorkerAddr: w, Start: p.ReportTime, End: r.ReportTime, Duration: d})
+				res.Gaps = append(res.Gaps, audit.Gap{Span: audit.Span{WorkerAddr: w, Start: p.ReportTime, End: r.ReportTime, Duration: d}})
 			}
 			if p.SourceInstanceID != r.SourceInstanceID {
-				res.Restarts = append(res.Restarts, ports.Restart{
+				res.Restarts = append(res.Restarts, audit.Restart{
 					WorkerAddr: w, SourceInstanceID: r.SourceInstanceID, FirstTime: r.ReportTime,
 					PreviousSourceInstanceID: p.SourceInstanceID, PreviousLastTime: p.ReportTime,
 				})
@@ -243,7 +230,7 @@ func (s *Store) Gaps(ctx context.Context, q ports.GapsQuery) (ports.GapsResult, 
 		prev[w] = r
 	}
 	s.mu.RUnlock()
-	slices.SortStableFunc(res.Gaps, func(a, b ports.Gap) int {
+	slices.SortStableFunc(res.Gaps, func(a, b audit.Gap) int {
 		return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.WorkerAddr, b.WorkerAddr))
 	})
 	var t1, t2 bool
@@ -255,41 +242,28 @@ func (s *Store) Gaps(ctx context.Context, q ports.GapsQuery) (ports.GapsResult, 
 
 // Imbalance returns runs of reports whose token_usage spread exceeds the
 // threshold. See ports.HistoryQuery.
-func (s *Store) Imbalance(ctx context.Context, q ports.ImbalanceQuery) (ports.ImbalanceResult, error) {
+func (s *Store) Imbalance(ctx context.Context, q audit.ImbalanceQuery) (audit.ImbalanceResult, error) {
 	if err := q.Validate(); err != nil {
-		return ports.ImbalanceResult{}, err
+		return audit.ImbalanceResult{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return ports.ImbalanceResult{}, err
+		return audit.ImbalanceResult{}, err
 	}
-	var res ports.ImbalanceResult
+	var res audit.ImbalanceResult
 	s.mu.RLock()
 	hot := func(r *domain.Report) bool { return audit.Spread(r) > q.Threshold }
 	for _, rn := range audit.Runs(ofWorkers(s.window(q.Window), q.Workers), hot) {
-		run, end := rn.Reports, rn.End
-		sp := ports.Imbalance{
-			WorkerAddr: run[0].Worker.Addr,
-			Start:      run[0].ReportTime,
-			LastSeen:   run[len(run)-1].ReportTime,
-			Reports:    int64(len(run)),
-			PeakSpread: math.Inf(-1),
-		}
+		run := rn.Reports
+		sp := audit.Imbalance{Episode: rn.Episode(), PeakSpread: math.Inf(-1)}
 		for _, r := range run {
 			if v := audit.Spread(r); v > sp.PeakSpread {
 				sp.PeakSpread, sp.PeakTime = v, r.ReportTime
 			}
 		}
-		if end != nil {
-			sp.End = end.ReportTime
-			sp.Duration = sp.End.Sub(sp.Start)
-		} else {
-			sp.Ongoing = true
-			sp.Duration = sp.LastSeen.Sub(sp.Start)
-		}
 		res.Spans = append(res.Spans, sp)
 	}
 	s.mu.RUnlock()
-	slices.SortStableFunc(res.Spans, func(a, b ports.Imbalance) int {
+	slices.SortStableFunc(res.Spans, func(a, b audit.Imbalance) int {
 		return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.WorkerAddr, b.WorkerAddr))
 	})
 	res.Spans, res.Truncated = truncate(res.Spans, q.MaxResults())

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports"
 )
 
@@ -27,7 +28,7 @@ type Store struct {
 	capacity int
 
 	mu      sync.RWMutex
-	reports []*domain.Report // sorted by ports.KeyOf, never modified once stored
+	reports []*domain.Report // sorted by audit.KeyOf, never modified once stored
 	seen    map[identity]struct{}
 	evicted int64
 }
@@ -67,7 +68,7 @@ func (s *Store) Evicted() int64 {
 // Append stores copies of reports, skipping those already held, and evicts
 // the oldest reports beyond Capacity. See ports.HistoryStore.
 func (s *Store) Append(ctx context.Context, reports []*domain.Report) error {
-	if err := ports.ValidateReports(reports); err != nil {
+	if err := audit.ValidateReports(reports); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -93,13 +94,13 @@ func (s *Store) Append(ctx context.Context, reports []*domain.Report) error {
 // insert puts r in key order; reports mostly arrive in order, so this is
 // usually an append.
 func (s *Store) insert(r *domain.Report) {
-	k := ports.KeyOf(r)
+	k := audit.KeyOf(r)
 	n := len(s.reports)
-	if n == 0 || ports.KeyOf(s.reports[n-1]).Compare(k) < 0 {
+	if n == 0 || audit.KeyOf(s.reports[n-1]).Compare(k) < 0 {
 		s.reports = append(s.reports, r)
 		return
 	}
-	i := sort.Search(n, func(i int) bool { return ports.KeyOf(s.reports[i]).Compare(k) > 0 })
+	i := sort.Search(n, func(i int) bool { return audit.KeyOf(s.reports[i]).Compare(k) > 0 })
 	s.reports = slices.Insert(s.reports, i, r)
 }
 
@@ -150,7 +151,7 @@ func (s *Store) DeleteBefore(ctx context.Context, t time.Time, limit int) (int64
 }
 
 // window returns the stored reports in w, in key order. s.mu must be held.
-func (s *Store) window(w ports.Window) []*domain.Report {
+func (s *Store) window(w audit.Window) []*domain.Report {
 	lo := sort.Search(len(s.reports), func(i int) bool { return !s.reports[i].ReportTime.Before(w.Since) })
 	hi := sort.Search(len(s.reports), func(i int) bool { return !s.reports[i].ReportTime.Before(w.Until) })
 	if hi < lo {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/loadreporter/loadreporter/adapters/store/memory"
 	"github.com/loadreporter/loadreporter/domain"
-	"github.com/loadreporter/loadreporter/ports"
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports/porttest"
 )
 
@@ -42,7 +42,7 @@ func TestEvictsOldestFirst(t *testing.T) {
 	if s.Len() != 5 || s.Evicted() != 3 {
 		t.Fatalf("Len, Evicted = %d, %d; want 5, 3", s.Len(), s.Evicted())
 	}
-	page, err := s.Reports(ctx, ports.ReportsQuery{Window: ports.Window{Since: t0, Until: t0.Add(time.Hour)}})
+	page, err := s.Reports(ctx, audit.ReportsQuery{Window: audit.Window{Since: t0, Until: t0.Add(time.Hour)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 	defer cancel()
 	s := memory.New(memory.Options{Capacity: 500})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	w := ports.Window{Since: t0, Until: t0.Add(time.Hour)}
+	w := audit.Window{Since: t0, Until: t0.Add(time.Hour)}
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
@@ -98,13 +98,13 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 		})
 		wg.Go(func() {
 			for range 50 {
-				if _, err := s.Reports(ctx, ports.ReportsQuery{Window: w}); err != nil {
+				if _, err := s.Reports(ctx, audit.ReportsQuery{Window: w}); err != nil {
 					t.Error(err)
 				}
-				if _, err := s.Outages(ctx, ports.OutagesQuery{Window: w}); err != nil {
+				if _, err := s.Outages(ctx, audit.OutagesQuery{Window: w}); err != nil {
 					t.Error(err)
 				}
-				if _, err := s.RankStats(ctx, ports.RankStatsQuery{Window: w}); err != nil {
+				if _, err := s.RankStats(ctx, audit.RankStatsQuery{Window: w}); err != nil {
 					t.Error(err)
 				}
 				if _, err := s.DeleteBefore(ctx, t0.Add(100*time.Millisecond), 10); err != nil {

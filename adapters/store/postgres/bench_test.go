@@ -12,7 +12,6 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
-	"github.com/loadreporter/loadreporter/ports"
 )
 
 var (
@@ -127,50 +126,50 @@ func BenchmarkHistory(b *testing.B) {
 	execIn(b, s, `ANALYZE history_reports`)
 	execIn(b, s, `ANALYZE history_ranks`)
 	last := benchReport(n-1, start).ReportTime
-	all := ports.Window{Since: start, Until: last.Add(time.Second)}
+	all := audit.Window{Since: start, Until: last.Add(time.Second)}
 	one := []string{benchReport(0, start).Worker.Addr}
 	queries := []struct {
 		name string
 		run  func() (int, error)
 	}{
 		{"reports, first page of 100, all workers", func() (int, error) {
-			p, err := s.Reports(ctx, ports.ReportsQuery{Window: all})
+			p, err := s.Reports(ctx, audit.ReportsQuery{Window: all})
 			return len(p.Reports), err
 		}},
 		{"reports, one worker, UNREACHABLE, page of 1000", func() (int, error) {
-			p, err := s.Reports(ctx, ports.ReportsQuery{Window: all, Workers: one, Statuses: []domain.Status{domain.StatusUnreachable}, Limit: 1000})
+			p, err := s.Reports(ctx, audit.ReportsQuery{Window: all, Workers: one, Statuses: []domain.Status{domain.StatusUnreachable}, Limit: 1000})
 			return len(p.Reports), err
 		}},
 		{"reports, last page of 100, newest first", func() (int, error) {
-			p, err := s.Reports(ctx, ports.ReportsQuery{Window: all, Descending: true})
+			p, err := s.Reports(ctx, audit.ReportsQuery{Window: all, Descending: true})
 			return len(p.Reports), err
 		}},
 		{"outages, one worker", func() (int, error) {
-			o, err := s.Outages(ctx, ports.OutagesQuery{Window: all, Workers: one, Limit: ports.MaxLimit})
+			o, err := s.Outages(ctx, audit.OutagesQuery{Window: all, Workers: one, Limit: audit.MaxLimit})
 			return len(o.Outages), err
 		}},
 		{"outages, all workers", func() (int, error) {
-			o, err := s.Outages(ctx, ports.OutagesQuery{Window: all, Limit: ports.MaxLimit})
+			o, err := s.Outages(ctx, audit.OutagesQuery{Window: all, Limit: audit.MaxLimit})
 			return len(o.Outages), err
 		}},
 		{"rank stats, all workers", func() (int, error) {
-			st, err := s.RankStats(ctx, ports.RankStatsQuery{Window: all, Limit: ports.MaxLimit})
+			st, err := s.RankStats(ctx, audit.RankStatsQuery{Window: all, Limit: audit.MaxLimit})
 			return len(st.Stats), err
 		}},
 		{"rank stats, one worker, last hour", func() (int, error) {
-			st, err := s.RankStats(ctx, ports.RankStatsQuery{Window: ports.Window{Since: last.Add(-time.Hour), Until: all.Until}, Workers: one})
+			st, err := s.RankStats(ctx, audit.RankStatsQuery{Window: audit.Window{Since: last.Add(-time.Hour), Until: all.Until}, Workers: one})
 			return len(st.Stats), err
 		}},
 		{"gaps and restarts, all workers", func() (int, error) {
-			g, err := s.Gaps(ctx, ports.GapsQuery{Window: all, Interval: time.Second, Limit: ports.MaxLimit})
+			g, err := s.Gaps(ctx, audit.GapsQuery{Window: all, Interval: time.Second, Limit: audit.MaxLimit})
 			return len(g.Gaps) + len(g.Restarts), err
 		}},
 		{"imbalance > 0.5, all workers", func() (int, error) {
-			im, err := s.Imbalance(ctx, ports.ImbalanceQuery{Window: all, Threshold: .5, Limit: ports.MaxLimit})
+			im, err := s.Imbalance(ctx, audit.ImbalanceQuery{Window: all, Threshold: .5, Limit: audit.MaxLimit})
 			return len(im.Spans), err
 		}},
 		{"imbalance > 0.5, one worker", func() (int, error) {
-			im, err := s.Imbalance(ctx, ports.ImbalanceQuery{Window: all, Workers: one, Threshold: .5, Limit: ports.MaxLimit})
+			im, err := s.Imbalance(ctx, audit.ImbalanceQuery{Window: all, Workers: one, Threshold: .5, Limit: audit.MaxLimit})
 			return len(im.Spans), err
 		}},
 	}

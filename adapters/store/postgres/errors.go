@@ -13,16 +13,6 @@ import (
 	"github.com/loadreporter/loadreporter/domain"
 )
 
-// storeError carries a domain code for callers and the driver's error for
-// logs.
-type storeError struct {
-	de    *domain.Error
-	cause error
-}
-
-func (e *storeError) Error() string   { return e.de.Error() + ": " + e.cause.Error() }
-func (e *storeError) Unwrap() []error { return []error{e.de, e.cause} }
-
 // wrapErr classifies a database error: the database could not be reached
 // or refused for now (CodeUnavailable, worth a retry), the caller gave up
 // (its context error, unchanged), or anything else (CodeInternal).
@@ -35,12 +25,12 @@ func wrapErr(ctx context.Context, op string, err error) error {
 		return err
 	}
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)) {
-		return &storeError{de: domain.Errorf(domain.CodeUnavailable, "history database: %s: %v", op, ctx.Err()), cause: err}
+		return domain.Wrap(err, domain.CodeUnavailable, "history database: %s: %v", op, ctx.Err())
 	}
 	if unavailable(err) {
-		return &storeError{de: domain.Errorf(domain.CodeUnavailable, "history database unavailable (%s)", op), cause: err}
+		return domain.Wrap(err, domain.CodeUnavailable, "history database unavailable (%s)", op)
 	}
-	return &storeError{de: domain.Errorf(domain.CodeInternal, "history database: %s failed", op), cause: err}
+	return domain.Wrap(err, domain.CodeInternal, "history database: %s failed", op)
 }
 
 func unavailable(err error) bool {

@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loadreporter/loadreporter/domain"
-	"github.com/loadreporter/loadreporter/ports"
+	"github.com/loadreporter/loadreporter/domain/audit"
 )
 
 // readTx runs fn in one read-only transaction with a stable snapshot, so a
@@ -70,9 +70,9 @@ type rowKey struct {
 }
 
 // Reports returns one page of reports. See ports.HistoryQuery.
-func (s *Store) Reports(ctx context.Context, q ports.ReportsQuery) (ports.ReportsPage, error) {
+func (s *Store) Reports(ctx context.Context, q audit.ReportsQuery) (audit.ReportsPage, error) {
 	if err := q.Validate(); err != nil {
-		return ports.ReportsPage{}, err
+		return audit.ReportsPage{}, err
 	}
 	after, hasAfter, _ := q.After()
 	size := q.PageSize()
@@ -88,7 +88,7 @@ func (s *Store) Reports(ctx context.Context, q ports.ReportsQuery) (ports.Report
 	if q.Descending {
 		sql = reportsDesc
 	}
-	var page ports.ReportsPage
+	var page audit.ReportsPage
 	err := s.readTx(ctx, "reports", func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, sql, q.Since, q.Until, nonNil(q.Workers), statuses,
 			hasAfter, after.Time, after.WorkerAddr, after.SourceInstanceID, int64(after.SequenceID), size+1)
@@ -101,13 +101,13 @@ func (s *Store) Reports(ctx context.Context, q ports.ReportsQuery) (ports.Report
 		}
 		if len(reports) > size {
 			reports = reports[:size]
-			page.NextCursor = ports.KeyOf(reports[size-1]).Cursor(q.Descending)
+			page.NextCursor = audit.KeyOf(reports[size-1]).Cursor(q.Descending)
 		}
 		page.Reports = reports
 		return s.attachRanks(ctx, tx, reports, ranks)
 	})
 	if err != nil {
-		return ports.ReportsPage{}, err
+		return audit.ReportsPage{}, err
 	}
 	return page, nil
 }
@@ -225,20 +225,20 @@ LIMIT $4`
 
 // Outages returns the maximal runs of non-HEALTHY reports. See
 // ports.HistoryQuery.
-func (s *Store) Outages(ctx context.Context, q ports.OutagesQuery) (ports.OutagesResult, error) {
+func (s *Store) Outages(ctx context.Context, q audit.OutagesQuery) (audit.OutagesResult, error) {
 	if err := q.Validate(); err != nil {
-		return ports.OutagesResult{}, err
+		return audit.OutagesResult{}, err
 	}
 	limit := q.MaxResults()
-	var res ports.OutagesResult
+	var res audit.OutagesResult
 	err := s.readTx(ctx, "outages", func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, outagesSQL, q.Since, q.Until, nonNil(q.Workers), limit+1)
 		if err != nil {
 			return err
 		}
-		res.Outages, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (ports.Outage, error) {
+		res.Outages, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (audit.Outage, error) {
 			var (
-				o         ports.Outage
+				o         audit.Outage
 				end       *time.Time
 				statuses  []int16
 				lastError *string
@@ -265,7 +265,7 @@ func (s *Store) Outages(ctx context.Context, q ports.OutagesQuery) (ports.Outage
 		return err
 	})
 	if err != nil {
-		return ports.OutagesResult{}, err
+		return audit.OutagesResult{}, err
 	}
 	if len(res.Outages) > limit {
 		res.Outages, res.Truncated = res.Outages[:limit], true
@@ -285,24 +285,24 @@ ORDER BY worker_addr, dp_rank
 LIMIT $5`
 
 // RankStats returns per-rank statistics. See ports.HistoryQuery.
-func (s *Store) RankStats(ctx context.Context, q ports.RankStatsQuery) (ports.RankStatsResult, error) {
+func (s *Store) RankStats(ctx context.Context, q audit.RankStatsQuery) (audit.RankStatsResult, error) {
 	if err := q.Validate(); err != nil {
-		return ports.RankStatsResult{}, err
+		return audit.RankStatsResult{}, err
 	}
 	ranks := make([]int32, len(q.Ranks))
 	for i, r := range q.Ranks {
 		ranks[i] = int32(r)
 	}
 	limit := q.MaxResults()
-	var res ports.RankStatsResult
+	var res audit.RankStatsResult
 	err := s.readTx(ctx, "rank stats", func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, rankStatsSQL, q.Since, q.Until, nonNil(q.Workers), ranks, limit+1)
 		if err != nil {
 			return err
 		}
-		res.Stats, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (ports.RankStat, error) {
+		res.Stats, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (audit.RankStat, error) {
 			var (
-				st ports.RankStat
+				st audit.RankStat
 				dp int32
 			)
 			err := row.Scan(&st.WorkerAddr, &dp, &st.Reports, &st.AvgTokenUsage, &st.MaxTokenUsage,
@@ -313,7 +313,7 @@ func (s *Store) RankStats(ctx context.Context, q ports.RankStatsQuery) (ports.Ra
 		return err
 	})
 	if err != nil {
-		return ports.RankStatsResult{}, err
+		return audit.RankStatsResult{}, err
 	}
 	if len(res.Stats) > limit {
 		res.Stats, res.Truncated = res.Stats[:limit], true
@@ -342,19 +342,19 @@ ORDER BY report_time, worker_addr
 LIMIT $4`
 
 // Gaps returns recording gaps and restarts. See ports.HistoryQuery.
-func (s *Store) Gaps(ctx context.Context, q ports.GapsQuery) (ports.GapsResult, error) {
+func (s *Store) Gaps(ctx context.Context, q audit.GapsQuery) (audit.GapsResult, error) {
 	if err := q.Validate(); err != nil {
-		return ports.GapsResult{}, err
+		return audit.GapsResult{}, err
 	}
 	limit := q.MaxResults()
-	var res ports.GapsResult
+	var res audit.GapsResult
 	err := s.readTx(ctx, "gaps", func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, gapsSQL, q.Since, q.Until, nonNil(q.Workers), (2 * q.Interval).Microseconds(), limit+1)
 		if err != nil {
 			return err
 		}
-		res.Gaps, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (ports.Gap, error) {
-			var g ports.Gap
+		res.Gaps, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (audit.Gap, error) {
+			var g audit.Gap
 			err := row.Scan(&g.WorkerAddr, &g.Start, &g.End)
 			g.Start, g.End = g.Start.UTC(), g.End.UTC()
 			g.Duration = g.End.Sub(g.Start)
@@ -367,8 +367,8 @@ func (s *Store) Gaps(ctx context.Context, q ports.GapsQuery) (ports.GapsResult, 
 		if err != nil {
 			return err
 		}
-		res.Restarts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (ports.Restart, error) {
-			var r ports.Restart
+		res.Restarts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (audit.Restart, error) {
+			var r audit.Restart
 			err := row.Scan(&r.WorkerAddr, &r.SourceInstanceID, &r.FirstTime, &r.PreviousSourceInstanceID, &r.PreviousLastTime)
 			r.FirstTime, r.PreviousLastTime = r.FirstTime.UTC(), r.PreviousLastTime.UTC()
 			return r, err
@@ -376,7 +376,7 @@ func (s *Store) Gaps(ctx context.Context, q ports.GapsQuery) (ports.GapsResult, 
 		return err
 	})
 	if err != nil {
-		return ports.GapsResult{}, err
+		return audit.GapsResult{}, err
 	}
 	if len(res.Gaps) > limit {
 		res.Gaps, res.Truncated = res.Gaps[:limit], true
@@ -416,20 +416,20 @@ LIMIT $5`
 
 // Imbalance returns runs of reports whose token_usage spread exceeds the
 // threshold. See ports.HistoryQuery.
-func (s *Store) Imbalance(ctx context.Context, q ports.ImbalanceQuery) (ports.ImbalanceResult, error) {
+func (s *Store) Imbalance(ctx context.Context, q audit.ImbalanceQuery) (audit.ImbalanceResult, error) {
 	if err := q.Validate(); err != nil {
-		return ports.ImbalanceResult{}, err
+		return audit.ImbalanceResult{}, err
 	}
 	limit := q.MaxResults()
-	var res ports.ImbalanceResult
+	var res audit.ImbalanceResult
 	err := s.readTx(ctx, "imbalance", func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, imbalanceSQL, q.Since, q.Until, nonNil(q.Workers), q.Threshold, limit+1)
 		if err != nil {
 			return err
 		}
-		res.Spans, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (ports.Imbalance, error) {
+		res.Spans, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (audit.Imbalance, error) {
 			var (
-				sp  ports.Imbalance
+				sp  audit.Imbalance
 				end *time.Time
 			)
 			if err := row.Scan(&sp.WorkerAddr, &sp.Start, &sp.LastSeen, &end, &sp.Reports, &sp.PeakSpread, &sp.PeakTime); err != nil {
@@ -448,7 +448,7 @@ func (s *Store) Imbalance(ctx context.Context, q ports.ImbalanceQuery) (ports.Im
 		return err
 	})
 	if err != nil {
-		return ports.ImbalanceResult{}, err
+		return audit.ImbalanceResult{}, err
 	}
 	if len(res.Spans) > limit {
 		res.Spans, res.Truncated = res.Spans[:limit], true

@@ -71,7 +71,7 @@ func (s *Store) Close() {
 // Append stores reports with their ranks in one transaction; reports that
 // are already stored are skipped. See ports.HistoryStore.
 func (s *Store) Append(ctx context.Context, reports []*domain.Report) error {
-	if err := ports.ValidateReports(reports); err != nil {
+	if err := audit.ValidateReports(reports); err != nil {
 		return err
 	}
 	if len(reports) == 0 {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
 	"github.com/loadreporter/loadreporter/domain"
-	"github.com/loadreporter/loadreporter/ports"
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports/porttest"
 )
 
@@ -134,7 +134,7 @@ func TestPartitionsAndDefaultSafetyNet(t *testing.T) {
 	if err := s.Append(ctx, []*domain.Report{r}); err != nil {
 		t.Fatalf("Append after drop: %v", err)
 	}
-	page, err := s.Reports(ctx, ports.ReportsQuery{Window: ports.Window{Since: day, Until: day.Add(24 * time.Hour)}})
+	page, err := s.Reports(ctx, audit.ReportsQuery{Window: audit.Window{Since: day, Until: day.Add(24 * time.Hour)}})
 	if err != nil || len(page.Reports) != 1 {
 		t.Errorf("Reports after re-append = %v, %v", page.Reports, err)
 	}
@@ -153,7 +153,7 @@ func TestUnreachableDatabaseIsUnavailable(t *testing.T) {
 	if domain.ErrorCode(err) != domain.CodeUnavailable {
 		t.Errorf("Append to a closed port = %v, want %s", err, domain.CodeUnavailable)
 	}
-	_, err = s.Outages(ctx, ports.OutagesQuery{Window: ports.Window{Since: time.Unix(0, 0), Until: time.Now()}})
+	_, err = s.Outages(ctx, audit.OutagesQuery{Window: audit.Window{Since: time.Unix(0, 0), Until: time.Now()}})
 	if domain.ErrorCode(err) != domain.CodeUnavailable {
 		t.Errorf("Outages on a closed port = %v, want %s", err, domain.CodeUnavailable)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/rpc"
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports"
 	"github.com/loadreporter/loadreporter/web/audittable"
 )
@@ -69,7 +70,7 @@ func ParseAudit(args []string, getenv func(string) string, out io.Writer) (Audit
 	fs.Float64Var(&c.Threshold, "threshold", c.Threshold, "imbalance: token_usage spread across ranks that counts (0..1)")
 	fs.DurationVar(&c.Interval, "interval", c.Interval, "gaps: the history interval (default: the server's)")
 	fs.IntVar(&c.Limit, "limit", c.Limit, fmt.Sprintf("reports: page size (default %d; every page of the window is read, up to %d reports); "+
-		"others: rows at most (default %d); at most %d", ports.DefaultPageSize, audittable.MaxReports, ports.DefaultResultLimit, ports.MaxLimit))
+		"others: rows at most (default %d); at most %d", audit.DefaultPageSize, audittable.MaxReports, audit.DefaultResultLimit, audit.MaxLimit))
 	fs.StringVar(&c.Format, "format", c.Format, "table, csv or json")
 	fs.StringVar(&c.Target, "target", c.Target, "HOST:PORT of a running loadreporter to ask (its HistoryService)")
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "query PostgreSQL directly instead of --target")
@@ -95,7 +96,7 @@ func ParseAudit(args []string, getenv func(string) string, out io.Writer) (Audit
 	}
 	c.Workers = workers
 	for _, s := range statuses {
-		st, err := ports.ParseStatus(s)
+		st, err := audit.ParseStatus(s)
 		if err != nil {
 			return c, fmt.Errorf("--status: %s", domain.ErrorMessage(err))
 		}
@@ -164,7 +165,7 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 		q = rpc.NewHistoryClient(client, "http://"+c.Target, c.AuthToken)
 	}
 	query := audittable.Query{
-		Name: c.Query, Window: ports.Window{Since: since, Until: until},
+		Name: c.Query, Window: audit.Window{Since: since, Until: until},
 		Workers: c.Workers, Statuses: c.Statuses, Ranks: c.Ranks,
 		Threshold: c.Threshold, Interval: c.Interval, Limit: c.Limit,
 		AllPages: true, // like the dashboard's CSV download

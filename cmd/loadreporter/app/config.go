@@ -11,7 +11,7 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/adapters/store/memory"
 	"github.com/loadreporter/loadreporter/domain"
-	"github.com/loadreporter/loadreporter/domain/reporter"
+	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/domain/session"
 )
 
@@ -61,7 +61,7 @@ func DefaultConfig() Config {
 		Listen:           "127.0.0.1:8080",
 		Source:           "sim",
 		StaleAfter:       3 * time.Second,
-		PullBudget:       reporter.DefaultPullBudget,
+		PullBudget:       fireloop.DefaultPullBudget,
 		Schedule:         "aligned",
 		Limits:           session.DefaultLimits(),
 		ShutdownGrace:    5 * time.Second,

@@ -7,20 +7,20 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/domain"
-	"github.com/loadreporter/loadreporter/domain/reporter"
+	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/domain/session"
 	"github.com/loadreporter/loadreporter/ports"
 	"github.com/loadreporter/loadreporter/web"
 )
 
 // liveView adapts the fire loop to what the dashboard's live page reads.
-type liveView struct{ r *reporter.Reporter }
+type liveView struct{ r *fireloop.Loop }
 
 func (l liveView) Latest() *domain.Report { return l.r.Latest() }
 func (l liveView) RoutersConnected() int  { return l.r.Count(session.KindMonitor) }
 
 // NewDashboard returns the server-rendered pages (/, /history, /audit).
-func NewDashboard(c Config, r *reporter.Reporter, h *History, clk ports.Clock, log *slog.Logger) (*web.Handler, error) {
+func NewDashboard(c Config, r *fireloop.Loop, h *History, clk ports.Clock, log *slog.Logger) (*web.Handler, error) {
 	wt, err := domain.ParseWorkerType(c.WorkerType)
 	if err != nil {
 		return nil, err

@@ -26,7 +26,7 @@ type History struct {
 
 // NewHistory opens PostgreSQL when --database-url is set (migrating it
 // unless --migrate=false), else a bounded in-memory store.
-func NewHistory(c Config, clk ports.Clock, m *metrics.Reporter, log *slog.Logger) (*History, error) {
+func NewHistory(c Config, clk ports.Clock, m *metrics.Metrics, log *slog.Logger) (*History, error) {
 	h := &History{close: func() {}, kind: "memory"}
 	if c.DatabaseURL == "" {
 		s := memory.New(memory.Options{Capacity: c.HistoryCapacity})

@@ -12,23 +12,23 @@ import (
 
 	"connectrpc.com/grpchealth"
 
+	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/domain/recorder"
-	"github.com/loadreporter/loadreporter/domain/reporter"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 	"github.com/loadreporter/loadreporter/ports"
 )
 
 // Main is the running service: the fire loop and the one port.
 type Main struct {
-	cfg      Config
-	log      *slog.Logger
-	reporter *reporter.Reporter
-	engine   Engine
-	history  *History
-	clock    ports.Clock
-	server   *http.Server
-	health   *Health
-	ready    *Readiness
+	cfg     Config
+	log     *slog.Logger
+	loop    *fireloop.Loop
+	engine  Engine
+	history *History
+	clock   ports.Clock
+	server  *http.Server
+	health  *Health
+	ready   *Readiness
 
 	ln            net.Listener
 	stopLoop      context.CancelFunc
@@ -40,16 +40,16 @@ type Main struct {
 }
 
 // NewMain assembles a Main; Start runs it.
-func NewMain(c Config, log *slog.Logger, clk ports.Clock, r *reporter.Reporter, e Engine, hist *History,
+func NewMain(c Config, log *slog.Logger, clk ports.Clock, r *fireloop.Loop, e Engine, hist *History,
 	srv *http.Server, h *Health, ready *Readiness) *Main {
-	return &Main{cfg: c, log: log, clock: clk, reporter: r, engine: e, history: hist, server: srv, health: h, ready: ready}
+	return &Main{cfg: c, log: log, clock: clk, loop: r, engine: e, history: hist, server: srv, health: h, ready: ready}
 }
 
 // History is the history store and recorder in use.
 func (m *Main) History() *History { return m.history }
 
-// Reporter is the fire loop (tests and admin handlers use it).
-func (m *Main) Reporter() *reporter.Reporter { return m.reporter }
+// FireLoop is the fire loop (tests and admin handlers use it).
+func (m *Main) FireLoop() *fireloop.Loop { return m.loop }
 
 // Engine is the snapshot source in use.
 func (m *Main) Engine() Engine { return m.engine }
@@ -71,7 +71,7 @@ func (m *Main) Start() error {
 	m.retentionDone = make(chan struct{})
 	go func() {
 		defer close(m.loopDone)
-		_ = m.reporter.Run(loopCtx)
+		_ = m.loop.Run(loopCtx)
 	}()
 	go func() {
 		defer close(m.retentionDone)
@@ -135,7 +135,7 @@ func (m *Main) close() error {
 	start := time.Now()
 	m.health.SetStatus("", grpchealth.StatusNotServing)
 	m.health.SetStatus(loadmonitorv1connect.LoadMonitorServiceName, grpchealth.StatusNotServing)
-	m.reporter.Shutdown()
+	m.loop.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownGrace)
 	defer cancel()
 	err := m.server.Shutdown(ctx)

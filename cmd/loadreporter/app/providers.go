@@ -18,7 +18,7 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/source/sim"
 	"github.com/loadreporter/loadreporter/adapters/source/vllm"
 	"github.com/loadreporter/loadreporter/domain"
-	"github.com/loadreporter/loadreporter/domain/reporter"
+	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/domain/session"
 	"github.com/loadreporter/loadreporter/ports"
 )
@@ -89,10 +89,10 @@ func (e Engine) Close() error {
 }
 
 // NewMetrics returns the Prometheus metrics of the fire loop.
-func NewMetrics(clk ports.Clock) *metrics.Reporter { return metrics.New(clk.Now) }
+func NewMetrics(clk ports.Clock) *metrics.Metrics { return metrics.New(clk.Now) }
 
-// NewReporter builds the fire loop from the config.
-func NewReporter(c Config, e Engine, clk ports.Clock, m *metrics.Reporter, h *History, log *slog.Logger) (*reporter.Reporter, error) {
+// NewFireLoop builds the fire loop from the config.
+func NewFireLoop(c Config, e Engine, clk ports.Clock, m *metrics.Metrics, h *History, log *slog.Logger) (*fireloop.Loop, error) {
 	schedule, err := session.ParseSchedule(c.Schedule)
 	if err != nil {
 		return nil, err
@@ -107,7 +107,7 @@ func NewReporter(c Config, e Engine, clk ports.Clock, m *metrics.Reporter, h *Hi
 		_, n := e.Sim.Mode()
 		expected = domain.RankRange(n)
 	}
-	return reporter.New(reporter.Options{
+	return fireloop.New(fireloop.Options{
 		Source: e.Source,
 		Clock:  clk,
 		Builder: domain.ReportBuilder{
@@ -127,10 +127,10 @@ func NewReporter(c Config, e Engine, clk ports.Clock, m *metrics.Reporter, h *Hi
 }
 
 // NewWatch returns the browsers' Watch service.
-func NewWatch(r *reporter.Reporter) *rpc.Watch { return rpc.NewWatch(r) }
+func NewWatch(r *fireloop.Loop) *rpc.Watch { return rpc.NewWatch(r) }
 
 // NewAdmin returns the admin service.
-func NewAdmin(e Engine, r *reporter.Reporter) *rpc.Admin {
+func NewAdmin(e Engine, r *fireloop.Loop) *rpc.Admin {
 	if e.Sim == nil {
 		return rpc.NewAdmin(nil, r)
 	}
@@ -138,10 +138,10 @@ func NewAdmin(e Engine, r *reporter.Reporter) *rpc.Admin {
 }
 
 // NewPoll returns the /v1/loads handler for polling routers.
-func NewPoll(c Config, r *reporter.Reporter) *pollapi.Handler { return pollapi.New(r, c.PollMaxAge) }
+func NewPoll(c Config, r *fireloop.Loop) *pollapi.Handler { return pollapi.New(r, c.PollMaxAge) }
 
 // NewMonitor returns the Monitor RPC service.
-func NewMonitor(r *reporter.Reporter, log *slog.Logger) *rpc.Monitor { return rpc.NewMonitor(r, log) }
+func NewMonitor(r *fireloop.Loop, log *slog.Logger) *rpc.Monitor { return rpc.NewMonitor(r, log) }
 
 // newInstanceID is a random id made once per process (source_instance_id).
 func newInstanceID() string {
@@ -151,7 +151,7 @@ func newInstanceID() string {
 }
 
 // observers fans one fire out to several observers.
-type observers []ports.ReporterObserver
+type observers []ports.FireObserver
 
 func (o observers) Fired(f ports.FireResult) {
 	for _, x := range o {

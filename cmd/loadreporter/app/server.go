@@ -44,7 +44,7 @@ const MaxRequestBytes = 64 << 10
 
 // NewHandler assembles everything served on the one port.
 func NewHandler(c Config, monitor *rpc.Monitor, watch *rpc.Watch, admin *rpc.Admin, history *rpc.History,
-	poll *pollapi.Handler, dashboard *web.Handler, health *Health, m *metrics.Reporter, ready *Readiness) http.Handler {
+	poll *pollapi.Handler, dashboard *web.Handler, health *Health, m *metrics.Metrics, ready *Readiness) http.Handler {
 	mux := http.NewServeMux()
 	// Every request of our services is a few hundred bytes: refuse a peer
 	// that sends megabytes before it is buffered.

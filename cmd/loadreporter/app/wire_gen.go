@@ -16,32 +16,32 @@ func InitializeMain(c Config) (*Main, error) {
 	if err != nil {
 		return nil, err
 	}
-	reporter := NewMetrics(clock)
-	history, err := NewHistory(c, clock, reporter, logger)
+	metrics := NewMetrics(clock)
+	history, err := NewHistory(c, clock, metrics, logger)
 	if err != nil {
 		return nil, err
 	}
-	reporterReporter, err := NewReporter(c, engine, clock, reporter, history, logger)
+	loop, err := NewFireLoop(c, engine, clock, metrics, history, logger)
 	if err != nil {
 		return nil, err
 	}
-	monitor := NewMonitor(reporterReporter, logger)
-	watch := NewWatch(reporterReporter)
-	admin := NewAdmin(engine, reporterReporter)
+	monitor := NewMonitor(loop, logger)
+	watch := NewWatch(loop)
+	admin := NewAdmin(engine, loop)
 	rpcHistory := NewHistoryService(c, history, clock)
-	handler := NewPoll(c, reporterReporter)
-	webHandler, err := NewDashboard(c, reporterReporter, history, clock, logger)
+	handler := NewPoll(c, loop)
+	webHandler, err := NewDashboard(c, loop, history, clock, logger)
 	if err != nil {
 		return nil, err
 	}
 	v := NewHealth()
 	readiness := NewReadiness()
-	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, handler, webHandler, v, reporter, readiness)
+	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, handler, webHandler, v, metrics, readiness)
 	server, err := NewServer(c, httpHandler)
 	if err != nil {
 		return nil, err
 	}
-	main := NewMain(c, logger, clock, reporterReporter, engine, history, server, v, readiness)
+	main := NewMain(c, logger, clock, loop, engine, history, server, v, readiness)
 	return main, nil
 }
 
@@ -50,31 +50,31 @@ func InitializeMain(c Config) (*Main, error) {
 func InitializeMainWithEngine(c Config, e Engine) (*Main, error) {
 	logger := NewLogger(c)
 	clock := NewClock()
-	reporter := NewMetrics(clock)
-	history, err := NewHistory(c, clock, reporter, logger)
+	metrics := NewMetrics(clock)
+	history, err := NewHistory(c, clock, metrics, logger)
 	if err != nil {
 		return nil, err
 	}
-	reporterReporter, err := NewReporter(c, e, clock, reporter, history, logger)
+	loop, err := NewFireLoop(c, e, clock, metrics, history, logger)
 	if err != nil {
 		return nil, err
 	}
-	monitor := NewMonitor(reporterReporter, logger)
-	watch := NewWatch(reporterReporter)
-	admin := NewAdmin(e, reporterReporter)
+	monitor := NewMonitor(loop, logger)
+	watch := NewWatch(loop)
+	admin := NewAdmin(e, loop)
 	rpcHistory := NewHistoryService(c, history, clock)
-	handler := NewPoll(c, reporterReporter)
-	webHandler, err := NewDashboard(c, reporterReporter, history, clock, logger)
+	handler := NewPoll(c, loop)
+	webHandler, err := NewDashboard(c, loop, history, clock, logger)
 	if err != nil {
 		return nil, err
 	}
 	v := NewHealth()
 	readiness := NewReadiness()
-	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, handler, webHandler, v, reporter, readiness)
+	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, handler, webHandler, v, metrics, readiness)
 	server, err := NewServer(c, httpHandler)
 	if err != nil {
 		return nil, err
 	}
-	main := NewMain(c, logger, clock, reporterReporter, e, history, server, v, readiness)
+	main := NewMain(c, logger, clock, loop, e, history, server, v, readiness)
 	return main, nil
 }

@@ -11,9 +11,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/loadreporter/loadreporter/adapters/source/internal/oneline"
-	"github.com/loadreporter/loadreporter/adapters/source/internal/pullerr"
-
 	"github.com/loadreporter/loadreporter/domain"
 )
 
@@ -151,7 +148,7 @@ func (f *Fetcher) Get(ctx context.Context) ([]byte, error) {
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.url, nil)
 	if err != nil {
-		return nil, domain.Errorf(domain.CodeSourceFailed, "GET %s: %s", f.shownURL, oneline.String(err.Error()))
+		return nil, domain.Errorf(domain.CodeSourceFailed, "GET %s: %s", f.shownURL, domain.OneLine(err.Error()))
 	}
 	if f.accept != "" {
 		req.Header.Set("Accept", f.accept)
@@ -191,8 +188,8 @@ func (f *Fetcher) Get(ctx context.Context) ([]byte, error) {
 // error then also matches context.DeadlineExceeded or context.Canceled so the
 // fire loop can classify it as a timeout.
 func (f *Fetcher) transportError(ctx context.Context, start time.Time, err error) error {
-	if err := pullerr.FromContext(ctx, "GET "+f.shownURL, start); err != nil {
-		return err
+	if cerr := ctx.Err(); cerr != nil {
+		return domain.PullEnded("GET "+f.shownURL, cerr, time.Since(start))
 	}
 	var uerr *url.Error
 	if errors.As(err, &uerr) {
@@ -201,12 +198,12 @@ func (f *Fetcher) transportError(ctx context.Context, start time.Time, err error
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		return domain.Errorf(domain.CodeSourceFailed, "GET %s: response body cut short: %v", f.shownURL, err)
 	}
-	return domain.Errorf(domain.CodeSourceFailed, "GET %s: %s", f.shownURL, oneline.String(err.Error()))
+	return domain.Errorf(domain.CodeSourceFailed, "GET %s: %s", f.shownURL, domain.OneLine(err.Error()))
 }
 
 func statusText(resp *http.Response) string {
 	if resp.Status != "" {
-		return oneline.String(resp.Status)
+		return domain.OneLine(resp.Status)
 	}
 	return fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 }
@@ -223,7 +220,7 @@ func readSnippet(r io.Reader) string {
 	if cut {
 		buf = buf[:snippetBytes]
 	}
-	s := oneline.String(string(buf))
+	s := domain.OneLine(string(buf))
 	if cut && s != "" {
 		s += "…"
 	}

@@ -1,4 +1,4 @@
-package reporter
+package fireloop
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // DefaultPullBudget bounds one fire's pull, retry included.
 const DefaultPullBudget = time.Second
 
-// Options configure a Reporter. Source, Clock and Builder are required.
+// Options configure a Loop. Source, Clock and Builder are required.
 type Options struct {
 	Source   ports.SnapshotSource
 	Clock    ports.Clock
@@ -28,7 +28,7 @@ type Options struct {
 	// from the first valid snapshot.
 	Expected domain.RankSet
 	// Observer, when set, is told about every fire and session change.
-	Observer ports.ReporterObserver
+	Observer ports.FireObserver
 	// History, when set with a positive HistoryInterval, records a report
 	// every HistoryInterval — a session of its own, due whether or not a
 	// router is connected — plus every report whose status differs from the
@@ -39,13 +39,13 @@ type Options struct {
 	Logger          *slog.Logger
 }
 
-// Reporter owns the session table and the fire loop.
-type Reporter struct {
+// Loop owns the session table and the fire loop.
+type Loop struct {
 	source   ports.SnapshotSource
 	clock    ports.Clock
 	builder  domain.ReportBuilder
 	budget   time.Duration
-	observer ports.ReporterObserver
+	observer ports.FireObserver
 	log      *slog.Logger
 
 	wake  chan struct{} // poked when the table changed
@@ -65,10 +65,10 @@ type Reporter struct {
 	lastCounts [4]int
 }
 
-// New validates o and returns a Reporter; call Run to start its loop.
-func New(o Options) (*Reporter, error) {
+// New validates o and returns a Loop; call Run to start its loop.
+func New(o Options) (*Loop, error) {
 	if o.Source == nil || o.Clock == nil {
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "reporter needs a snapshot source and a clock")
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "the fire loop needs a snapshot source and a clock")
 	}
 	if o.Limits == (session.Limits{}) {
 		o.Limits = session.DefaultLimits()
@@ -94,7 +94,7 @@ func New(o Options) (*Reporter, error) {
 	if o.History == nil {
 		o.HistoryInterval = 0
 	}
-	return &Reporter{
+	return &Loop{
 		source: o.Source, clock: o.Clock, builder: o.Builder, budget: o.PullBudget,
 		observer: o.Observer, log: o.Logger,
 		history: o.History, historyInterval: o.HistoryInterval,
@@ -105,83 +105,83 @@ func New(o Options) (*Reporter, error) {
 }
 
 // Limits returns the session limits in force.
-func (r *Reporter) Limits() session.Limits { return r.table.Limits() }
+func (l *Loop) Limits() session.Limits { return l.table.Limits() }
 
 // Latest returns the most recent report, or nil before the first fire.
-func (r *Reporter) Latest() *domain.Report {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.latest
+func (l *Loop) Latest() *domain.Report {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.latest
 }
 
 // Count returns the number of live sessions of kind k.
-func (r *Reporter) Count(k session.Kind) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.table.Count(k)
+func (l *Loop) Count(k session.Kind) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.table.Count(k)
 }
 
 // ExpectedRanks returns the rank set snapshots must match (empty: not
 // learned yet).
-func (r *Reporter) ExpectedRanks() domain.RankSet {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.expected
+func (l *Loop) ExpectedRanks() domain.RankSet {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.expected
 }
 
 // SetExpectedRanks is an explicit topology update. It never causes a pull.
-func (r *Reporter) SetExpectedRanks(s domain.RankSet) {
-	r.mu.Lock()
-	r.expected = s
-	r.mu.Unlock()
+func (l *Loop) SetExpectedRanks(s domain.RankSet) {
+	l.mu.Lock()
+	l.expected = s
+	l.mu.Unlock()
 }
 
 // Shutdown ends every session with SHUTTING_DOWN and refuses new ones. It is
 // idempotent and safe to call from several goroutines; Run keeps going until
 // its context ends.
-func (r *Reporter) Shutdown() {
-	r.mu.Lock()
-	r.closed = true
-	r.table.RemoveAll(domain.Errorf(domain.CodeShuttingDown, "the reporter is shutting down"))
-	r.mu.Unlock()
-	r.poke()
+func (l *Loop) Shutdown() {
+	l.mu.Lock()
+	l.closed = true
+	l.table.RemoveAll(domain.Errorf(domain.CodeShuttingDown, "the reporter is shutting down"))
+	l.mu.Unlock()
+	l.poke()
 }
 
-func (r *Reporter) poke() {
+func (l *Loop) poke() {
 	select {
-	case r.wake <- struct{}{}:
+	case l.wake <- struct{}{}:
 	default:
 	}
 }
 
 // Run is the fire loop. It returns when ctx ends, after shutting every
 // session down and waiting (at most one pull budget) for an in-flight pull.
-func (r *Reporter) Run(ctx context.Context) error {
-	defer r.waitPulls()
-	defer r.Shutdown()
-	if r.historyInterval > 0 {
-		sub, err := r.Subscribe(session.Options{
+func (l *Loop) Run(ctx context.Context) error {
+	defer l.waitPulls()
+	defer l.Shutdown()
+	if l.historyInterval > 0 {
+		sub, err := l.Subscribe(session.Options{
 			Kind: session.KindHistory, Name: "history",
-			Config: session.Config{Interval: r.historyInterval}, NoLease: true,
+			Config: session.Config{Interval: l.historyInterval}, NoLease: true,
 		})
 		if err != nil {
 			return err
 		}
-		r.historySub = sub
+		l.historySub = sub
 	}
 	for {
-		r.mu.Lock()
-		now := r.clock.Now()
-		r.table.ExpireLeases(now)
-		due := r.table.AnyDue(now)
-		wake, hasWake := r.table.NextWake()
-		counts := r.countsChanged()
-		r.mu.Unlock()
-		if counts != nil && r.observer != nil {
-			r.observer.SessionsChanged(counts)
+		l.mu.Lock()
+		now := l.clock.Now()
+		l.table.ExpireLeases(now)
+		due := l.table.AnyDue(now)
+		wake, hasWake := l.table.NextWake()
+		counts := l.countsChanged()
+		l.mu.Unlock()
+		if counts != nil && l.observer != nil {
+			l.observer.SessionsChanged(counts)
 		}
 		if due {
-			if err := r.fire(ctx); err != nil {
+			if err := l.fire(ctx); err != nil {
 				return nil
 			}
 			continue
@@ -189,7 +189,7 @@ func (r *Reporter) Run(ctx context.Context) error {
 		var timerC <-chan time.Time
 		var timer ports.Timer
 		if hasWake {
-			timer = r.clock.NewTimer(wake)
+			timer = l.clock.NewTimer(wake)
 			timerC = timer.C()
 		}
 		select {
@@ -198,7 +198,7 @@ func (r *Reporter) Run(ctx context.Context) error {
 				timer.Stop()
 			}
 			return nil
-		case <-r.wake:
+		case <-l.wake:
 		case <-timerC:
 		}
 		if timer != nil {
@@ -208,16 +208,16 @@ func (r *Reporter) Run(ctx context.Context) error {
 }
 
 // countsChanged returns the per-kind session counts when they changed since
-// the last call. r.mu must be held.
-func (r *Reporter) countsChanged() map[string]int {
+// the last call. l.mu must be held.
+func (l *Loop) countsChanged() map[string]int {
 	var now [4]int
 	for i, k := range session.Kinds() {
-		now[i] = r.table.Count(k)
+		now[i] = l.table.Count(k)
 	}
-	if now == r.lastCounts {
+	if now == l.lastCounts {
 		return nil
 	}
-	r.lastCounts = now
+	l.lastCounts = now
 	out := make(map[string]int, len(now))
 	for i, k := range session.Kinds() {
 		out[k.String()] = now[i]
@@ -225,31 +225,31 @@ func (r *Reporter) countsChanged() map[string]int {
 	return out
 }
 
-func (r *Reporter) waitPulls() {
+func (l *Loop) waitPulls() {
 	done := make(chan struct{})
-	go func() { r.pulls.Wait(); close(done) }()
-	t := r.clock.NewTimer(r.clock.Now().Add(r.budget))
+	go func() { l.pulls.Wait(); close(done) }()
+	t := l.clock.NewTimer(l.clock.Now().Add(l.budget))
 	defer t.Stop()
 	select {
 	case <-done:
 	case <-t.C():
-		r.log.Warn("snapshot source ignored cancellation; leaving its pull behind")
+		l.log.Warn("snapshot source ignored cancellation; leaving its pull behind")
 	}
 }
 
 // fire performs one pull and delivers its report. It returns ctx's error
 // when the loop must stop.
-func (r *Reporter) fire(ctx context.Context) error {
-	r.mu.Lock()
-	expected := r.expected
-	r.mu.Unlock()
+func (l *Loop) fire(ctx context.Context) error {
+	l.mu.Lock()
+	expected := l.expected
+	l.mu.Unlock()
 
-	start := r.clock.Now()
-	res := r.pull(ctx, start, expected)
+	start := l.clock.Now()
+	res := l.pull(ctx, start, expected)
 	if res.outcome == ports.PullCancelled {
 		return ctx.Err()
 	}
-	completed := r.clock.Now()
+	completed := l.clock.Now()
 	verdict := res.err
 	if verdict == nil {
 		verdict = domain.ValidateSnapshot(res.snap, expected)
@@ -262,18 +262,18 @@ func (r *Reporter) fire(ctx context.Context) error {
 		}
 	}
 
-	r.mu.Lock()
-	r.seq++
-	rep := r.builder.Build(r.seq, completed, res.snap, verdict, expected)
-	if rep.Status != domain.StatusUnreachable && r.expected.Empty() {
-		r.expected = res.snap.RankSet()
+	l.mu.Lock()
+	l.seq++
+	rep := l.builder.Build(l.seq, completed, res.snap, verdict, expected)
+	if rep.Status != domain.StatusUnreachable && l.expected.Empty() {
+		l.expected = res.snap.RankSet()
 	}
-	r.latest = rep
-	delivered, dropped := r.table.Deliver(rep, completed)
-	r.mu.Unlock()
-	r.recordHistory(rep)
+	l.latest = rep
+	delivered, dropped := l.table.Deliver(rep, completed)
+	l.mu.Unlock()
+	l.recordHistory(rep)
 
-	if r.observer != nil {
+	if l.observer != nil {
 		fr := ports.FireResult{
 			Report: rep, Outcome: res.outcome, Attempts: res.attempts,
 			PullDuration: completed.Sub(start),
@@ -283,26 +283,26 @@ func (r *Reporter) fire(ctx context.Context) error {
 			fr.Delivered[k.String()] = delivered[k]
 			fr.Dropped[k.String()] = dropped[k]
 		}
-		r.observer.Fired(fr)
+		l.observer.Fired(fr)
 	}
 	return nil
 }
 
 // recordHistory hands rep to the history sink when the history session was
 // due at this fire, or when its status differs from the last recorded one.
-func (r *Reporter) recordHistory(rep *domain.Report) {
-	if r.historySub == nil {
+func (l *Loop) recordHistory(rep *domain.Report) {
+	if l.historySub == nil {
 		return
 	}
 	due := false
 	select {
-	case <-r.historySub.Reports():
+	case <-l.historySub.Reports():
 		due = true
 	default:
 	}
-	if due || r.lastRecorded == nil || r.lastRecorded.Status != rep.Status {
-		r.history.Record(rep)
-		r.lastRecorded = rep
+	if due || l.lastRecorded == nil || l.lastRecorded.Status != rep.Status {
+		l.history.Record(rep)
+		l.lastRecorded = rep
 	}
 }
 
@@ -315,23 +315,23 @@ type pullResult struct {
 
 // pull runs the source in its own goroutine so that a source that hangs
 // cannot hold the loop past the budget.
-func (r *Reporter) pull(ctx context.Context, start time.Time, expected domain.RankSet) pullResult {
+func (l *Loop) pull(ctx context.Context, start time.Time, expected domain.RankSet) pullResult {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make(chan pullResult, 1)
-	r.pulls.Add(1)
+	l.pulls.Add(1)
 	go func() {
-		defer r.pulls.Done()
-		results <- r.attempt(pctx, expected)
+		defer l.pulls.Done()
+		results <- l.attempt(pctx, expected)
 	}()
-	timer := r.clock.NewTimer(start.Add(r.budget))
+	timer := l.clock.NewTimer(start.Add(l.budget))
 	defer timer.Stop()
 	select {
 	case res := <-results:
 		return res
 	case <-timer.C():
 		return pullResult{
-			err:     domain.Errorf(domain.CodePullTimeout, "load snapshot pull timed out after %s", r.budget),
+			err:     domain.Errorf(domain.CodePullTimeout, "load snapshot pull timed out after %s", l.budget),
 			outcome: ports.PullTimeout, attempts: 1,
 		}
 	case <-ctx.Done():
@@ -341,12 +341,12 @@ func (r *Reporter) pull(ctx context.Context, start time.Time, expected domain.Ra
 
 // attempt pulls once, and once more when the rank set differs from the
 // expected one (the engine may be mid-reconfiguration).
-func (r *Reporter) attempt(ctx context.Context, expected domain.RankSet) pullResult {
-	snap, err := r.source.Pull(ctx)
+func (l *Loop) attempt(ctx context.Context, expected domain.RankSet) pullResult {
+	snap, err := l.source.Pull(ctx)
 	if err != nil || expected.Empty() || domain.CheckRankSet(expected, snap.RankSet()) == nil || ctx.Err() != nil {
 		return classify(snap, err, 1)
 	}
-	snap, err = r.source.Pull(ctx)
+	snap, err = l.source.Pull(ctx)
 	return classify(snap, err, 2)
 }
 

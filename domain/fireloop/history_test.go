@@ -1,4 +1,4 @@
-package reporter
+package fireloop
 
 import (
 	"context"
@@ -32,7 +32,7 @@ func TestHistoryIsDueWithoutRouters(t *testing.T) {
 		}
 		h.fires.next(t)
 	}
-	if h.engine.count() != 4 || h.reporter.Count(session.KindHistory) != 1 {
+	if h.engine.count() != 4 || h.loop.Count(session.KindHistory) != 1 {
 		t.Fatalf("pulls %d", h.engine.count())
 	}
 }
@@ -85,7 +85,7 @@ func TestHistoryOff(t *testing.T) {
 	s := sink{ch: make(chan *domain.Report, 1)}
 	h := newHarness(t, nil, withHistory(s, 0))
 	h.clock.Advance(time.Hour)
-	if h.clock.Pending() != 0 || h.reporter.Count(session.KindHistory) != 0 {
+	if h.clock.Pending() != 0 || h.loop.Count(session.KindHistory) != 0 {
 		t.Fatal("history interval 0 still scheduled history")
 	}
 }

@@ -1,4 +1,4 @@
-package reporter
+package fireloop
 
 import (
 	"context"
@@ -16,7 +16,7 @@ func TestPollServesAFreshReportWithoutPulling(t *testing.T) {
 	first := report(t, sub)
 	h.fires.next(t)
 	h.clock.Advance(999 * ms)
-	got, err := h.reporter.Poll(context.Background(), time.Second)
+	got, err := h.loop.Poll(context.Background(), time.Second)
 	if err != nil || got != first {
 		t.Fatalf("got %v, %v; want the latest report", got, err)
 	}
@@ -27,17 +27,17 @@ func TestPollServesAFreshReportWithoutPulling(t *testing.T) {
 
 func TestPollJoinsTheNextFireWhenStale(t *testing.T) {
 	h := newHarness(t, nil)
-	got, err := h.reporter.Poll(context.Background(), time.Second)
+	got, err := h.loop.Poll(context.Background(), time.Second)
 	if err != nil || got.SequenceID != 1 || got.Status != domain.StatusHealthy {
 		t.Fatalf("got %+v, %v", got, err)
 	}
 	h.fires.next(t)
 	h.clock.Advance(time.Second) // now exactly max age: no longer fresh
-	got, err = h.reporter.Poll(context.Background(), time.Second)
+	got, err = h.loop.Poll(context.Background(), time.Second)
 	if err != nil || got.SequenceID != 2 {
 		t.Fatalf("got %+v, %v; want a new report", got, err)
 	}
-	if n := h.reporter.Count(session.KindPoll); n != 0 {
+	if n := h.loop.Count(session.KindPoll); n != 0 {
 		t.Fatalf("%d poll sessions left behind", n)
 	}
 }
@@ -53,7 +53,7 @@ func TestConcurrentPollsShareOnePull(t *testing.T) {
 	wg.Add(1)
 	go func() { // the first poll starts the pull, which is held
 		defer wg.Done()
-		r, _ := h.reporter.Poll(context.Background(), time.Second)
+		r, _ := h.loop.Poll(context.Background(), time.Second)
 		results <- r
 	}()
 	h.waitIdle() // the pull is running
@@ -61,16 +61,16 @@ func TestConcurrentPollsShareOnePull(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, _ := h.reporter.Poll(context.Background(), time.Second)
+			r, _ := h.loop.Poll(context.Background(), time.Second)
 			results <- r
 		}()
 	}
 	// Wait until every poller has joined (registered) before releasing.
 	deadline := time.After(5 * time.Second)
-	for h.reporter.Count(session.KindPoll) < 50 {
+	for h.loop.Count(session.KindPoll) < 50 {
 		select {
 		case <-deadline:
-			t.Fatalf("only %d pollers joined", h.reporter.Count(session.KindPoll))
+			t.Fatalf("only %d pollers joined", h.loop.Count(session.KindPoll))
 		case <-time.After(time.Millisecond):
 		}
 	}
@@ -94,7 +94,7 @@ func TestPollGivesUpWithItsContext(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { _, err := h.reporter.Poll(ctx, time.Second); done <- err }()
+	go func() { _, err := h.loop.Poll(ctx, time.Second); done <- err }()
 	h.waitIdle()
 	cancel()
 	if err := recv(t, done); err == nil {

@@ -1,8 +1,8 @@
-package oneline
+package domain
 
 import "testing"
 
-func TestString(t *testing.T) {
+func TestOneLine(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"", ""},
 		{"plain", "plain"},
@@ -13,13 +13,13 @@ func TestString(t *testing.T) {
 		{"no-break\u00a0space\u2028line", "no-break space line"},
 	}
 	for _, tt := range tests {
-		if got := String(tt.in); got != tt.want {
-			t.Errorf("String(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := OneLine(tt.in); got != tt.want {
+			t.Errorf("OneLine(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
 
-func TestShort(t *testing.T) {
+func TestShorten(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
 		max  int
@@ -30,8 +30,8 @@ func TestShort(t *testing.T) {
 		{"0123456789abc", 10, "0123456789…"},
 		{"ééééé", 3, "é…"}, // never cut inside a rune
 	} {
-		if got := Short(tc.in, tc.max); got != tc.want {
-			t.Errorf("Short(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
+		if got := Shorten(tc.in, tc.max); got != tc.want {
+			t.Errorf("Shorten(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package reporter
+package fireloop
 
 import (
 	"context"
@@ -12,18 +12,18 @@ import (
 // maxAge, otherwise the report of the next fire, joined as a one-shot
 // session. Any number of concurrent pollers therefore cost the engine at
 // most one pull per fire.
-func (r *Reporter) Poll(ctx context.Context, maxAge time.Duration) (*domain.Report, error) {
-	r.mu.Lock()
-	latest := r.latest
-	fresh := latest != nil && r.clock.Now().Sub(latest.ReportTime) < maxAge
-	r.mu.Unlock()
+func (l *Loop) Poll(ctx context.Context, maxAge time.Duration) (*domain.Report, error) {
+	l.mu.Lock()
+	latest := l.latest
+	fresh := latest != nil && l.clock.Now().Sub(latest.ReportTime) < maxAge
+	l.mu.Unlock()
 	if fresh {
 		return latest, nil
 	}
-	sub, err := r.Subscribe(session.Options{
+	sub, err := l.Subscribe(session.Options{
 		Kind: session.KindPoll, Name: "poll",
 		// The interval is never used: the session ends after one report.
-		Config: session.Config{Interval: r.table.Limits().MaxInterval}, NoLease: true, OneShot: true,
+		Config: session.Config{Interval: l.table.Limits().MaxInterval}, NoLease: true, OneShot: true,
 	})
 	if err != nil {
 		return nil, err

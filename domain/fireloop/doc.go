@@ -1,4 +1,4 @@
-// Package reporter is the fire loop (SPEC §3): the one timer of the process,
+// Package fireloop is the fire loop (SPEC §3): the one timer of the process,
 // exactly one bounded pull per fire, one report per pull handed to every due
 // session, leases enforced, sessions registered and updated.
 //
@@ -7,4 +7,4 @@
 // domain, domain/session and ports; time comes from the injected
 // ports.Clock. It must not know which transport, engine or store is on the
 // other side.
-package reporter
+package fireloop

@@ -1,4 +1,4 @@
-package reporter
+package fireloop
 
 import (
 	"context"
@@ -214,7 +214,7 @@ func TestKeepAliveRenewsLeaseButNeverMovesDeadline(t *testing.T) {
 	if code := ended(t, sub); code != domain.CodeLeaseExpired {
 		t.Fatalf("ended with %q, want LEASE_EXPIRED", code)
 	}
-	if h.reporter.Count(session.KindMonitor) != 0 {
+	if h.loop.Count(session.KindMonitor) != 0 {
 		t.Fatal("expired session still counted")
 	}
 }
@@ -253,7 +253,7 @@ func TestReplacementSafety(t *testing.T) {
 	if r := report(t, neu); r == nil {
 		t.Fatal("no report")
 	}
-	if h.reporter.Count(session.KindMonitor) != 1 {
+	if h.loop.Count(session.KindMonitor) != 1 {
 		t.Fatal("the old session's cleanup removed the new one")
 	}
 }
@@ -438,7 +438,7 @@ func TestLearnsRankSetFromFirstValidSnapshot(t *testing.T) {
 	sub := h.register("r", 100, 5000)
 	report(t, sub)
 	h.fires.next(t)
-	if got := h.reporter.ExpectedRanks(); !got.Equal(domain.RankRange(4)) {
+	if got := h.loop.ExpectedRanks(); !got.Equal(domain.RankRange(4)) {
 		t.Fatalf("learned %v", got)
 	}
 	h.advanceTo(100 * ms)
@@ -447,7 +447,7 @@ func TestLearnsRankSetFromFirstValidSnapshot(t *testing.T) {
 	}
 	h.fires.next(t)
 	pulls := h.engine.count()
-	h.reporter.SetExpectedRanks(domain.RankRange(3)) // an explicit topology update
+	h.loop.SetExpectedRanks(domain.RankRange(3)) // an explicit topology update
 	if h.engine.count() != pulls {
 		t.Fatal("a topology update caused a pull")
 	}
@@ -460,14 +460,14 @@ func TestLearnsRankSetFromFirstValidSnapshot(t *testing.T) {
 func TestShutdownEndsEverySession(t *testing.T) {
 	h := newHarness(t, nil)
 	a, b := h.register("a", 100, 5000), h.register("b", 1000, 5000)
-	h.reporter.Shutdown()
-	h.reporter.Shutdown() // idempotent
+	h.loop.Shutdown()
+	h.loop.Shutdown() // idempotent
 	for _, s := range []*Subscription{a, b} {
 		if code := ended(t, s); code != domain.CodeShuttingDown {
 			t.Fatalf("%s ended with %q", s.RouterID(), code)
 		}
 	}
-	if _, _, err := h.reporter.Register("c", 100, 5000); domain.ErrorCode(err) != domain.CodeShuttingDown {
+	if _, _, err := h.loop.Register("c", 100, 5000); domain.ErrorCode(err) != domain.CodeShuttingDown {
 		t.Fatalf("register after shutdown: %v", err)
 	}
 }
@@ -477,7 +477,7 @@ func TestMaxSessionsThroughTheReporter(t *testing.T) {
 	l.MaxSessions = 1
 	h := newHarness(t, nil, withLimits(l))
 	h.register("a", 100, 5000)
-	if _, _, err := h.reporter.Register("b", 100, 5000); domain.ErrorCode(err) != domain.CodeResourceExhausted {
+	if _, _, err := h.loop.Register("b", 100, 5000); domain.ErrorCode(err) != domain.CodeResourceExhausted {
 		t.Fatalf("err = %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package reporter
+package fireloop
 
 import (
 	"context"
@@ -72,11 +72,11 @@ func (f fires) SessionsChanged(map[string]int)     {}
 func (f fires) next(t *testing.T) ports.FireResult { t.Helper(); return recv(t, f.ch) }
 
 type harness struct {
-	t        *testing.T
-	clock    *clocktest.Clock
-	engine   *engine
-	reporter *Reporter
-	fires    fires
+	t      *testing.T
+	clock  *clocktest.Clock
+	engine *engine
+	loop   *Loop
+	fires  fires
 }
 
 type option func(*Options)
@@ -112,12 +112,12 @@ func newHarness(t *testing.T, script func(ctx context.Context, e *engine, n int)
 			t.Error("Run did not return after cancel")
 		}
 	})
-	return &harness{t: t, clock: clk, engine: e, reporter: r, fires: f}
+	return &harness{t: t, clock: clk, engine: e, loop: r, fires: f}
 }
 
 func (h *harness) register(id string, intervalMs, leaseMs int64) *Subscription {
 	h.t.Helper()
-	sub, _, err := h.reporter.Register(id, intervalMs, leaseMs)
+	sub, _, err := h.loop.Register(id, intervalMs, leaseMs)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -81,3 +81,22 @@ func Runs(reports []*domain.Report, in func(*domain.Report) bool) []Run {
 
 // Unhealthy says r counts toward an outage: any status but HEALTHY.
 func Unhealthy(r *domain.Report) bool { return r.Status != domain.StatusHealthy }
+
+// Episode returns the span the run covers: from its first report to the
+// report that ended it, or, while it goes on, to its last report.
+func (r Run) Episode() Episode {
+	first, last := r.Reports[0], r.Reports[len(r.Reports)-1]
+	e := Episode{
+		Span:     Span{WorkerAddr: first.Worker.Addr, Start: first.ReportTime},
+		LastSeen: last.ReportTime,
+		Reports:  int64(len(r.Reports)),
+	}
+	if r.End != nil {
+		e.End = r.End.ReportTime
+		e.Duration = e.End.Sub(e.Start)
+	} else {
+		e.Ongoing = true
+		e.Duration = e.LastSeen.Sub(e.Start)
+	}
+	return e
+}

@@ -1,4 +1,4 @@
-package reporter
+package fireloop
 
 import (
 	"github.com/loadreporter/loadreporter/domain"
@@ -7,36 +7,36 @@ import (
 
 // Subscription is one session's handle for its transport.
 type Subscription struct {
-	r *Reporter
+	l *Loop
 	s *session.Session
 }
 
 // Register validates a router's registration (SPEC §2.2) and starts a
 // Monitor session that is due at once. A live session with the same
 // router_id is replaced (it ends with REPLACED).
-func (r *Reporter) Register(routerID string, intervalMs, leaseMs int64) (*Subscription, session.Config, error) {
-	cfg, err := r.table.Limits().Register(routerID, intervalMs, leaseMs)
+func (l *Loop) Register(routerID string, intervalMs, leaseMs int64) (*Subscription, session.Config, error) {
+	cfg, err := l.table.Limits().Register(routerID, intervalMs, leaseMs)
 	if err != nil {
 		return nil, session.Config{}, err
 	}
-	sub, err := r.Subscribe(session.Options{Kind: session.KindMonitor, Name: routerID, Config: cfg})
+	sub, err := l.Subscribe(session.Options{Kind: session.KindMonitor, Name: routerID, Config: cfg})
 	return sub, cfg, err
 }
 
 // Subscribe starts a session of any kind with an already validated config.
-func (r *Reporter) Subscribe(o session.Options) (*Subscription, error) {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+func (l *Loop) Subscribe(o session.Options) (*Subscription, error) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
 		return nil, domain.Errorf(domain.CodeShuttingDown, "the reporter is shutting down")
 	}
-	s, _, err := r.table.Add(o, r.clock.Now())
-	r.mu.Unlock()
+	s, _, err := l.table.Add(o, l.clock.Now())
+	l.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	r.poke()
-	return &Subscription{r: r, s: s}, nil
+	l.poke()
+	return &Subscription{l: l, s: s}, nil
 }
 
 // Reports yields the session's latest undelivered report.
@@ -56,10 +56,10 @@ func (sub *Subscription) RouterID() string { return sub.s.RouterID() }
 
 // KeepAlive renews the lease. It never moves a report deadline.
 func (sub *Subscription) KeepAlive() error {
-	r := sub.r
-	r.mu.Lock()
-	ok := r.table.KeepAlive(sub.s, r.clock.Now())
-	r.mu.Unlock()
+	l := sub.l
+	l.mu.Lock()
+	ok := l.table.KeepAlive(sub.s, l.clock.Now())
+	l.mu.Unlock()
 	if !ok {
 		return sub.ended()
 	}
@@ -72,18 +72,18 @@ func (sub *Subscription) KeepAlive() error {
 // Update applies an update_config as a whole: either every present field
 // applies or none does (SPEC §2.6).
 func (sub *Subscription) Update(intervalMs, leaseMs *int64) (session.Config, error) {
-	r := sub.r
-	r.mu.Lock()
-	defer r.poke()
-	defer r.mu.Unlock()
-	if !r.table.Live(sub.s) {
+	l := sub.l
+	l.mu.Lock()
+	defer l.poke()
+	defer l.mu.Unlock()
+	if !l.table.Live(sub.s) {
 		return session.Config{}, sub.ended()
 	}
-	cfg, err := r.table.Limits().Update(sub.s.Config(), intervalMs, leaseMs)
+	cfg, err := l.table.Limits().Update(sub.s.Config(), intervalMs, leaseMs)
 	if err != nil {
 		return sub.s.Config(), err
 	}
-	r.table.Update(sub.s, cfg, r.clock.Now(), intervalMs != nil)
+	l.table.Update(sub.s, cfg, l.clock.Now(), intervalMs != nil)
 	return cfg, nil
 }
 
@@ -101,12 +101,12 @@ func (sub *Subscription) Reregister(routerID string, intervalMs, leaseMs int64) 
 // Close ends the session cleanly if it is still live. Closing a replaced
 // session never touches its replacement.
 func (sub *Subscription) Close() {
-	r := sub.r
-	r.mu.Lock()
-	removed := r.table.Remove(sub.s, nil)
-	r.mu.Unlock()
+	l := sub.l
+	l.mu.Lock()
+	removed := l.table.Remove(sub.s, nil)
+	l.mu.Unlock()
 	if removed {
-		r.poke()
+		l.poke()
 	}
 }
 
