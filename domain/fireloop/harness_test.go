@@ -8,10 +8,10 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/loadreporter/loadreporter/adapters/clock/clocktest"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/session"
 	"github.com/loadreporter/loadreporter/ports"
+	"github.com/loadreporter/loadreporter/ports/porttest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -21,7 +21,7 @@ var t0 = time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
 // engine is a scripted snapshot source: it counts pulls and answers with
 // script(n) for the n-th pull (1-based). Plain struct, no mock generator.
 type engine struct {
-	clock  *clocktest.Clock
+	clock  *porttest.Clock
 	mu     sync.Mutex
 	pulls  int
 	script func(ctx context.Context, e *engine, n int) (domain.Snapshot, error)
@@ -73,7 +73,7 @@ func (f fires) next(t *testing.T) ports.FireResult { t.Helper(); return recv(t, 
 
 type harness struct {
 	t      *testing.T
-	clock  *clocktest.Clock
+	clock  *porttest.Clock
 	engine *engine
 	loop   *Loop
 	fires  fires
@@ -87,7 +87,7 @@ func withLimits(l session.Limits) option     { return func(o *Options) { o.Limit
 
 func newHarness(t *testing.T, script func(ctx context.Context, e *engine, n int) (domain.Snapshot, error), opts ...option) *harness {
 	t.Helper()
-	clk := clocktest.New(t0)
+	clk := porttest.NewClock(t0)
 	e := &engine{clock: clk, script: script}
 	f := fires{ch: make(chan ports.FireResult, 1000)}
 	o := Options{

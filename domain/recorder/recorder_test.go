@@ -12,10 +12,10 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/loadreporter/loadreporter/adapters/clock/clocktest"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/recorder"
 	"github.com/loadreporter/loadreporter/ports"
+	"github.com/loadreporter/loadreporter/ports/porttest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -142,7 +142,7 @@ func recordingStore(calls chan []int) fakeStore {
 
 func TestBatchesBySizeAndByDelay(t *testing.T) {
 	ctx := testCtx(t)
-	clk := clocktest.New(t0)
+	clk := porttest.NewClock(t0)
 	calls := make(chan []int, 10)
 	obs := newObserver()
 	r := newRecorder(t, recorder.Options{
@@ -188,7 +188,7 @@ func TestBatchesBySizeAndByDelay(t *testing.T) {
 
 func TestRecordNeverBlocksAndDropsOldest(t *testing.T) {
 	ctx := testCtx(t)
-	clk := clocktest.New(t0)
+	clk := porttest.NewClock(t0)
 	started := make(chan []int, 10)
 	release := make(chan struct{})
 	var mu sync.Mutex
@@ -253,7 +253,7 @@ func TestRecordNeverBlocksAndDropsOldest(t *testing.T) {
 
 func TestRetriesWithCappedBackoffAndCatchesUp(t *testing.T) {
 	ctx := testCtx(t)
-	clk := clocktest.New(t0)
+	clk := porttest.NewClock(t0)
 	var mu sync.Mutex
 	failuresLeft := 4
 	count := map[int]int{}
@@ -326,7 +326,7 @@ func TestRetriesWithCappedBackoffAndCatchesUp(t *testing.T) {
 
 func TestWriteTimeoutUsesTheClock(t *testing.T) {
 	ctx := testCtx(t)
-	clk := clocktest.New(t0)
+	clk := porttest.NewClock(t0)
 	started := make(chan struct{}, 10)
 	var mu sync.Mutex
 	hang := true
@@ -369,7 +369,7 @@ func TestWriteTimeoutUsesTheClock(t *testing.T) {
 
 func TestRejectedReportsAreDroppedNotRetried(t *testing.T) {
 	ctx := testCtx(t)
-	clk := clocktest.New(t0)
+	clk := porttest.NewClock(t0)
 	calls := make(chan []int, 10)
 	store := fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
 		calls <- seqs(rs)
@@ -404,7 +404,7 @@ func TestRejectedReportsAreDroppedNotRetried(t *testing.T) {
 
 func TestCloseFlushesAndStops(t *testing.T) {
 	ctx := testCtx(t)
-	clk := clocktest.New(t0)
+	clk := porttest.NewClock(t0)
 	calls := make(chan []int, 10)
 	obs := newObserver()
 	r := newRecorder(t, recorder.Options{
@@ -435,7 +435,7 @@ func TestCloseFlushesAndStops(t *testing.T) {
 
 func TestCloseGivesUpWhenItsDeadlineEnds(t *testing.T) {
 	ctx := testCtx(t)
-	clk := clocktest.New(t0)
+	clk := porttest.NewClock(t0)
 	store := fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
 		return errors.New("connection refused")
 	}}
@@ -460,7 +460,7 @@ func TestCloseGivesUpWhenItsDeadlineEnds(t *testing.T) {
 }
 
 func TestNewValidatesOptions(t *testing.T) {
-	clk := clocktest.New(t0)
+	clk := porttest.NewClock(t0)
 	store := fakeStore{}
 	for name, o := range map[string]recorder.Options{
 		"no store":         {Clock: clk},

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loadreporter/loadreporter/adapters/clock/clocktest"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/recorder"
+	"github.com/loadreporter/loadreporter/ports/porttest"
 )
 
 // deleteStore is a store whose DeleteBefore answers from a script.
@@ -32,7 +32,7 @@ func (d deleteStore) DeleteBefore(ctx context.Context, t time.Time, limit int) (
 
 func TestRetentionDeletesInBoundedStepsEveryPeriod(t *testing.T) {
 	ctx := testCtx(t)
-	clk := clocktest.New(t0)
+	clk := porttest.NewClock(t0)
 	store := deleteStore{calls: make(chan time.Time), answers: make(chan int64)}
 	removed := make(chan int64, 10)
 	runCtx, stop := context.WithCancel(ctx)

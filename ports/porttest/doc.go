@@ -1,4 +1,5 @@
-// Package porttest holds the contract suites of the ports: one suite per
+// Package porttest holds the contract suites of the ports and their fakes:
+// a manually advanced Clock (clock.go), and one suite per
 // port, run against every adapter that implements it (the in-memory and
 // PostgreSQL history stores run HistoryStore), so adapters cannot drift
 // apart.

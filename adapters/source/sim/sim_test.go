@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loadreporter/loadreporter/adapters/clock/clocktest"
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/ports/porttest"
 )
 
-func newSim(t *testing.T, ranks int) (*Source, *clocktest.Clock) {
+func newSim(t *testing.T, ranks int) (*Source, *porttest.Clock) {
 	t.Helper()
-	clk := clocktest.New(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
+	clk := porttest.NewClock(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
 	s, err := New(Options{Ranks: ranks, Clock: clk, Seed: 7})
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func TestBadModesNameWhatIsAllowed(t *testing.T) {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
-	if _, err := New(Options{Ranks: -1, Clock: clocktest.New(time.Now())}); err == nil {
+	if _, err := New(Options{Ranks: -1, Clock: porttest.NewClock(time.Now())}); err == nil {
 		t.Error("negative ranks accepted")
 	}
 }

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loadreporter/loadreporter/adapters/clock/clocktest"
 	"github.com/loadreporter/loadreporter/adapters/source/internal/sourcetest"
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/ports/porttest"
 )
 
 // textFormat is what prometheus_client (and so vLLM) answers with.
@@ -188,7 +188,7 @@ func counterBody(c0, c1 [3]float64) string {
 }
 
 func TestPullRates(t *testing.T) {
-	clock := clocktest.New(time.Unix(1_800_000_000, 0))
+	clock := porttest.NewClock(time.Unix(1_800_000_000, 0))
 	var mu sync.Mutex
 	body := ""
 	url := sourcetest.Serve(t, func(w http.ResponseWriter, r *http.Request) {

@@ -1,4 +1,4 @@
-package clocktest
+package porttest
 
 import (
 	"context"
@@ -19,8 +19,8 @@ type Clock struct {
 
 var _ ports.Clock = (*Clock)(nil)
 
-// New returns a fake clock reading start.
-func New(start time.Time) *Clock {
+// NewClock returns a fake clock reading start.
+func NewClock(start time.Time) *Clock {
 	return &Clock{now: start, changed: make(chan struct{})}
 }
 
