@@ -4,7 +4,7 @@
 #   make test            the whole test suite, race detector on
 #   make generate        regenerate protobuf/Connect code and the Wire injector
 #   make check-generate  fail if regenerating changes anything committed
-#   make lint            go vet, gofmt, buf lint and buf format
+#   make lint            go vet, staticcheck, gofmt, buf lint and buf format
 
 GO      ?= go
 BUF     := $(GO) tool -modfile=tools/go.mod buf
@@ -50,6 +50,7 @@ check-generate: generate
 
 lint:
 	$(GO) vet ./...
+	$(GO) tool -modfile=tools/go.mod staticcheck ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(BUF) lint
 	$(BUF) format -d --exit-code

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -230,17 +229,6 @@ func expectCleanEnd(t *testing.T, r router) {
 			t.Fatalf("unexpected frame before the end: %v", f)
 		}
 	}
-}
-
-// freePortClosed returns an address nobody listens on.
-func freePortClosed(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
 }
 
 // appInit builds and starts a Main without registering its Close at
