@@ -1,33 +1,8 @@
 package domain
 
 import (
-	"fmt"
 	"time"
 )
-
-// Status says how far a report can be trusted. Values match the wire enum.
-type Status int8
-
-// Report statuses.
-const (
-	StatusUnspecified Status = iota
-	StatusHealthy
-	StatusStale
-	StatusUnreachable
-)
-
-func (s Status) String() string {
-	switch s {
-	case StatusHealthy:
-		return "HEALTHY"
-	case StatusStale:
-		return "STALE"
-	case StatusUnreachable:
-		return "UNREACHABLE"
-	default:
-		return "UNSPECIFIED"
-	}
-}
 
 // WorkerType is the worker's role. Values match the wire enum.
 type WorkerType int8
@@ -88,51 +63,6 @@ type Report struct {
 	// Ranks is empty for UNREACHABLE reports; otherwise sorted by DPRank,
 	// each DPRank within int32 and each SnapshotTime set.
 	Ranks []RankLoad
-}
-
-// ReportBuilder turns one pull's outcome into a Report (SPEC §3).
-type ReportBuilder struct {
-	SourceInstanceID string
-	Worker           Worker
-	// StaleAfter is the largest rank age that is still HEALTHY.
-	StaleAfter time.Duration
-}
-
-// Build makes report seq from one pull attempt that completed at
-// completedAt. pullErr, when set, wins over snap. expected is the rank set
-// the snapshot must match; empty means "accept any".
-//
-// The builder keeps nothing between calls: a report never carries ranks from
-// an earlier pull.
-func (b ReportBuilder) Build(seq uint64, completedAt time.Time, snap Snapshot, pullErr error, expected RankSet) *Report {
-	r := &Report{
-		SourceInstanceID: b.SourceInstanceID,
-		SequenceID:       seq,
-		ReportTime:       completedAt,
-		Worker:           b.Worker,
-	}
-	if pullErr == nil {
-		pullErr = ValidateSnapshot(snap, expected)
-	}
-	if pullErr != nil {
-		r.Status = StatusUnreachable
-		r.LastError = errorText(pullErr)
-		return r
-	}
-	r.Ranks = sortedRanks(snap.Ranks, completedAt)
-	oldest := completedAt
-	for _, rk := range r.Ranks {
-		if rk.SnapshotTime.Before(oldest) {
-			oldest = rk.SnapshotTime
-		}
-	}
-	if age := completedAt.Sub(oldest); age > b.StaleAfter {
-		r.Status = StatusStale
-		r.LastError = fmt.Sprintf("load snapshot stale by %d ms", age.Milliseconds())
-		return r
-	}
-	r.Status = StatusHealthy
-	return r
 }
 
 // sortedRanks copies ranks in DPRank order, filling a missing or

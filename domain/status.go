@@ -1,0 +1,89 @@
+package domain
+
+import (
+	"fmt"
+	"time"
+)
+
+// Status says how far a report can be trusted. Values match the wire enum.
+type Status int8
+
+// Report statuses.
+const (
+	StatusUnspecified Status = iota
+	StatusHealthy
+	StatusStale
+	StatusUnreachable
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusHealthy:
+		return "HEALTHY"
+	case StatusStale:
+		return "STALE"
+	case StatusUnreachable:
+		return "UNREACHABLE"
+	default:
+		return "UNSPECIFIED"
+	}
+}
+
+// ReportBuilder turns one pull's outcome into a Report (SPEC §3).
+type ReportBuilder struct {
+	SourceInstanceID string
+	Worker           Worker
+	// StaleAfter is the largest rank age that is still HEALTHY.
+	StaleAfter time.Duration
+}
+
+// Judge is the verdict on one pull: its own error when it failed, else the
+// first problem ValidateSnapshot finds against expected (empty: accept any
+// rank set); nil when snap may be reported.
+func Judge(snap Snapshot, pullErr error, expected RankSet) error {
+	if pullErr != nil {
+		return pullErr
+	}
+	return ValidateSnapshot(snap, expected)
+}
+
+// Build makes report seq from one pull attempt that completed at
+// completedAt: Judge, then Report.
+func (b ReportBuilder) Build(seq uint64, completedAt time.Time, snap Snapshot, pullErr error, expected RankSet) *Report {
+	return b.Report(seq, completedAt, snap, Judge(snap, pullErr, expected))
+}
+
+// Report makes report seq from a judged pull (SPEC §3): UNREACHABLE, with
+// no ranks and the verdict as last_error, when verdict is set; otherwise
+// HEALTHY, or STALE when the oldest rank is older than StaleAfter (an age
+// equal to it is still HEALTHY).
+//
+// The builder keeps nothing between calls: a report never carries ranks from
+// an earlier pull.
+func (b ReportBuilder) Report(seq uint64, completedAt time.Time, snap Snapshot, verdict error) *Report {
+	r := &Report{
+		SourceInstanceID: b.SourceInstanceID,
+		SequenceID:       seq,
+		ReportTime:       completedAt,
+		Worker:           b.Worker,
+	}
+	if verdict != nil {
+		r.Status = StatusUnreachable
+		r.LastError = errorText(verdict)
+		return r
+	}
+	r.Ranks = sortedRanks(snap.Ranks, completedAt)
+	oldest := completedAt
+	for _, rk := range r.Ranks {
+		if rk.SnapshotTime.Before(oldest) {
+			oldest = rk.SnapshotTime
+		}
+	}
+	if age := completedAt.Sub(oldest); age > b.StaleAfter {
+		r.Status = StatusStale
+		r.LastError = fmt.Sprintf("load snapshot stale by %d ms", age.Milliseconds())
+		return r
+	}
+	r.Status = StatusHealthy
+	return r
+}
