@@ -115,6 +115,27 @@ func cacheHitRate(prev, cur counters) float64 {
 // engine has each of them once, integer gauges are integral, counters are
 // finite and non-negative); consistency is domain.ValidateSnapshot's job.
 func parseMetrics(body []byte) ([]engine, error) {
+	fams, err := decodeFamilies(body)
+	if err != nil {
+		return nil, err
+	}
+	ss, err := collectSeries(fams)
+	if err != nil {
+		return nil, err
+	}
+	ranks := ss.ranks()
+	engines := make([]engine, len(ranks))
+	for i, rank := range ranks {
+		if engines[i], err = ss.engine(rank); err != nil {
+			return nil, err
+		}
+	}
+	return engines, nil
+}
+
+// decodeFamilies parses a /metrics body with the Prometheus library and
+// checks it is a vLLM server's.
+func decodeFamilies(body []byte) (map[string]*dto.MetricFamily, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, domain.Errorf(domain.CodeSourceFailed, "empty response body, want Prometheus text")
 	}
@@ -132,80 +153,87 @@ func parseMetrics(body []byte) ([]engine, error) {
 	if _, ok := fams[metricRunning]; !ok {
 		return nil, domain.Errorf(domain.CodeSourceFailed, "no %s in the /metrics body: is this a vLLM server?", metricRunning)
 	}
-	running, err := series(fams, metricRunning, dto.MetricType_GAUGE)
-	if err != nil {
-		return nil, err
-	}
-	waiting, err := series(fams, metricWaiting, dto.MetricType_GAUGE)
-	if err != nil {
-		return nil, err
-	}
-	usageName := firstPresent(fams, metricUsage)
-	usage, err := series(fams, usageName, dto.MetricType_GAUGE)
-	if err != nil {
-		return nil, err
-	}
-	gen, err := series(fams, metricGenTokens, dto.MetricType_COUNTER)
-	if err != nil {
-		return nil, err
-	}
-	hitsName, queriesName := firstPresent(fams, metricHits), firstPresent(fams, metricQueries)
-	hits, err := series(fams, hitsName, dto.MetricType_COUNTER)
-	if err != nil {
-		return nil, err
-	}
-	queries, err := series(fams, queriesName, dto.MetricType_COUNTER)
-	if err != nil {
-		return nil, err
-	}
-	maxTokens, err := cacheCapacity(fams)
-	if err != nil {
-		return nil, err
-	}
+	return fams, nil
+}
 
+// vllmSeries is every family the source reads, per engine label, and the
+// names under which this vLLM version published them.
+type vllmSeries struct {
+	running, waiting, usage, gen, hits, queries map[int64]float64
+	usageName, hitsName, queriesName            string
+	maxTokens                                   capacity
+}
+
+func collectSeries(fams map[string]*dto.MetricFamily) (vllmSeries, error) {
+	ss := vllmSeries{
+		usageName: firstPresent(fams, metricUsage),
+		hitsName:  firstPresent(fams, metricHits), queriesName: firstPresent(fams, metricQueries),
+	}
+	var err error
+	for _, f := range []struct {
+		dst  *map[int64]float64
+		name string
+		typ  dto.MetricType
+	}{
+		{&ss.running, metricRunning, dto.MetricType_GAUGE},
+		{&ss.waiting, metricWaiting, dto.MetricType_GAUGE},
+		{&ss.usage, ss.usageName, dto.MetricType_GAUGE},
+		{&ss.gen, metricGenTokens, dto.MetricType_COUNTER},
+		{&ss.hits, ss.hitsName, dto.MetricType_COUNTER},
+		{&ss.queries, ss.queriesName, dto.MetricType_COUNTER},
+	} {
+		if *f.dst, err = series(fams, f.name, f.typ); err != nil {
+			return vllmSeries{}, err
+		}
+	}
+	ss.maxTokens, err = cacheCapacity(fams)
+	return ss, err
+}
+
+// ranks are the engine labels that carry any of the gauges, ascending.
+func (ss vllmSeries) ranks() []int64 {
 	var ranks []int64
-	for _, m := range []map[int64]float64{running, waiting, usage} {
+	for _, m := range []map[int64]float64{ss.running, ss.waiting, ss.usage} {
 		for r := range m {
 			ranks = append(ranks, r)
 		}
 	}
 	slices.Sort(ranks)
-	ranks = slices.Compact(ranks)
+	return slices.Compact(ranks)
+}
 
-	engines := make([]engine, len(ranks))
-	for i, rank := range ranks {
-		e := engine{rank: rank, maxTokens: maxTokens.forRank(rank)}
-		if e.running, err = intGauge(running, rank, "num_running_reqs", metricRunning); err != nil {
-			return nil, err
-		}
-		if e.waiting, err = intGauge(waiting, rank, "num_waiting_reqs", metricWaiting); err != nil {
-			return nil, err
-		}
-		u, ok := usage[rank]
-		if !ok {
-			return nil, invalid("rank %d: token_usage: no %s series for this engine", rank, usageName)
-		}
-		e.usage = u
-		if v, ok := gen[rank]; ok {
-			if err := checkCounter(rank, metricGenTokens, v); err != nil {
-				return nil, err
-			}
-			e.counters.gen, e.counters.hasGen = v, true
-		}
-		h, hok := hits[rank]
-		q, qok := queries[rank]
-		if hok && qok {
-			if err := checkCounter(rank, hitsName, h); err != nil {
-				return nil, err
-			}
-			if err := checkCounter(rank, queriesName, q); err != nil {
-				return nil, err
-			}
-			e.counters.hits, e.counters.queries, e.counters.hasCache = h, q, true
-		}
-		engines[i] = e
+func (ss vllmSeries) engine(rank int64) (engine, error) {
+	e := engine{rank: rank, maxTokens: ss.maxTokens.forRank(rank)}
+	var err error
+	if e.running, err = intGauge(ss.running, rank, "num_running_reqs", metricRunning); err != nil {
+		return engine{}, err
 	}
-	return engines, nil
+	if e.waiting, err = intGauge(ss.waiting, rank, "num_waiting_reqs", metricWaiting); err != nil {
+		return engine{}, err
+	}
+	u, ok := ss.usage[rank]
+	if !ok {
+		return engine{}, invalid("rank %d: token_usage: no %s series for this engine", rank, ss.usageName)
+	}
+	e.usage = u
+	if v, ok := ss.gen[rank]; ok {
+		if err := checkCounter(rank, metricGenTokens, v); err != nil {
+			return engine{}, err
+		}
+		e.counters.gen, e.counters.hasGen = v, true
+	}
+	h, hok := ss.hits[rank]
+	q, qok := ss.queries[rank]
+	if hok && qok {
+		if err := checkCounter(rank, ss.hitsName, h); err != nil {
+			return engine{}, err
+		}
+		if err := checkCounter(rank, ss.queriesName, q); err != nil {
+			return engine{}, err
+		}
+		e.counters.hits, e.counters.queries, e.counters.hasCache = h, q, true
+	}
+	return e, nil
 }
 
 func firstPresent(fams map[string]*dto.MetricFamily, names []string) string {
