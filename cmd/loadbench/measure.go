@@ -65,8 +65,7 @@ func measureServer(ctx context.Context, o options, kind string) (result, error) 
 		}
 		defer conns[i].Close()
 	}
-	var inWindow atomic.Bool
-	var delivered, leaseLost, streamErrors atomic.Int64
+	var tally fleetTally
 	stats := make([]*routerStats, o.routers)
 	var wg sync.WaitGroup
 	for i := range o.routers {
@@ -84,52 +83,19 @@ func measureServer(ctx context.Context, o options, kind string) (result, error) 
 		wg.Add(1)
 		go func(rs *routerStats) {
 			defer wg.Done()
-			var sendMu sync.Mutex
-			var ackAt time.Time
-			for {
-				f := new(pb.WorkerFrame)
-				if err := st.RecvMsg(f); err != nil {
-					if ctx.Err() == nil {
-						streamErrors.Add(1)
-					}
-					return
-				}
-				switch p := f.GetPayload().(type) {
-				case *pb.WorkerFrame_Registered:
-					ackAt = time.Now()
-					go keepAlive(ctx, st, &sendMu, time.Duration(p.Registered.GetRenewAfterMs())*time.Millisecond)
-				case *pb.WorkerFrame_Report:
-					now := time.Now()
-					if rs.firstWait == 0 && !ackAt.IsZero() {
-						rs.mu.Lock()
-						rs.firstWait = max(now.Sub(ackAt), time.Nanosecond)
-						rs.mu.Unlock()
-					}
-					if inWindow.Load() {
-						delivered.Add(1)
-						rs.mu.Lock()
-						rs.arrivals = append(rs.arrivals, now)
-						rs.mu.Unlock()
-					}
-				case *pb.WorkerFrame_Error:
-					if p.Error.GetCode() == "LEASE_EXPIRED" {
-						leaseLost.Add(1)
-					}
-					return
-				}
-			}
+			tally.read(ctx, st, rs)
 		}(stats[i])
 	}
 	sleep(ctx, o.warmup)
 	rssAfter := rss(pid)
 	cpu0, pulls0 := cpuTime(pid), pulls(statsAddr)
 	start := time.Now()
-	inWindow.Store(true)
+	tally.inWindow.Store(true)
 	if o.profile != "" && kind == "ours" {
 		go saveProfile(statsAddr, o.measure-time.Second, o.profile) // done before the child stops
 	}
 	sleep(ctx, o.measure)
-	inWindow.Store(false)
+	tally.inWindow.Store(false)
 	window := time.Since(start)
 	cpu1, pulls1 := cpuTime(pid), pulls(statsAddr)
 	if ctx.Err() != nil {
@@ -138,11 +104,68 @@ func measureServer(ctx context.Context, o options, kind string) (result, error) 
 	cancel()
 	wg.Wait()
 
-	var errs, firsts []time.Duration
+	errs, firsts := intervalErrors(stats, o.interval)
+	return result{
+		kind: kind, cpu: cpu1 - cpu0, delivered: tally.delivered.Load(), pulls: pulls1 - pulls0, window: window,
+		rssPerStream:   float64(rssAfter-rssBefore) / float64(o.routers),
+		intervalErrP50: percentile(errs, 50), intervalErrP99: percentile(errs, 99),
+		firstP50: percentile(firsts, 50), firstP99: percentile(firsts, 99),
+		leaseLost: tally.leaseLost.Load(), streamErrors: tally.streamErrors.Load(),
+	}, nil
+}
+
+// fleetTally counts, across every router stream, what the measure window saw.
+type fleetTally struct {
+	inWindow                           atomic.Bool
+	delivered, leaseLost, streamErrors atomic.Int64
+}
+
+// read receives one router's frames until its stream ends, keeping its
+// arrival times while the window is open and renewing its lease.
+func (t *fleetTally) read(ctx context.Context, st grpc.ClientStream, rs *routerStats) {
+	var sendMu sync.Mutex
+	var ackAt time.Time
+	for {
+		f := new(pb.WorkerFrame)
+		if err := st.RecvMsg(f); err != nil {
+			if ctx.Err() == nil {
+				t.streamErrors.Add(1)
+			}
+			return
+		}
+		switch p := f.GetPayload().(type) {
+		case *pb.WorkerFrame_Registered:
+			ackAt = time.Now()
+			go keepAlive(ctx, st, &sendMu, time.Duration(p.Registered.GetRenewAfterMs())*time.Millisecond)
+		case *pb.WorkerFrame_Report:
+			now := time.Now()
+			if rs.firstWait == 0 && !ackAt.IsZero() {
+				rs.mu.Lock()
+				rs.firstWait = max(now.Sub(ackAt), time.Nanosecond)
+				rs.mu.Unlock()
+			}
+			if t.inWindow.Load() {
+				t.delivered.Add(1)
+				rs.mu.Lock()
+				rs.arrivals = append(rs.arrivals, now)
+				rs.mu.Unlock()
+			}
+		case *pb.WorkerFrame_Error:
+			if p.Error.GetCode() == "LEASE_EXPIRED" {
+				t.leaseLost.Add(1)
+			}
+			return
+		}
+	}
+}
+
+// intervalErrors returns every gap's distance from the interval, and each
+// router's wait for its first report after the ack.
+func intervalErrors(stats []*routerStats, interval time.Duration) (errs, firsts []time.Duration) {
 	for _, rs := range stats {
 		rs.mu.Lock()
 		for i := 1; i < len(rs.arrivals); i++ {
-			d := rs.arrivals[i].Sub(rs.arrivals[i-1]) - o.interval
+			d := rs.arrivals[i].Sub(rs.arrivals[i-1]) - interval
 			errs = append(errs, max(d, -d))
 		}
 		if rs.firstWait > 0 {
@@ -150,13 +173,7 @@ func measureServer(ctx context.Context, o options, kind string) (result, error) 
 		}
 		rs.mu.Unlock()
 	}
-	return result{
-		kind: kind, cpu: cpu1 - cpu0, delivered: delivered.Load(), pulls: pulls1 - pulls0, window: window,
-		rssPerStream:   float64(rssAfter-rssBefore) / float64(o.routers),
-		intervalErrP50: percentile(errs, 50), intervalErrP99: percentile(errs, 99),
-		firstP50: percentile(firsts, 50), firstP99: percentile(firsts, 99),
-		leaseLost: leaseLost.Load(), streamErrors: streamErrors.Load(),
-	}, nil
+	return errs, firsts
 }
 
 func keepAlive(ctx context.Context, st grpc.ClientStream, mu *sync.Mutex, every time.Duration) {
