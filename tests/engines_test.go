@@ -169,14 +169,14 @@ func TestPollersCostOnePullPerFire(t *testing.T) {
 	}
 
 	t.Run("unknown include section", func(t *testing.T) {
-		resp, err := client.Get("http://" + m.Addr() + "/v1/loads?include=core,memory")
+		resp, err := client.Get("http://" + m.Addr() + "/v1/loads?include=core,gpu")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
 		var e pollapi.ErrorBody
 		_ = json.NewDecoder(resp.Body).Decode(&e)
-		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(e.Error.Message, `"memory"`) {
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(e.Error.Message, `"gpu"`) {
 			t.Fatalf("status %d, %+v", resp.StatusCode, e)
 		}
 	})

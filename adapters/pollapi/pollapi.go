@@ -3,8 +3,10 @@ package pollapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,12 +40,17 @@ func New(p Poller, maxAge time.Duration) *Handler {
 const Route = "GET /v1/loads"
 
 // Envelope is the response body: SGLang's /v1/loads envelope with the core
-// section, plus status fields SGLang clients ignore.
+// keys of every rank and the aggregate block older engines send, plus status
+// fields SGLang clients ignore. The optional sections (memory, speculative,
+// lora, disaggregation, queues) are never sent: no source reports them, and
+// a client reads a missing section as unknown, where made-up zeros would be
+// a lie.
 type Envelope struct {
-	Timestamp   string `json:"timestamp"`
-	Version     string `json:"version"`
-	DPRankCount int    `json:"dp_rank_count"`
-	Loads       []Load `json:"loads"`
+	Timestamp   string    `json:"timestamp"`
+	Version     string    `json:"version"`
+	DPRankCount int       `json:"dp_rank_count"`
+	Loads       []Load    `json:"loads"`
+	Aggregate   Aggregate `json:"aggregate"`
 
 	Status           string `json:"status"`
 	SequenceID       uint64 `json:"sequence_id"`
@@ -67,6 +74,21 @@ type Load struct {
 	GenThroughput            float64 `json:"gen_throughput"`
 	CacheHitRate             float64 `json:"cache_hit_rate"`
 	Utilization              float64 `json:"utilization"`
+}
+
+// Aggregate is the fleet-of-ranks summary older SGLang engines send beside
+// loads. Counts saturate at int32 like the per-rank ones; TotalTokens (the
+// summed capacity) is 0 unless every rank's capacity is known, so that it
+// is never read as a real, smaller capacity.
+type Aggregate struct {
+	TotalRunningReqs int32   `json:"total_running_reqs"`
+	TotalWaitingReqs int32   `json:"total_waiting_reqs"`
+	TotalReqs        int32   `json:"total_reqs"`
+	TotalUsedTokens  int32   `json:"total_used_tokens"`
+	TotalTokens      int32   `json:"total_tokens"`
+	AvgTokenUsage    float64 `json:"avg_token_usage"`
+	AvgThroughput    float64 `json:"avg_throughput"`
+	AvgUtilization   float64 `json:"avg_utilization"`
 }
 
 // ErrorBody is the body of every non-200 answer.
@@ -103,12 +125,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, envelopeOf(rep))
 }
 
-// checkInclude accepts no include, or only "core" (repeated or
-// comma-separated); anything else names the section it cannot serve.
+// Sections is SGLang's include vocabulary, in its order. Every name is
+// accepted so that a client probing for several sections (SMG asks for
+// include=core,disagg,queues,memory) gets the core keys; a section is then
+// filled only with what the source really reported.
+var Sections = []string{"core", "memory", "spec", "lora", "disagg", "queues", "all"}
+
+// checkInclude accepts no include (meaning all), or names from Sections,
+// comma-separated or repeated; an empty name is ignored. Anything else names
+// the section and the accepted ones.
 func checkInclude(values []string) error {
 	for _, v := range values {
 		for _, section := range strings.Split(v, ",") {
-			if s := strings.TrimSpace(section); s != "core" {
+			s := strings.TrimSpace(section)
+			if s != "" && !slices.Contains(Sections, s) {
 				return includeError(s)
 			}
 		}
@@ -119,7 +149,7 @@ func checkInclude(values []string) error {
 type includeError string
 
 func (e includeError) Error() string {
-	return "include section " + `"` + string(e) + `"` + " is not served here; this reporter serves: core"
+	return fmt.Sprintf("include section %q is not one of %s", domain.Shorten(string(e), 64), strings.Join(Sections, ", "))
 }
 
 func envelopeOf(r *domain.Report) Envelope {
@@ -142,9 +172,10 @@ func envelopeOf(r *domain.Report) Envelope {
 			NumWaitingUncachedTokens: sat32(k.NumWaitingUncachedTokens),
 			NumUsedTokens:            sat32(k.NumUsedTokens),
 			NumTotalTokens:           sat32(k.NumTotalTokens),
-			// Pollers divide by it: an engine that does not publish it (0)
-			// is reported as 1 rather than inviting a division by zero.
-			MaxTotalNumTokens:  max(1, sat32(k.MaxTotalNumTokens)),
+			// 0 when the source does not know the capacity: SMG reads a
+			// positive capacity on any rank as "absolute token counts are
+			// real", and falls back to token_usage otherwise.
+			MaxTotalNumTokens:  sat32(k.MaxTotalNumTokens),
 			MaxRunningRequests: sat32(k.MaxRunningRequests),
 			TokenUsage:         k.TokenUsage,
 			GenThroughput:      k.GenThroughput,
@@ -152,7 +183,43 @@ func envelopeOf(r *domain.Report) Envelope {
 			Utilization:        k.Utilization,
 		}
 	}
+	e.Aggregate = aggregateOf(r.Ranks)
 	return e
+}
+
+func aggregateOf(ranks []domain.RankLoad) Aggregate {
+	var a Aggregate
+	if len(ranks) == 0 {
+		return a
+	}
+	var running, waiting, used, capacity int64
+	capacityKnown := true
+	for _, k := range ranks {
+		running = addSat(running, k.NumRunningReqs)
+		waiting = addSat(waiting, k.NumWaitingReqs)
+		used = addSat(used, k.NumUsedTokens)
+		capacity = addSat(capacity, k.MaxTotalNumTokens)
+		capacityKnown = capacityKnown && k.MaxTotalNumTokens > 0
+		a.AvgTokenUsage += k.TokenUsage
+		a.AvgThroughput += k.GenThroughput
+		a.AvgUtilization += k.Utilization
+	}
+	n := float64(len(ranks))
+	a.TotalRunningReqs, a.TotalWaitingReqs = sat32(running), sat32(waiting)
+	a.TotalReqs, a.TotalUsedTokens = sat32(addSat(running, waiting)), sat32(used)
+	if capacityKnown {
+		a.TotalTokens = sat32(capacity)
+	}
+	a.AvgTokenUsage, a.AvgThroughput, a.AvgUtilization = a.AvgTokenUsage/n, a.AvgThroughput/n, a.AvgUtilization/n
+	return a
+}
+
+// addSat adds two validated, non-negative counters without wrapping.
+func addSat(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // sat32 narrows a validated, non-negative counter to int32, saturating.

@@ -66,8 +66,8 @@ func TestEnvelopeShape(t *testing.T) {
 	if load["num_used_tokens"] != float64(math.MaxInt32) {
 		t.Fatalf("num_used_tokens %v, want saturated at int32 max", load["num_used_tokens"])
 	}
-	if load["max_total_num_tokens"] != 1.0 {
-		t.Fatalf("max_total_num_tokens %v, want at least 1", load["max_total_num_tokens"])
+	if load["max_total_num_tokens"] != 0.0 {
+		t.Fatalf("max_total_num_tokens %v, want 0 (unknown), never raised", load["max_total_num_tokens"])
 	}
 	if load["timestamp"] != 1795937400.25 {
 		t.Fatalf("timestamp %v", load["timestamp"])
@@ -76,17 +76,55 @@ func TestEnvelopeShape(t *testing.T) {
 
 func TestIncludeSections(t *testing.T) {
 	p := &fakePoller{report: &domain.Report{Status: domain.StatusHealthy}}
-	for _, ok := range []string{"/v1/loads", "/v1/loads?include=core", "/v1/loads?include=core&include=core", "/v1/loads?include=core,core"} {
+	for _, ok := range []string{
+		"/v1/loads", "/v1/loads?include=core", "/v1/loads?include=core&include=core", "/v1/loads?include=core,core",
+		"/v1/loads?include=core,disagg,queues,memory", // SMG's probe
+		"/v1/loads?include=all", "/v1/loads?include=", "/v1/loads?include=memory&include=spec",
+		"/v1/loads?include=lora,disagg", "/v1/loads?include=core,",
+	} {
 		if rec, _ := get(t, New(p, time.Second), ok); rec.Code != http.StatusOK {
 			t.Errorf("%s: %d", ok, rec.Code)
 		}
 	}
-	for _, bad := range []string{"/v1/loads?include=memory", "/v1/loads?include=core,lora", "/v1/loads?include=", "/v1/loads?include=all"} {
+	for _, bad := range []string{"/v1/loads?include=mem", "/v1/loads?include=core,gpu", "/v1/loads?include=CORE", "/v1/loads?include=core&include=speculative"} {
 		rec, body := get(t, New(p, time.Second), bad)
 		msg := body["error"].(map[string]any)["message"].(string)
-		if rec.Code != http.StatusBadRequest || !strings.Contains(msg, "serves: core") {
+		if rec.Code != http.StatusBadRequest || !strings.Contains(msg, "core, memory, spec, lora, disagg, queues, all") {
 			t.Errorf("%s: %d %q", bad, rec.Code, msg)
 		}
+	}
+}
+
+func TestAggregateAndOmittedSections(t *testing.T) {
+	at := time.Date(2026, 11, 29, 7, 30, 0, 0, time.UTC)
+	ranks := []domain.RankLoad{
+		{DPRank: 0, SnapshotTime: at, NumRunningReqs: 4, NumWaitingReqs: 1, NumUsedTokens: 18000, MaxTotalNumTokens: 180000,
+			TokenUsage: 0.1, GenThroughput: 640.5, Utilization: 0.31},
+		{DPRank: 1, SnapshotTime: at, NumRunningReqs: 2, NumUsedTokens: 9000, MaxTotalNumTokens: 180000,
+			TokenUsage: 0.05, GenThroughput: 330, Utilization: 0.18},
+	}
+	p := &fakePoller{report: &domain.Report{Status: domain.StatusHealthy, ReportTime: at, Ranks: ranks}}
+	rec, body := get(t, New(p, time.Second), "/v1/loads?include=all")
+	agg := body["aggregate"].(map[string]any)
+	want := map[string]float64{ // the legacy fixture's aggregate for these ranks
+		"total_running_reqs": 6, "total_waiting_reqs": 1, "total_reqs": 7, "total_used_tokens": 27000,
+		"total_tokens": 360000, "avg_token_usage": 0.075, "avg_throughput": 485.25, "avg_utilization": 0.245,
+	}
+	for k, v := range want {
+		if got, ok := agg[k].(float64); !ok || math.Abs(got-v) > 1e-9 {
+			t.Errorf("aggregate %s = %v, want %v", k, agg[k], v)
+		}
+	}
+	for _, section := range []string{"memory", "speculative", "lora", "disaggregation", "queues"} {
+		if strings.Contains(rec.Body.String(), `"`+section+`"`) {
+			t.Errorf("section %s sent though no source reports it: %s", section, rec.Body.String())
+		}
+	}
+	// One rank of unknown capacity: the summed capacity is unknown too.
+	ranks[1].MaxTotalNumTokens = 0
+	_, body = get(t, New(p, time.Second), "/v1/loads")
+	if got := body["aggregate"].(map[string]any)["total_tokens"]; got != 0.0 {
+		t.Fatalf("total_tokens %v with a rank of unknown capacity, want 0", got)
 	}
 }
 
