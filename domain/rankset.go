@@ -62,17 +62,27 @@ func (s RankSet) Diff(o RankSet) (missing, extra []int64) {
 	return missing, extra
 }
 
-// String renders the set as "[0 1 2]".
+// String renders the set as "[0 1 2]", at most MaxListedRanks of it.
 func (s RankSet) String() string { return formatRanks(s.ranks) }
 
+// MaxListedRanks bounds the ranks a message lists: a topology of tens of
+// thousands of ranks must not put hundreds of KB into every report's
+// last_error and every log line.
+const MaxListedRanks = 8
+
+// formatRanks renders "[0 1 2]", or "[0 1 … 7 … and 992 more]" past
+// MaxListedRanks.
 func formatRanks(ranks []int64) string {
 	var b strings.Builder
 	b.WriteByte('[')
-	for i, r := range ranks {
+	for i, r := range ranks[:min(len(ranks), MaxListedRanks)] {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
 		b.WriteString(strconv.FormatInt(r, 10))
+	}
+	if more := len(ranks) - MaxListedRanks; more > 0 {
+		b.WriteString(" … and " + strconv.Itoa(more) + " more")
 	}
 	b.WriteByte(']')
 	return b.String()

@@ -37,6 +37,11 @@ type ReportBuilder struct {
 	StaleAfter time.Duration
 }
 
+// MaxLastErrorBytes bounds a report's last_error: it goes to every router,
+// poller, page, history row and log line, so whatever a source or engine
+// said is cut to one line of this many bytes.
+const MaxLastErrorBytes = 512
+
 // Judge is the verdict on one pull: its own error when it failed, else the
 // first problem ValidateSnapshot finds against expected (empty: accept any
 // rank set); nil when snap may be reported.
@@ -69,7 +74,7 @@ func (b ReportBuilder) Report(seq uint64, completedAt time.Time, snap Snapshot, 
 	}
 	if verdict != nil {
 		r.Status = StatusUnreachable
-		r.LastError = errorText(verdict)
+		r.LastError = Shorten(errorText(verdict), MaxLastErrorBytes)
 		return r
 	}
 	r.Ranks = sortedRanks(snap.Ranks, completedAt)

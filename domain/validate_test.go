@@ -168,3 +168,20 @@ func TestErrorCode(t *testing.T) {
 		t.Fatalf("%v", e)
 	}
 }
+
+func TestRankSetChangeIsBounded(t *testing.T) {
+	err := CheckRankSet(RankRange(50000), RankRange(2))
+	want := "rank set changed: missing [2 3 4 5 6 7 8 9 … and 49990 more]"
+	if ErrorMessage(err) != want {
+		t.Fatalf("got %q, want %q", ErrorMessage(err), want)
+	}
+}
+
+func TestLastErrorIsOneBoundedLine(t *testing.T) {
+	b := ReportBuilder{SourceInstanceID: "i", Worker: Worker{Addr: "w"}}
+	long := Errorf(CodeSourceFailed, "%s\nsecond line", strings.Repeat("x", 5000))
+	r := b.Report(1, time.Unix(100, 0), Snapshot{}, long)
+	if len(r.LastError) > MaxLastErrorBytes+len("…") || strings.Contains(r.LastError, "\n") || r.Status != StatusUnreachable {
+		t.Fatalf("last_error of %d bytes: %.80q…", len(r.LastError), r.LastError)
+	}
+}

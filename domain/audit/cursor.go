@@ -69,7 +69,8 @@ func decodeCursor(s string) (ReportKey, bool, error) {
 		return ReportKey{}, false, bad
 	}
 	var c cursor
-	if err := json.Unmarshal(b, &c); err != nil || c.V != 1 || c.W == "" || c.S == "" {
+	if err := json.Unmarshal(b, &c); err != nil || c.V != 1 || c.W == "" || c.S == "" ||
+		checkText("cursor", c.W) != nil || checkText("cursor", c.S) != nil {
 		return ReportKey{}, false, bad
 	}
 	return ReportKey{Time: time.UnixMicro(c.T).UTC(), WorkerAddr: c.W, SourceInstanceID: c.S, SequenceID: c.Q}, c.D, nil

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/loadreporter/loadreporter/domain"
 )
@@ -221,6 +222,9 @@ func validateFilters(workers []string, statuses []domain.Status, ranks []int64) 
 		return domain.Errorf(domain.CodeInvalidArgument, "workers, statuses and ranks take at most %d values each", MaxFilterValues)
 	}
 	for _, w := range workers {
+		if err := checkText("workers", w); err != nil {
+			return err
+		}
 		if strings.TrimSpace(w) == "" {
 			return domain.Errorf(domain.CodeInvalidArgument, "workers: a worker address is empty")
 		}
@@ -251,4 +255,17 @@ func effectiveLimit(limit, def int) int {
 		return def
 	}
 	return limit
+}
+
+// checkText refuses what no store can hold or compare: invalid UTF-8 and
+// NUL bytes (PostgreSQL rejects both in text), so that they are argument
+// errors on every surface instead of a store failure.
+func checkText(field, v string) error {
+	switch {
+	case !utf8.ValidString(v):
+		return domain.Errorf(domain.CodeInvalidArgument, "%s: %q is not valid UTF-8", field, domain.Shorten(v, 64))
+	case strings.ContainsRune(v, 0):
+		return domain.Errorf(domain.CodeInvalidArgument, "%s: %q contains a NUL byte", field, domain.Shorten(v, 64))
+	}
+	return nil
 }

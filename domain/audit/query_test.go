@@ -1,6 +1,7 @@
-package porttest_test
+package audit_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -51,5 +52,26 @@ func TestCursorRoundTrip(t *testing.T) {
 	}
 	if _, ok, err := (audit.ReportsQuery{Window: w}).After(); ok || err != nil {
 		t.Errorf("no cursor: ok=%t err=%v", ok, err)
+	}
+}
+
+func TestTextArgumentsAreArgumentErrors(t *testing.T) {
+	w := audit.Window{Since: time.Unix(0, 0), Until: time.Unix(60, 0)}
+	for _, worker := range []string{"10.0.0.7:30000\x00", "bad \xff utf-8"} {
+		for name, err := range map[string]error{
+			"reports":    audit.ReportsQuery{Window: w, Workers: []string{worker}}.Validate(),
+			"outages":    audit.OutagesQuery{Window: w, Workers: []string{worker}}.Validate(),
+			"rank-stats": audit.RankStatsQuery{Window: w, Workers: []string{worker}}.Validate(),
+			"gaps":       audit.GapsQuery{Window: w, Workers: []string{worker}, Interval: time.Second}.Validate(),
+			"imbalance":  audit.ImbalanceQuery{Window: w, Workers: []string{worker}}.Validate(),
+		} {
+			if domain.ErrorCode(err) != domain.CodeInvalidArgument || !strings.HasPrefix(domain.ErrorMessage(err), "workers: ") {
+				t.Errorf("%s with worker %q: %v, want an argument error naming workers", name, worker, err)
+			}
+		}
+	}
+	nul := audit.ReportKey{Time: time.Unix(1, 0), WorkerAddr: "w\x00", SourceInstanceID: "s", SequenceID: 1}.Cursor(false)
+	if _, _, err := (audit.ReportsQuery{Window: w, Cursor: nul}).After(); domain.ErrorCode(err) != domain.CodeInvalidArgument {
+		t.Errorf("a cursor carrying NUL: %v", err)
 	}
 }
