@@ -89,3 +89,6 @@ const (
 	// Close's deadline ended.
 	DropClosed DropReason = "closed"
 )
+
+// DropReasons lists every reason, for metrics that start each at 0.
+func DropReasons() []DropReason { return []DropReason{DropBufferFull, DropRejected, DropClosed} }

@@ -39,3 +39,8 @@ type FireObserver interface {
 	// SessionsChanged reports the live session count per kind name.
 	SessionsChanged(counts map[string]int)
 }
+
+// PullOutcomes lists every outcome, for metrics that start each at 0.
+func PullOutcomes() []PullOutcome {
+	return []PullOutcome{PullOK, PullError, PullTimeout, PullInvalid, PullRankSet, PullCancelled}
+}

@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/session"
 	"github.com/loadreporter/loadreporter/ports"
 )
 
@@ -25,6 +27,8 @@ type Metrics struct {
 	delivered   *prometheus.CounterVec
 	dropped     *prometheus.CounterVec
 	rankAge     prometheus.Gauge
+	status      *prometheus.GaugeVec
+	ranks       rankGauges
 
 	historyOnce sync.Once
 	history     *historyMetrics
@@ -70,10 +74,36 @@ func New(now func() time.Time) *Metrics {
 		}
 		return m.now().Sub(time.Unix(0, last)).Seconds()
 	})
+	m.status = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "loadreporter_report_status", Help: "1 for the status of the latest report, 0 for the others.",
+	}, []string{"status"})
+	m.ranks = newRankGauges()
 	m.registry.MustRegister(m.sessions, m.pulls, m.pullSeconds, m.reports, m.delivered, m.dropped, m.rankAge, reportAge,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.status, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.ranks.register(m.registry)
+	m.initLabels()
 	return m
 }
+
+// initLabels creates every labelled series at 0, so that an alert on, say,
+// a rise of pulls{outcome="timeout"} sees 0 before the first timeout
+// instead of an absent series.
+func (m *Metrics) initLabels() {
+	for _, o := range ports.PullOutcomes() {
+		m.pulls.WithLabelValues(string(o))
+	}
+	for _, st := range reportStatuses {
+		m.reports.WithLabelValues(st.String())
+		m.status.WithLabelValues(st.String())
+	}
+	for _, k := range session.Kinds() {
+		m.sessions.WithLabelValues(k.String())
+		m.delivered.WithLabelValues(k.String())
+		m.dropped.WithLabelValues(k.String())
+	}
+}
+
+var reportStatuses = []domain.Status{domain.StatusHealthy, domain.StatusStale, domain.StatusUnreachable}
 
 // Handler serves the registry in the Prometheus exposition format.
 func (m *Metrics) Handler() http.Handler {
@@ -85,6 +115,10 @@ func (m *Metrics) Fired(f ports.FireResult) {
 	m.pulls.WithLabelValues(string(f.Outcome)).Inc()
 	m.pullSeconds.Observe(f.PullDuration.Seconds())
 	m.reports.WithLabelValues(f.Report.Status.String()).Inc()
+	for _, st := range reportStatuses {
+		m.status.WithLabelValues(st.String()).Set(b2f(st == f.Report.Status))
+	}
+	m.ranks.set(f.Report.Ranks)
 	m.lastReport.Store(f.Report.ReportTime.UnixNano())
 	for kind, n := range f.Delivered {
 		if n > 0 {
@@ -134,6 +168,9 @@ func (m *Metrics) History() ports.RecorderObserver {
 			lag: prometheus.NewGauge(prometheus.GaugeOpts{
 				Name: "loadreporter_history_lag_seconds", Help: "Age of the oldest report of the latest written batch.",
 			}),
+		}
+		for _, r := range ports.DropReasons() {
+			h.dropped.WithLabelValues(string(r))
 		}
 		m.registry.MustRegister(h.written, h.batches, h.failures, h.dropped, h.lag)
 		m.history = h

@@ -1,0 +1,85 @@
+package metrics
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/ports"
+)
+
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	return rec.Body.String()
+}
+
+func fired(status domain.Status, ranks ...domain.RankLoad) ports.FireResult {
+	return ports.FireResult{Report: &domain.Report{Status: status, ReportTime: time.Unix(100, 0), Ranks: ranks}, Outcome: ports.PullOK}
+}
+
+func TestLabelledCountersStartAtZero(t *testing.T) {
+	m := New(time.Now)
+	m.History()
+	body := scrape(t, m)
+	for _, series := range []string{
+		`loadreporter_history_dropped_total{reason="buffer_full"} 0`,
+		`loadreporter_history_dropped_total{reason="rejected"} 0`,
+		`loadreporter_history_dropped_total{reason="closed"} 0`,
+		`loadreporter_pulls_total{outcome="timeout"} 0`,
+		`loadreporter_reports_total{status="UNREACHABLE"} 0`,
+		`loadreporter_reports_dropped_total{kind="monitor"} 0`,
+		`loadreporter_sessions{kind="watch"} 0`,
+	} {
+		if !strings.Contains(body, series+"\n") {
+			t.Errorf("missing %s before anything happened", series)
+		}
+	}
+}
+
+func TestRankGaugesFollowTheLatestReport(t *testing.T) {
+	m := New(time.Now)
+	rank := func(r int64, usage float64) domain.RankLoad {
+		return domain.RankLoad{DPRank: r, SnapshotTime: time.Unix(100, 0), NumRunningReqs: 3 + r, NumWaitingReqs: 1,
+			NumUsedTokens: 500, MaxTotalNumTokens: 1000, TokenUsage: usage, GenThroughput: 42.5}
+	}
+	m.Fired(fired(domain.StatusHealthy, rank(0, 0.5), rank(1, 0.25)))
+	body := scrape(t, m)
+	for _, series := range []string{
+		`loadreporter_rank_running_reqs{dp_rank="0"} 3`, `loadreporter_rank_running_reqs{dp_rank="1"} 4`,
+		`loadreporter_rank_token_usage{dp_rank="1"} 0.25`, `loadreporter_rank_max_total_tokens{dp_rank="0"} 1000`,
+		`loadreporter_rank_gen_throughput{dp_rank="0"} 42.5`,
+		`loadreporter_report_status{status="HEALTHY"} 1`, `loadreporter_report_status{status="UNREACHABLE"} 0`,
+	} {
+		if !strings.Contains(body, series+"\n") {
+			t.Errorf("missing %s in\n%s", series, grep(body, "loadreporter_r"))
+		}
+	}
+
+	m.Fired(fired(domain.StatusHealthy, rank(0, 0.5))) // rank 1 left the topology
+	if body := scrape(t, m); strings.Contains(body, `dp_rank="1"`) {
+		t.Errorf("rank 1 left but still has series:\n%s", grep(body, `dp_rank="1"`))
+	}
+
+	m.Fired(fired(domain.StatusUnreachable))
+	body = scrape(t, m)
+	if strings.Contains(body, `dp_rank="0"`) {
+		t.Errorf("an UNREACHABLE report keeps old rank values:\n%s", grep(body, `dp_rank=`))
+	}
+	if !strings.Contains(body, `loadreporter_report_status{status="UNREACHABLE"} 1`+"\n") {
+		t.Errorf("status gauge:\n%s", grep(body, "report_status"))
+	}
+}
+
+func grep(body, what string) string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.Contains(l, what) && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
