@@ -3,10 +3,12 @@ package web
 import (
 	"context"
 	"encoding/csv"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,7 +17,6 @@ import (
 	"github.com/PuerkitoBio/goquery"
 	"go.uber.org/goleak"
 
-	"github.com/loadreporter/loadreporter/adapters/store/memory"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports"
@@ -76,19 +77,58 @@ func fixtureReport(i int) *domain.Report {
 	return r
 }
 
-func newStore(t *testing.T) *memory.Store {
-	t.Helper()
-	st := memory.New(memory.Options{})
+// newHistory answers from the fixture as a store holding it would: its
+// reports, and for the computed queries the answers a store gives over them
+// (for a 10 s gaps interval and a 0.4 imbalance threshold, the only ones
+// these tests ask for).
+func newHistory() *fakeHistory {
 	reports := make([]*domain.Report, fixReports)
 	for i := range reports {
 		reports[i] = fixtureReport(i)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := st.Append(ctx, reports); err != nil {
-		t.Fatalf("append: %v", err)
+	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	outages := []audit.Outage{{
+		Episode:  audit.Episode{Span: audit.Span{WorkerAddr: fixAddr, Start: at(200), End: at(260), Duration: time.Minute}, LastSeen: at(250), Reports: outageLen},
+		Statuses: []domain.Status{domain.StatusUnreachable}, LastError: timeoutError,
+	}}
+	stats := []audit.RankStat{
+		{WorkerAddr: fixAddr, DPRank: 0, Reports: fixReports - outageLen, AvgTokenUsage: 0.25, MaxTokenUsage: 0.25, P95TokenUsage: 0.25, MaxWaitingReqs: 0, MeanGenThroughput: 1234.5},
+		{WorkerAddr: fixAddr, DPRank: 1, Reports: fixReports - outageLen, AvgTokenUsage: 0.75, MaxTokenUsage: 0.75, P95TokenUsage: 0.75, MaxWaitingReqs: 3, MeanGenThroughput: 1234.5},
 	}
-	return st
+	spans := []audit.Imbalance{
+		{Episode: audit.Episode{Span: audit.Span{WorkerAddr: fixAddr, Start: at(0), End: at(200), Duration: 200 * time.Second}, LastSeen: at(190), Reports: outageFirst},
+			PeakSpread: 0.5, PeakTime: at(0)},
+		{Episode: audit.Episode{Span: audit.Span{WorkerAddr: fixAddr, Start: at(260), Duration: 330 * time.Second}, Ongoing: true, LastSeen: at(590), Reports: fixReports - outageFirst - outageLen},
+			PeakSpread: 0.5, PeakTime: at(260)},
+	}
+	return &fakeHistory{
+		reports: func(q audit.ReportsQuery) (audit.ReportsPage, error) { return pageOf(reports, q), nil },
+		outages: func(q audit.OutagesQuery) (res audit.OutagesResult, err error) {
+			res.Outages, res.Truncated, err = canned(outages, q.Window, q.Workers, q.MaxResults(),
+				func(o audit.Outage) (string, time.Time, time.Time) { return episode(o.Episode) })
+			return res, err
+		},
+		rankStats: func(q audit.RankStatsQuery) (res audit.RankStatsResult, err error) {
+			stats := slices.DeleteFunc(slices.Clone(stats), func(s audit.RankStat) bool { return !matches(q.Ranks, s.DPRank) })
+			res.Stats, res.Truncated, err = canned(stats, q.Window, q.Workers, q.MaxResults(),
+				func(s audit.RankStat) (string, time.Time, time.Time) { return s.WorkerAddr, at(0), at(590) })
+			return res, err
+		},
+		gaps: func(q audit.GapsQuery) (audit.GapsResult, error) {
+			if q.Interval != 10*time.Second {
+				return audit.GapsResult{}, fmt.Errorf("no canned gaps for interval %s", q.Interval)
+			}
+			return audit.GapsResult{}, nil // reports every 10 s: no gap, no restart, in any window
+		},
+		imbalance: func(q audit.ImbalanceQuery) (res audit.ImbalanceResult, err error) {
+			if q.Threshold != 0.4 {
+				return res, fmt.Errorf("no canned imbalance for threshold %v", q.Threshold)
+			}
+			res.Spans, res.Truncated, err = canned(spans, q.Window, q.Workers, q.MaxResults(),
+				func(s audit.Imbalance) (string, time.Time, time.Time) { return episode(s.Episode) })
+			return res, err
+		},
+	}
 }
 
 func newHandler(t *testing.T, o Options) *Handler {
@@ -266,7 +306,7 @@ func TestStaticAssets(t *testing.T) {
 }
 
 func TestRegisterSharesAMux(t *testing.T) {
-	h := newHandler(t, Options{History: newStore(t)})
+	h := newHandler(t, Options{History: newHistory()})
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /loadreporter.v1.WatchService/Watch", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusTeapot)
@@ -303,7 +343,7 @@ func TestRegisterSharesAMux(t *testing.T) {
 }
 
 func TestHistoryPageShowsChartsTimelineAndTable(t *testing.T) {
-	h := newHandler(t, Options{History: newStore(t)})
+	h := newHandler(t, Options{History: newHistory()})
 	doc := page(t, h, "/history", http.StatusOK)
 
 	if got := doc.Find("head title").Text(); got != "History · loadreporter" {
@@ -359,7 +399,7 @@ func TestHistoryPageShowsChartsTimelineAndTable(t *testing.T) {
 }
 
 func TestHistoryWindows(t *testing.T) {
-	h := newHandler(t, Options{History: newStore(t)})
+	h := newHandler(t, Options{History: newHistory()})
 
 	// The last 3 min before t0+12 min hold nothing (reports end at t0+590 s).
 	doc := page(t, h, "/history?since="+url.QueryEscape("2026-11-29 08:09:00")+"&until="+url.QueryEscape("2026-11-29T08:12:00Z"), http.StatusOK)
@@ -386,7 +426,7 @@ func TestHistoryWindows(t *testing.T) {
 }
 
 func TestHistoryBadArguments(t *testing.T) {
-	h := newHandler(t, Options{History: newStore(t)})
+	h := newHandler(t, Options{History: newHistory()})
 	for _, tc := range []struct {
 		name, query, field, want string
 	}{
@@ -455,7 +495,7 @@ func TestStoreUnavailable(t *testing.T) {
 }
 
 func TestAuditFormBeforeAQuery(t *testing.T) {
-	h := newHandler(t, Options{History: newStore(t)})
+	h := newHandler(t, Options{History: newHistory()})
 	doc := page(t, h, "/audit", http.StatusOK)
 	if got := doc.Find("head title").Text(); got != "Audit · loadreporter" {
 		t.Errorf("title = %q", got)
@@ -477,7 +517,7 @@ func TestAuditFormBeforeAQuery(t *testing.T) {
 }
 
 func TestAuditOutages(t *testing.T) {
-	h := newHandler(t, Options{History: newStore(t)})
+	h := newHandler(t, Options{History: newHistory()})
 	doc := page(t, h, "/audit?query=outages&last=1h&worker="+url.QueryEscape(fixAddr), http.StatusOK)
 
 	rows := tid(doc, "result-row")
@@ -500,7 +540,7 @@ func TestAuditOutages(t *testing.T) {
 }
 
 func TestAuditOtherQueries(t *testing.T) {
-	h := newHandler(t, Options{History: newStore(t)})
+	h := newHandler(t, Options{History: newHistory()})
 	for _, tc := range []struct {
 		query string
 		rows  int
@@ -525,20 +565,22 @@ func TestAuditOtherQueries(t *testing.T) {
 }
 
 func TestAuditGaps(t *testing.T) {
-	st := newStore(t)
+	st := newHistory()
 	h := newHandler(t, Options{History: st})
 	// Reports every 10 s, the history interval: no gap, no restart.
 	doc := page(t, h, "/audit?query=gaps&last=1h", http.StatusOK)
 	if n := tid(doc, "result-row").Length(); n != 0 || tid(doc, "audit-empty").Length() != 1 {
 		t.Errorf("gaps in a gapless history: %d rows", n)
 	}
-	// A new instance at t0+700 s, after 110 s without a report.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r := fixtureReport(0)
-	r.SourceInstanceID, r.ReportTime = "inst-b", t0.Add(700*time.Second)
-	if err := st.Append(ctx, []*domain.Report{r}); err != nil {
-		t.Fatal(err)
+	// A new instance at t0+700 s, after 110 s without a report: what a
+	// store answers then.
+	last, first := t0.Add(590*time.Second), t0.Add(700*time.Second)
+	st.gaps = func(audit.GapsQuery) (audit.GapsResult, error) {
+		return audit.GapsResult{
+			Gaps: []audit.Gap{{Span: audit.Span{WorkerAddr: fixAddr, Start: last, End: first, Duration: first.Sub(last)}}},
+			Restarts: []audit.Restart{{WorkerAddr: fixAddr, SourceInstanceID: "inst-b", FirstTime: first,
+				PreviousSourceInstanceID: "inst-a", PreviousLastTime: last}},
+		}, nil
 	}
 	doc = page(t, h, "/audit?query=gaps&last=1h", http.StatusOK)
 	rows := tid(doc, "result-row")
@@ -559,7 +601,7 @@ func TestAuditGaps(t *testing.T) {
 }
 
 func TestAuditPagesReports(t *testing.T) {
-	h := newHandler(t, Options{History: newStore(t)})
+	h := newHandler(t, Options{History: newHistory()})
 	doc := page(t, h, "/audit?query=reports&last=1h&limit=40", http.StatusOK)
 	next, ok := tid(doc, "next-page").Attr("href")
 	if !ok {
@@ -576,7 +618,7 @@ func TestAuditPagesReports(t *testing.T) {
 }
 
 func TestAuditErrorsNextToTheField(t *testing.T) {
-	h := newHandler(t, Options{History: newStore(t)})
+	h := newHandler(t, Options{History: newHistory()})
 	for _, tc := range []struct {
 		name, query, field, want string
 	}{
@@ -618,7 +660,7 @@ func TestAuditErrorsNextToTheField(t *testing.T) {
 }
 
 func TestAuditShowsEveryFieldsErrorAtOnce(t *testing.T) {
-	h := newHandler(t, Options{History: newStore(t)})
+	h := newHandler(t, Options{History: newHistory()})
 	doc := page(t, h, "/audit?query=imbalance&since=yesterday&threshold=3", http.StatusBadRequest)
 	for field, want := range map[string]string{"since": `"yesterday" is not a time`, "threshold": "threshold must be within [0, 1]"} {
 		if got := txt(tid(tid(doc, "field-"+field), "error-"+field)); !strings.Contains(got, want) {
@@ -643,7 +685,7 @@ func readCSV(t *testing.T, h http.Handler, target string) (*http.Response, [][]s
 }
 
 func TestAuditCSVOutages(t *testing.T) {
-	h := newHandler(t, Options{History: newStore(t)})
+	h := newHandler(t, Options{History: newHistory()})
 	res, recs := readCSV(t, h, "/audit.csv?query=outages&since=2026-11-29T08:00:00Z&until=2026-11-29T09:00:00Z")
 	if ct := res.Header.Get("Content-Type"); ct != "text/csv; charset=utf-8" {
 		t.Errorf("Content-Type = %q", ct)
@@ -666,7 +708,7 @@ func TestAuditCSVOutages(t *testing.T) {
 }
 
 func TestAuditCSVReportsFollowsEveryPage(t *testing.T) {
-	h := newHandler(t, Options{History: newStore(t)})
+	h := newHandler(t, Options{History: newHistory()})
 	// limit is the page size here; the CSV holds the whole window.
 	_, recs := readCSV(t, h, "/audit.csv?query=reports&last=1h&limit=7")
 	header := strings.Join(recs[0], ",")
@@ -697,7 +739,7 @@ func TestAuditCSVReportsFollowsEveryPage(t *testing.T) {
 // The page's cells keep their classes: numbers aligned right, statuses in
 // their colour, empty cells (a report without ranks) plain.
 func TestAuditCellClasses(t *testing.T) {
-	h := newHandler(t, Options{History: newStore(t)})
+	h := newHandler(t, Options{History: newHistory()})
 	doc := page(t, h, "/audit?query=reports&last=1h&status=unreachable&limit=1", http.StatusOK)
 	var classes []string
 	tid(doc, "result-row").First().Find("td").Each(func(_ int, s *goquery.Selection) {
@@ -725,7 +767,7 @@ func TestAuditCellClasses(t *testing.T) {
 // The download is audittable's CSV of the same query over every page: the
 // bytes `loadreporter audit --format csv` writes.
 func TestAuditCSVIsTheTablesCSV(t *testing.T) {
-	st := newStore(t)
+	st := newHistory()
 	h := newHandler(t, Options{History: st})
 	for _, q := range []audittable.Query{
 		{Name: audittable.Outages},

@@ -5,20 +5,21 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/loadreporter/loadreporter/adapters/store/memory"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports"
 	"github.com/loadreporter/loadreporter/web/audittable"
 )
 
-// The fixture, in the memory store:
+// The fixture, which newHistory answers from:
 //
 //   - worker A (addrA) reports every 10 s from t0, 60 reports (sequence
 //     1…60) of 2 ranks whose token_usage is 0.25 and 0.75 (spread 0.5),
@@ -59,8 +60,11 @@ func reportA(i int, instance string, at time.Time) *domain.Report {
 	return r
 }
 
-func newStore(t *testing.T) *memory.Store {
-	t.Helper()
+// newHistory answers from the fixture as a store holding it would: its
+// reports, and for the computed queries the answers a store gives over them
+// (for a 10 s gaps interval and a 0.4 imbalance threshold, the only ones
+// these tests ask for).
+func newHistory() *fakeHistory {
 	var reports []*domain.Report
 	for i := range 60 {
 		reports = append(reports, reportA(i, "inst-a", t0.Add(time.Duration(i)*10*time.Second)))
@@ -77,11 +81,72 @@ func newStore(t *testing.T) *memory.Store {
 		}
 		reports = append(reports, r)
 	}
-	st := memory.New(memory.Options{})
-	if err := st.Append(t.Context(), reports); err != nil {
-		t.Fatal(err)
+	slices.SortFunc(reports, func(a, b *domain.Report) int { return audit.KeyOf(a).Compare(audit.KeyOf(b)) })
+
+	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	outages := []audit.Outage{
+		{Episode: audit.Episode{Span: audit.Span{WorkerAddr: addrB, Start: at(10), Duration: 10 * time.Second}, Ongoing: true, LastSeen: at(20), Reports: 2},
+			Statuses: []domain.Status{domain.StatusStale, domain.StatusUnreachable}, LastError: "gone"},
+		{Episode: audit.Episode{Span: audit.Span{WorkerAddr: addrA, Start: at(200), End: at(260), Duration: time.Minute}, LastSeen: at(250), Reports: 6},
+			Statuses: []domain.Status{domain.StatusUnreachable}, LastError: errA},
 	}
-	return st
+	// What each rank covers, for the window check: A's reports until the
+	// new instance's, B's three.
+	statSpan := map[string][2]time.Time{addrA: {at(0), at(700)}, addrB: {at(0), at(20)}}
+	stats := []audit.RankStat{
+		{WorkerAddr: addrA, DPRank: 0, Reports: 55, AvgTokenUsage: 0.25, MaxTokenUsage: 0.25, P95TokenUsage: 0.25, MaxWaitingReqs: 0, MeanGenThroughput: 1234.5},
+		{WorkerAddr: addrA, DPRank: 1, Reports: 55, AvgTokenUsage: 0.75, MaxTokenUsage: 0.75, P95TokenUsage: 0.75, MaxWaitingReqs: 3, MeanGenThroughput: 1234.5},
+		{WorkerAddr: addrB, DPRank: 0, Reports: 2, AvgTokenUsage: 0.5, MaxTokenUsage: 0.5, P95TokenUsage: 0.5, MaxWaitingReqs: 7, MeanGenThroughput: 10},
+	}
+	gaps := []audit.Gap{{Span: audit.Span{WorkerAddr: addrA, Start: at(590), End: at(700), Duration: 110 * time.Second}}}
+	restarts := []audit.Restart{{WorkerAddr: addrA, SourceInstanceID: "inst-b", FirstTime: at(700), PreviousSourceInstanceID: "inst-a", PreviousLastTime: at(590)}}
+	spans := []audit.Imbalance{
+		{Episode: audit.Episode{Span: audit.Span{WorkerAddr: addrA, Start: at(0), End: at(200), Duration: 200 * time.Second}, LastSeen: at(190), Reports: 20},
+			PeakSpread: 0.5, PeakTime: at(0)},
+		{Episode: audit.Episode{Span: audit.Span{WorkerAddr: addrA, Start: at(260), Duration: 440 * time.Second}, Ongoing: true, LastSeen: at(700), Reports: 35},
+			PeakSpread: 0.5, PeakTime: at(260)},
+	}
+	return &fakeHistory{
+		reports: func(q audit.ReportsQuery) (audit.ReportsPage, error) { return pageOf(reports, q), nil },
+		outages: func(q audit.OutagesQuery) (res audit.OutagesResult, err error) {
+			res.Outages, res.Truncated, err = canned(outages, q.Window, q.Workers, q.MaxResults(),
+				func(o audit.Outage) (string, time.Time, time.Time) { return episode(o.Episode) })
+			return res, err
+		},
+		rankStats: func(q audit.RankStatsQuery) (res audit.RankStatsResult, err error) {
+			stats := slices.DeleteFunc(slices.Clone(stats), func(s audit.RankStat) bool { return !matches(q.Ranks, s.DPRank) })
+			res.Stats, res.Truncated, err = canned(stats, q.Window, q.Workers, q.MaxResults(),
+				func(s audit.RankStat) (string, time.Time, time.Time) {
+					return s.WorkerAddr, statSpan[s.WorkerAddr][0], statSpan[s.WorkerAddr][1]
+				})
+			return res, err
+		},
+		gaps: func(q audit.GapsQuery) (res audit.GapsResult, err error) {
+			if q.Interval != 10*time.Second {
+				return res, fmt.Errorf("no canned gaps for interval %s", q.Interval)
+			}
+			var cutGaps, cutRestarts bool
+			res.Gaps, cutGaps, err = canned(gaps, q.Window, q.Workers, q.MaxResults(),
+				func(g audit.Gap) (string, time.Time, time.Time) { return g.WorkerAddr, g.Start, g.End })
+			if err != nil {
+				return res, err
+			}
+			res.Restarts, cutRestarts, err = canned(restarts, q.Window, q.Workers, q.MaxResults(),
+				func(r audit.Restart) (string, time.Time, time.Time) {
+					return r.WorkerAddr, r.PreviousLastTime, r.FirstTime
+				})
+			res.Truncated = cutGaps || cutRestarts
+			return res, err
+		},
+		imbalance: func(q audit.ImbalanceQuery) (res audit.ImbalanceResult, err error) {
+			if q.Threshold != 0.4 {
+				return res, fmt.Errorf("no canned imbalance for threshold %v", q.Threshold)
+			}
+			res.Spans, res.Truncated, err = canned(spans, q.Window, q.Workers, q.MaxResults(),
+				func(s audit.Imbalance) (string, time.Time, time.Time) { return episode(s.Episode) })
+			return res, err
+		},
+	}
 }
 
 func run(t *testing.T, q ports.HistoryQuery, query audittable.Query) audittable.Table {
@@ -113,7 +178,7 @@ func csvText(t *testing.T, tab audittable.Table) string {
 // The columns are the CSV header the dashboard's download and `loadreporter
 // audit --format csv` both write; scripts rely on them.
 func TestColumns(t *testing.T) {
-	st := newStore(t)
+	st := newHistory()
 	for name, want := range map[string]string{
 		audittable.Reports: "report_time,worker_addr,source_instance_id,sequence_id,status,last_error,dp_rank,snapshot_time," +
 			"num_running_reqs,max_running_requests,num_waiting_reqs,num_waiting_uncached_tokens,num_used_tokens," +
@@ -140,7 +205,7 @@ func TestColumns(t *testing.T) {
 }
 
 func TestOutages(t *testing.T) {
-	tab := run(t, newStore(t), audittable.Query{Name: audittable.Outages})
+	tab := run(t, newHistory(), audittable.Query{Name: audittable.Outages})
 	want := "worker_addr,start,end,ongoing,duration_ms,statuses,reports,last_error\n" +
 		addrB + ",2026-11-29T08:00:10Z,,true,10000,\"STALE, UNREACHABLE\",2,gone\n" +
 		addrA + ",2026-11-29T08:03:20Z,2026-11-29T08:04:20Z,false,60000,UNREACHABLE,6," + errA + "\n"
@@ -170,14 +235,14 @@ func TestOutages(t *testing.T) {
 		t.Errorf("table = %+v", tab)
 	}
 
-	cut := run(t, newStore(t), audittable.Query{Name: audittable.Outages, Limit: 1})
+	cut := run(t, newHistory(), audittable.Query{Name: audittable.Outages, Limit: 1})
 	if len(cut.Rows) != 1 || !cut.Truncated || !strings.Contains(cut.Note, "limit") {
 		t.Errorf("limit 1: %d rows, truncated %t, note %q", len(cut.Rows), cut.Truncated, cut.Note)
 	}
 }
 
 func TestRankStats(t *testing.T) {
-	tab := run(t, newStore(t), audittable.Query{Name: audittable.RankStats, Workers: []string{addrA}, Ranks: []int64{1}})
+	tab := run(t, newHistory(), audittable.Query{Name: audittable.RankStats, Workers: []string{addrA}, Ranks: []int64{1}})
 	want := "worker_addr,dp_rank,reports,avg_token_usage,p95_token_usage,max_token_usage,max_waiting_reqs,mean_gen_throughput\n" +
 		addrA + ",1,55,0.75,0.75,0.75,3,1234.5\n"
 	if got := csvText(t, tab); got != want {
@@ -193,7 +258,7 @@ func TestRankStats(t *testing.T) {
 }
 
 func TestGaps(t *testing.T) {
-	tab := run(t, newStore(t), audittable.Query{Name: audittable.Gaps, Interval: 10 * time.Second})
+	tab := run(t, newHistory(), audittable.Query{Name: audittable.Gaps, Interval: 10 * time.Second})
 	// In time order: the gap starts at A's last report, the restart spans
 	// the same silence.
 	want := "kind,worker_addr,start,end,duration_ms,source_instance_id,previous_source_instance_id\n" +
@@ -211,7 +276,7 @@ func TestGaps(t *testing.T) {
 }
 
 func TestImbalance(t *testing.T) {
-	tab := run(t, newStore(t), audittable.Query{Name: audittable.Imbalance, Threshold: 0.4})
+	tab := run(t, newHistory(), audittable.Query{Name: audittable.Imbalance, Threshold: 0.4})
 	want := "worker_addr,start,end,ongoing,duration_ms,peak_spread,peak_time,reports\n" +
 		addrA + ",2026-11-29T08:00:00Z,2026-11-29T08:03:20Z,false,200000,0.5,2026-11-29T08:00:00Z,20\n" +
 		addrA + ",2026-11-29T08:04:20Z,,true,440000,0.5,2026-11-29T08:04:20Z,35\n"
@@ -224,7 +289,7 @@ func TestImbalance(t *testing.T) {
 }
 
 func TestReports(t *testing.T) {
-	st := newStore(t)
+	st := newHistory()
 	tab := run(t, st, audittable.Query{Name: audittable.Reports, Workers: []string{addrA}, Limit: 25})
 	// One page: 25 reports, 20 of them with 2 ranks, 5 UNREACHABLE.
 	if tab.ReportCount != 25 || len(tab.Rows) != 20*2+5 || tab.NextCursor == "" || tab.Truncated || tab.Note == "" {
@@ -317,7 +382,7 @@ func TestAllPagesStopsAtMaxReports(t *testing.T) {
 }
 
 func TestErrorsNameTheArgument(t *testing.T) {
-	st := newStore(t)
+	st := newHistory()
 	for _, tc := range []struct {
 		query audittable.Query
 		want  string
@@ -349,7 +414,7 @@ func TestErrorsNameTheArgument(t *testing.T) {
 }
 
 func TestWriteJSON(t *testing.T) {
-	tab := run(t, newStore(t), audittable.Query{Name: audittable.Outages})
+	tab := run(t, newHistory(), audittable.Query{Name: audittable.Outages})
 	var b bytes.Buffer
 	if err := tab.WriteJSON(&b); err != nil {
 		t.Fatal(err)
@@ -383,7 +448,7 @@ func TestWriteJSON(t *testing.T) {
 
 	// Reports: rank columns of a report without ranks are null, its text
 	// columns strings; numbers stay numbers, to the last digit.
-	rep := run(t, newStore(t), audittable.Query{Name: audittable.Reports, Workers: []string{addrA}, AllPages: true})
+	rep := run(t, newHistory(), audittable.Query{Name: audittable.Reports, Workers: []string{addrA}, AllPages: true})
 	b.Reset()
 	if err := rep.WriteJSON(&b); err != nil {
 		t.Fatal(err)
@@ -415,7 +480,7 @@ func TestWriteJSON(t *testing.T) {
 }
 
 func TestWriteText(t *testing.T) {
-	tab := run(t, newStore(t), audittable.Query{Name: audittable.Outages})
+	tab := run(t, newHistory(), audittable.Query{Name: audittable.Outages})
 	var b bytes.Buffer
 	if err := tab.WriteText(&b); err != nil {
 		t.Fatal(err)
@@ -451,7 +516,7 @@ func TestWriteText(t *testing.T) {
 
 // Pages encode into one document: one header, one array.
 func TestEncodersJoinPages(t *testing.T) {
-	st := newStore(t)
+	st := newHistory()
 	query := audittable.Query{Name: audittable.Reports, Window: window, Workers: []string{addrB}, Limit: 1, AllPages: true}
 	var csvOut, jsonOut, textOut bytes.Buffer
 	encs := []audittable.Encoder{audittable.NewCSVEncoder(&csvOut), audittable.NewJSONEncoder(&jsonOut), audittable.NewTextEncoder(&textOut)}
