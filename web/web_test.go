@@ -21,6 +21,7 @@ import (
 	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports"
 	"github.com/loadreporter/loadreporter/web/audittable"
+	"github.com/loadreporter/loadreporter/web/internal/historytest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -81,7 +82,7 @@ func fixtureReport(i int) *domain.Report {
 // reports, and for the computed queries the answers a store gives over them
 // (for a 10 s gaps interval and a 0.4 imbalance threshold, the only ones
 // these tests ask for).
-func newHistory() *fakeHistory {
+func newHistory() *historytest.Fake {
 	reports := make([]*domain.Report, fixReports)
 	for i := range reports {
 		reports[i] = fixtureReport(i)
@@ -101,31 +102,31 @@ func newHistory() *fakeHistory {
 		{Episode: audit.Episode{Span: audit.Span{WorkerAddr: fixAddr, Start: at(260), Duration: 330 * time.Second}, Ongoing: true, LastSeen: at(590), Reports: fixReports - outageFirst - outageLen},
 			PeakSpread: 0.5, PeakTime: at(260)},
 	}
-	return &fakeHistory{
-		reports: func(q audit.ReportsQuery) (audit.ReportsPage, error) { return pageOf(reports, q), nil },
-		outages: func(q audit.OutagesQuery) (res audit.OutagesResult, err error) {
-			res.Outages, res.Truncated, err = canned(outages, q.Window, q.Workers, q.MaxResults(),
-				func(o audit.Outage) (string, time.Time, time.Time) { return episode(o.Episode) })
+	return &historytest.Fake{
+		ReportsFunc: func(q audit.ReportsQuery) (audit.ReportsPage, error) { return historytest.PageOf(reports, q), nil },
+		OutagesFunc: func(q audit.OutagesQuery) (res audit.OutagesResult, err error) {
+			res.Outages, res.Truncated, err = historytest.Canned(outages, q.Window, q.Workers, q.MaxResults(),
+				func(o audit.Outage) (string, time.Time, time.Time) { return historytest.EpisodeCover(o.Episode) })
 			return res, err
 		},
-		rankStats: func(q audit.RankStatsQuery) (res audit.RankStatsResult, err error) {
-			stats := slices.DeleteFunc(slices.Clone(stats), func(s audit.RankStat) bool { return !matches(q.Ranks, s.DPRank) })
-			res.Stats, res.Truncated, err = canned(stats, q.Window, q.Workers, q.MaxResults(),
+		RankStatsFunc: func(q audit.RankStatsQuery) (res audit.RankStatsResult, err error) {
+			stats := slices.DeleteFunc(slices.Clone(stats), func(s audit.RankStat) bool { return !historytest.Matches(q.Ranks, s.DPRank) })
+			res.Stats, res.Truncated, err = historytest.Canned(stats, q.Window, q.Workers, q.MaxResults(),
 				func(s audit.RankStat) (string, time.Time, time.Time) { return s.WorkerAddr, at(0), at(590) })
 			return res, err
 		},
-		gaps: func(q audit.GapsQuery) (audit.GapsResult, error) {
+		GapsFunc: func(q audit.GapsQuery) (audit.GapsResult, error) {
 			if q.Interval != 10*time.Second {
 				return audit.GapsResult{}, fmt.Errorf("no canned gaps for interval %s", q.Interval)
 			}
 			return audit.GapsResult{}, nil // reports every 10 s: no gap, no restart, in any window
 		},
-		imbalance: func(q audit.ImbalanceQuery) (res audit.ImbalanceResult, err error) {
+		ImbalanceFunc: func(q audit.ImbalanceQuery) (res audit.ImbalanceResult, err error) {
 			if q.Threshold != 0.4 {
 				return res, fmt.Errorf("no canned imbalance for threshold %v", q.Threshold)
 			}
-			res.Spans, res.Truncated, err = canned(spans, q.Window, q.Workers, q.MaxResults(),
-				func(s audit.Imbalance) (string, time.Time, time.Time) { return episode(s.Episode) })
+			res.Spans, res.Truncated, err = historytest.Canned(spans, q.Window, q.Workers, q.MaxResults(),
+				func(s audit.Imbalance) (string, time.Time, time.Time) { return historytest.EpisodeCover(s.Episode) })
 			return res, err
 		},
 	}
@@ -575,7 +576,7 @@ func TestAuditGaps(t *testing.T) {
 	// A new instance at t0+700 s, after 110 s without a report: what a
 	// store answers then.
 	last, first := t0.Add(590*time.Second), t0.Add(700*time.Second)
-	st.gaps = func(audit.GapsQuery) (audit.GapsResult, error) {
+	st.GapsFunc = func(audit.GapsQuery) (audit.GapsResult, error) {
 		return audit.GapsResult{
 			Gaps: []audit.Gap{{Span: audit.Span{WorkerAddr: fixAddr, Start: last, End: first, Duration: first.Sub(last)}}},
 			Restarts: []audit.Restart{{WorkerAddr: fixAddr, SourceInstanceID: "inst-b", FirstTime: first,

@@ -17,6 +17,7 @@ import (
 	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports"
 	"github.com/loadreporter/loadreporter/web/audittable"
+	"github.com/loadreporter/loadreporter/web/internal/historytest"
 )
 
 // The fixture, which newHistory answers from:
@@ -64,7 +65,7 @@ func reportA(i int, instance string, at time.Time) *domain.Report {
 // reports, and for the computed queries the answers a store gives over them
 // (for a 10 s gaps interval and a 0.4 imbalance threshold, the only ones
 // these tests ask for).
-func newHistory() *fakeHistory {
+func newHistory() *historytest.Fake {
 	var reports []*domain.Report
 	for i := range 60 {
 		reports = append(reports, reportA(i, "inst-a", t0.Add(time.Duration(i)*10*time.Second)))
@@ -106,44 +107,44 @@ func newHistory() *fakeHistory {
 		{Episode: audit.Episode{Span: audit.Span{WorkerAddr: addrA, Start: at(260), Duration: 440 * time.Second}, Ongoing: true, LastSeen: at(700), Reports: 35},
 			PeakSpread: 0.5, PeakTime: at(260)},
 	}
-	return &fakeHistory{
-		reports: func(q audit.ReportsQuery) (audit.ReportsPage, error) { return pageOf(reports, q), nil },
-		outages: func(q audit.OutagesQuery) (res audit.OutagesResult, err error) {
-			res.Outages, res.Truncated, err = canned(outages, q.Window, q.Workers, q.MaxResults(),
-				func(o audit.Outage) (string, time.Time, time.Time) { return episode(o.Episode) })
+	return &historytest.Fake{
+		ReportsFunc: func(q audit.ReportsQuery) (audit.ReportsPage, error) { return historytest.PageOf(reports, q), nil },
+		OutagesFunc: func(q audit.OutagesQuery) (res audit.OutagesResult, err error) {
+			res.Outages, res.Truncated, err = historytest.Canned(outages, q.Window, q.Workers, q.MaxResults(),
+				func(o audit.Outage) (string, time.Time, time.Time) { return historytest.EpisodeCover(o.Episode) })
 			return res, err
 		},
-		rankStats: func(q audit.RankStatsQuery) (res audit.RankStatsResult, err error) {
-			stats := slices.DeleteFunc(slices.Clone(stats), func(s audit.RankStat) bool { return !matches(q.Ranks, s.DPRank) })
-			res.Stats, res.Truncated, err = canned(stats, q.Window, q.Workers, q.MaxResults(),
+		RankStatsFunc: func(q audit.RankStatsQuery) (res audit.RankStatsResult, err error) {
+			stats := slices.DeleteFunc(slices.Clone(stats), func(s audit.RankStat) bool { return !historytest.Matches(q.Ranks, s.DPRank) })
+			res.Stats, res.Truncated, err = historytest.Canned(stats, q.Window, q.Workers, q.MaxResults(),
 				func(s audit.RankStat) (string, time.Time, time.Time) {
 					return s.WorkerAddr, statSpan[s.WorkerAddr][0], statSpan[s.WorkerAddr][1]
 				})
 			return res, err
 		},
-		gaps: func(q audit.GapsQuery) (res audit.GapsResult, err error) {
+		GapsFunc: func(q audit.GapsQuery) (res audit.GapsResult, err error) {
 			if q.Interval != 10*time.Second {
 				return res, fmt.Errorf("no canned gaps for interval %s", q.Interval)
 			}
 			var cutGaps, cutRestarts bool
-			res.Gaps, cutGaps, err = canned(gaps, q.Window, q.Workers, q.MaxResults(),
+			res.Gaps, cutGaps, err = historytest.Canned(gaps, q.Window, q.Workers, q.MaxResults(),
 				func(g audit.Gap) (string, time.Time, time.Time) { return g.WorkerAddr, g.Start, g.End })
 			if err != nil {
 				return res, err
 			}
-			res.Restarts, cutRestarts, err = canned(restarts, q.Window, q.Workers, q.MaxResults(),
+			res.Restarts, cutRestarts, err = historytest.Canned(restarts, q.Window, q.Workers, q.MaxResults(),
 				func(r audit.Restart) (string, time.Time, time.Time) {
 					return r.WorkerAddr, r.PreviousLastTime, r.FirstTime
 				})
 			res.Truncated = cutGaps || cutRestarts
 			return res, err
 		},
-		imbalance: func(q audit.ImbalanceQuery) (res audit.ImbalanceResult, err error) {
+		ImbalanceFunc: func(q audit.ImbalanceQuery) (res audit.ImbalanceResult, err error) {
 			if q.Threshold != 0.4 {
 				return res, fmt.Errorf("no canned imbalance for threshold %v", q.Threshold)
 			}
-			res.Spans, res.Truncated, err = canned(spans, q.Window, q.Workers, q.MaxResults(),
-				func(s audit.Imbalance) (string, time.Time, time.Time) { return episode(s.Episode) })
+			res.Spans, res.Truncated, err = historytest.Canned(spans, q.Window, q.Workers, q.MaxResults(),
+				func(s audit.Imbalance) (string, time.Time, time.Time) { return historytest.EpisodeCover(s.Episode) })
 			return res, err
 		},
 	}
