@@ -1,7 +1,8 @@
 // Package postgres keeps report history in PostgreSQL through pgx and
 // answers the audit queries in SQL (SPEC §5). It implements
 // ports.HistoryStore and ports.HistoryQuery and applies the embedded
-// migrations of package migrations (Migrate).
+// migrations of package migrations with goose (Migrate), taking over a
+// schema that the runner before goose migrated.
 //
 // Reports go to two tables range-partitioned by report_time into UTC days;
 // the store creates the partitions a batch needs before writing it, and
