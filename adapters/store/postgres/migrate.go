@@ -56,10 +56,10 @@ const versionTable = goose.DefaultTablename
 // own transaction, and returns the names it applied. Applied versions are
 // recorded in goose's table (goose_db_version). A schema migrated by the
 // runner that came before goose (versions in loadreporter_migrations) is
-// carried over when goose first creates its table: its versions are
-// copied, so nothing is applied twice. Migrate holds a session-level
-// advisory lock on the schema meanwhile, so processes starting together
-// apply every migration once; running Migrate again is a no-op.
+// taken over before goose looks: while goose's table records no migration,
+// the old versions are copied into it, so nothing is applied twice. Both
+// steps hold an advisory lock on the schema, so processes starting
+// together apply every migration once; running Migrate again is a no-op.
 //
 // db must be a *pgxpool.Pool (Migrate borrows one of its connections) or
 // a *pgx.Conn (Migrate opens one connection of its own with the same
