@@ -13,6 +13,7 @@
 -- skipped (ON CONFLICT DO NOTHING). Text keys use the "C" collation: byte
 -- order, the same in every database and in Go, and cheaper to compare.
 
+-- +goose Up
 CREATE TABLE history_reports (
     worker_addr        text COLLATE "C" NOT NULL,
     report_time        timestamptz NOT NULL,
@@ -65,3 +66,8 @@ CREATE TABLE history_ranks (
 CREATE INDEX history_ranks_time_brin ON history_ranks USING brin (report_time);
 
 CREATE TABLE history_ranks_default PARTITION OF history_ranks DEFAULT;
+
+-- +goose Down
+-- Dropping a partitioned table drops its partitions (the daily ones too).
+DROP TABLE history_ranks;
+DROP TABLE history_reports;

@@ -1,6 +1,7 @@
 // Package migrations holds the versioned SQL that creates the history schema
-// in PostgreSQL. Files are named NNNN_description.sql and applied in version
-// order, each once, by the migrator in adapters/store/postgres (used by
+// in PostgreSQL. Files are goose SQL migrations named NNNN_description.sql,
+// each with -- +goose Up and -- +goose Down sections, applied in version
+// order, each once, by Migrate in adapters/store/postgres (used by
 // `loadreporter migrate` and at `serve` start). Never edit a file that has
 // been released: add the next number instead.
 //

@@ -4,6 +4,11 @@
 // PostgreSQL history stores run HistoryStore), so adapters cannot drift
 // apart.
 //
+// The history contract is HistoryStore (history.go) over one fixture
+// (history_fixture.go), in a file per part: appending (history_append.go),
+// reports and paging, outages, rank statistics, gaps, imbalance, empty
+// windows and argument errors (history_args.go), and retention.
+//
 // It is test support: only _test.go files may import it. It must not know
 // any adapter.
 package porttest

@@ -1,0 +1,52 @@
+package porttest
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/loadreporter/loadreporter/domain/audit"
+)
+
+func describeStat(st audit.RankStat) string {
+	return fmt.Sprintf("%s/%d n=%d avg=%.6f max=%.6f p95=%.6f maxwait=%d gen=%.6f", st.WorkerAddr, st.DPRank,
+		st.Reports, st.AvgTokenUsage, st.MaxTokenUsage, st.P95TokenUsage, st.MaxWaitingReqs, st.MeanGenThroughput)
+}
+
+func testRankStats(t *testing.T, s Store) {
+	ctx := ctxFor(t)
+	check := func(name string, q audit.RankStatsQuery, want []string) {
+		t.Helper()
+		res, err := s.RankStats(ctx, q)
+		if err != nil {
+			t.Fatalf("RankStats(%s): %v", name, err)
+		}
+		var got []string
+		for _, st := range res.Stats {
+			got = append(got, describeStat(st))
+		}
+		equalLines(t, name, got, want)
+	}
+	// Worker 1 rank 0: usages .5 .5 .375 .875 .75 .375 .125 .125 (p95 at
+	// position 6.65 of the sorted values: .75 + .65·.125).
+	check("every rank", audit.RankStatsQuery{Window: full}, []string{
+		w1 + "/0 n=8 avg=0.453125 max=0.875000 p95=0.831250 maxwait=9 gen=52.500000",
+		w1 + "/1 n=8 avg=0.375000 max=0.875000 p95=0.787500 maxwait=1 gen=77.500000",
+		w2 + "/0 n=4 avg=0.406250 max=0.750000 p95=0.712500 maxwait=5 gen=25.000000",
+		w2 + "/1 n=4 avg=0.375000 max=0.500000 p95=0.500000 maxwait=0 gen=10.000000",
+		w2 + "/2 n=4 avg=0.437500 max=0.500000 p95=0.500000 maxwait=0 gen=10.000000",
+	})
+	check("worker 2, rank 1", audit.RankStatsQuery{Window: full, Workers: []string{w2}, Ranks: []int64{1}}, []string{
+		w2 + "/1 n=4 avg=0.375000 max=0.500000 p95=0.500000 maxwait=0 gen=10.000000",
+	})
+	check("window [1s, 4s)", audit.RankStatsQuery{Window: audit.Window{Since: at(1), Until: at(4)}, Ranks: []int64{0}}, []string{
+		w1 + "/0 n=2 avg=0.437500 max=0.500000 p95=0.493750 maxwait=2 gen=50.000000",
+		w2 + "/0 n=2 avg=0.187500 max=0.250000 p95=0.243750 maxwait=5 gen=15.000000",
+	})
+	res, err := s.RankStats(ctx, audit.RankStatsQuery{Window: full, Limit: 3})
+	if err != nil {
+		t.Fatalf("RankStats(limit 3): %v", err)
+	}
+	if len(res.Stats) != 3 || !res.Truncated {
+		t.Errorf("RankStats(limit 3) = %d rows, truncated=%t; want 3, true", len(res.Stats), res.Truncated)
+	}
+}
