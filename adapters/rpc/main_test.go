@@ -2,6 +2,8 @@ package rpc
 
 import (
 	"context"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -21,6 +23,9 @@ func serve(t *testing.T, handler func(...connect.HandlerOption) (string, http.Ha
 	mux := http.NewServeMux()
 	mux.Handle(handler())
 	srv := httptest.NewUnstartedServer(mux)
+	// Connections still in their TLS handshake when a test ends are torn
+	// down by Close; their errors are noise.
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
