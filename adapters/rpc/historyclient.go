@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -57,18 +56,6 @@ func timeOf(ms int64) time.Time {
 	return time.UnixMilli(ms).UTC()
 }
 
-// fromConnectError turns a remote error back into the domain error model.
-func fromConnectError(err error) error {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return domain.Errorf(domain.CodeUnavailable, "%v", err)
-	}
-	if code, ok := domainCodes[ce.Code()]; ok {
-		return domain.Errorf(code, "%s", ce.Message())
-	}
-	return domain.Errorf(domain.CodeInternal, "%s: %s", ce.Code(), ce.Message())
-}
-
 // Reports implements ports.HistoryQuery.
 func (h *HistoryClient) Reports(ctx context.Context, q audit.ReportsQuery) (audit.ReportsPage, error) {
 	st := make([]pb.ReportStatus, len(q.Statuses))
@@ -80,7 +67,7 @@ func (h *HistoryClient) Reports(ctx context.Context, q audit.ReportsQuery) (audi
 		Limit: int32(q.Limit), Cursor: q.Cursor, Descending: q.Descending,
 	}))
 	if err != nil {
-		return audit.ReportsPage{}, fromConnectError(err)
+		return audit.ReportsPage{}, fromConnectError(ctx, err)
 	}
 	page := audit.ReportsPage{NextCursor: resp.Msg.GetNextCursor()}
 	for _, r := range resp.Msg.GetReports() {
@@ -94,7 +81,7 @@ func (h *HistoryClient) Outages(ctx context.Context, q audit.OutagesQuery) (audi
 	resp, err := h.client.ListOutages(ctx, request(h, &lrv1.ListOutagesRequest{
 		Window: windowToProto(q.Window), Workers: q.Workers, Limit: int32(q.Limit)}))
 	if err != nil {
-		return audit.OutagesResult{}, fromConnectError(err)
+		return audit.OutagesResult{}, fromConnectError(ctx, err)
 	}
 	out := audit.OutagesResult{Truncated: resp.Msg.GetTruncated()}
 	for _, o := range resp.Msg.GetOutages() {
@@ -115,7 +102,7 @@ func (h *HistoryClient) RankStats(ctx context.Context, q audit.RankStatsQuery) (
 	resp, err := h.client.GetRankStats(ctx, request(h, &lrv1.GetRankStatsRequest{
 		Window: windowToProto(q.Window), Workers: q.Workers, Ranks: ranks32(q.Ranks), Limit: int32(q.Limit)}))
 	if err != nil {
-		return audit.RankStatsResult{}, fromConnectError(err)
+		return audit.RankStatsResult{}, fromConnectError(ctx, err)
 	}
 	out := audit.RankStatsResult{Truncated: resp.Msg.GetTruncated()}
 	for _, s := range resp.Msg.GetStats() {
@@ -133,7 +120,7 @@ func (h *HistoryClient) Gaps(ctx context.Context, q audit.GapsQuery) (audit.Gaps
 	resp, err := h.client.ListGaps(ctx, request(h, &lrv1.ListGapsRequest{
 		Window: windowToProto(q.Window), Workers: q.Workers, IntervalMs: q.Interval.Milliseconds(), Limit: int32(q.Limit)}))
 	if err != nil {
-		return audit.GapsResult{}, fromConnectError(err)
+		return audit.GapsResult{}, fromConnectError(ctx, err)
 	}
 	out := audit.GapsResult{Truncated: resp.Msg.GetTruncated()}
 	for _, g := range resp.Msg.GetGaps() {
@@ -152,7 +139,7 @@ func (h *HistoryClient) Imbalance(ctx context.Context, q audit.ImbalanceQuery) (
 	resp, err := h.client.ListImbalance(ctx, request(h, &lrv1.ListImbalanceRequest{
 		Window: windowToProto(q.Window), Workers: q.Workers, Threshold: q.Threshold, Limit: int32(q.Limit)}))
 	if err != nil {
-		return audit.ImbalanceResult{}, fromConnectError(err)
+		return audit.ImbalanceResult{}, fromConnectError(ctx, err)
 	}
 	out := audit.ImbalanceResult{Truncated: resp.Msg.GetTruncated()}
 	for _, s := range resp.Msg.GetSpans() {

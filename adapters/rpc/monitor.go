@@ -17,9 +17,52 @@ import (
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 )
 
-// Registrar starts Monitor sessions; *fireloop.Loop implements it.
+// Registrar starts Monitor sessions: the one thing the Monitor handler asks
+// of the core.
 type Registrar interface {
-	Register(routerID string, intervalMs, leaseMs int64) (*fireloop.Subscription, session.Config, error)
+	// Register validates a router's registration (SPEC §2.2) and starts its
+	// session, replacing a live one with the same router_id. Its errors are
+	// *domain.Error: INVALID_ARGUMENT, RESOURCE_EXHAUSTED, SHUTTING_DOWN.
+	Register(routerID string, intervalMs, leaseMs int64) (RouterSession, session.Config, error)
+}
+
+// RouterSession is one router's live session as the Monitor handler sees
+// it; *fireloop.Subscription implements it.
+type RouterSession interface {
+	// RouterID is the router_id the session registered with.
+	RouterID() string
+	// Reports yields the session's latest undelivered report.
+	Reports() <-chan *domain.Report
+	// Done is closed when the session ended; Err then says why.
+	Done() <-chan struct{}
+	// Err is the *domain.Error that ended the session (LEASE_EXPIRED,
+	// REPLACED, SHUTTING_DOWN, RESOURCE_EXHAUSTED), or nil.
+	Err() error
+	// KeepAlive renews the lease; an error means the session has ended.
+	KeepAlive() error
+	// Update applies an update_config as a whole; INVALID_ARGUMENT leaves
+	// the session unchanged, any other error means it has ended.
+	Update(intervalMs, leaseMs *int64) (session.Config, error)
+	// Reregister applies a second register on the same stream like Update;
+	// a different router_id is INVALID_ARGUMENT.
+	Reregister(routerID string, intervalMs, leaseMs int64) (session.Config, error)
+	// Close ends the session if it is still live; it never touches a
+	// session that replaced this one.
+	Close()
+}
+
+var _ RouterSession = (*fireloop.Subscription)(nil)
+
+// loopRegistrar adapts *fireloop.Loop, whose Register returns the concrete
+// subscription, to Registrar.
+type loopRegistrar struct{ loop *fireloop.Loop }
+
+func (r loopRegistrar) Register(routerID string, intervalMs, leaseMs int64) (RouterSession, session.Config, error) {
+	sub, cfg, err := r.loop.Register(routerID, intervalMs, leaseMs)
+	if err != nil {
+		return nil, cfg, err // no typed nil inside the interface
+	}
+	return sub, cfg, nil
 }
 
 // Monitor serves sglang.router.loadmonitor.v1.LoadMonitorService/Monitor.
@@ -29,8 +72,12 @@ type Monitor struct {
 	frames reportFrames
 }
 
-// NewMonitor returns the Monitor service over reg.
-func NewMonitor(reg Registrar, log *slog.Logger) *Monitor {
+// NewMonitor returns the Monitor service over the fire loop.
+func NewMonitor(loop *fireloop.Loop, log *slog.Logger) *Monitor {
+	return newMonitor(loopRegistrar{loop}, log)
+}
+
+func newMonitor(reg Registrar, log *slog.Logger) *Monitor {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -96,7 +143,7 @@ func (m *Monitor) serve(ctx context.Context, st *stream) error {
 
 // receive reads the router's frames until stop, half-close, an invalid
 // frame or a transport error, and reports all but half-close on ended.
-func receive(st *stream, sub *fireloop.Subscription, ended chan<- error) {
+func receive(st *stream, sub RouterSession, ended chan<- error) {
 	for {
 		f, err := st.Receive()
 		if err != nil {

@@ -1,0 +1,197 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/audit"
+	"github.com/loadreporter/loadreporter/ports"
+)
+
+// fakeHistory answers Reports with whatever reports returns; the other
+// queries are not served.
+type fakeHistory struct {
+	ports.HistoryQuery
+	reports func(ctx context.Context) error
+}
+
+func (f fakeHistory) Reports(ctx context.Context, _ audit.ReportsQuery) (audit.ReportsPage, error) {
+	return audit.ReportsPage{}, f.reports(ctx)
+}
+
+// historyClient serves a History over reports on an HTTP/2 test server and
+// returns a client of it whose http.Client has the given timeout (0: none).
+func historyClient(t *testing.T, timeout time.Duration, reports func(ctx context.Context) error) *HistoryClient {
+	t.Helper()
+	h := NewHistory(fakeHistory{reports: reports}, time.Now, time.Second)
+	srv := serve(t, h.Handler)
+	c := *srv.Client()
+	c.Timeout = timeout
+	return NewHistoryClient(&c, srv.URL, "")
+}
+
+// TestErrorCodeRoundTrip: every domain code a server can send comes back
+// to a client of ours as itself or as its documented equivalent, with its
+// message; codes the table does not list travel as Internal and never leak
+// their message.
+func TestErrorCodeRoundTrip(t *testing.T) {
+	cases := []struct {
+		code string
+		wire connect.Code // what the server sends
+		back string       // what the client reads
+	}{
+		{domain.CodeInvalidArgument, connect.CodeInvalidArgument, domain.CodeInvalidArgument},
+		{domain.CodeInvalidFirstFrame, connect.CodeInvalidArgument, domain.CodeInvalidArgument},
+		{domain.CodeNotFound, connect.CodeNotFound, domain.CodeNotFound},
+		{domain.CodeFailedPrecondition, connect.CodeFailedPrecondition, domain.CodeFailedPrecondition},
+		{domain.CodeResourceExhausted, connect.CodeResourceExhausted, domain.CodeResourceExhausted},
+		{domain.CodeUnavailable, connect.CodeUnavailable, domain.CodeUnavailable},
+		{domain.CodeShuttingDown, connect.CodeUnavailable, domain.CodeUnavailable},
+		{domain.CodeLeaseExpired, connect.CodeDeadlineExceeded, domain.CodeUnavailable},
+		{domain.CodeReplaced, connect.CodeAborted, domain.CodeReplaced},
+		{domain.CodeInternal, connect.CodeInternal, domain.CodeInternal},
+		{domain.CodeInvalidSnapshot, connect.CodeInternal, domain.CodeInternal},
+		{domain.CodeRankSetChanged, connect.CodeInternal, domain.CodeInternal},
+		{domain.CodePullTimeout, connect.CodeInternal, domain.CodeInternal},
+		{domain.CodeSourceFailed, connect.CodeInternal, domain.CodeInternal},
+	}
+	covered := map[string]bool{}
+	for _, c := range cases {
+		covered[c.code] = true
+	}
+	for _, r := range codeTable {
+		if !covered[r.domain] {
+			t.Errorf("codeTable row %s → %s has no round-trip case", r.domain, r.connect)
+		}
+	}
+	for _, c := range cases {
+		t.Run(c.code, func(t *testing.T) {
+			sent := domain.Errorf(c.code, "the message of %s", c.code)
+			var ce *connect.Error
+			if !errors.As(toConnectError(sent), &ce) || ce.Code() != c.wire {
+				t.Fatalf("toConnectError(%s) = %v, want Connect code %s", c.code, toConnectError(sent), c.wire)
+			}
+			client := historyClient(t, 0, func(context.Context) error { return sent })
+			_, err := client.Reports(testContext(t), audit.ReportsQuery{})
+			if got := domain.ErrorCode(err); got != c.back {
+				t.Fatalf("the client read %v (%s), want %s", err, got, c.back)
+			}
+			leaked := strings.Contains(domain.ErrorMessage(err), sent.Message)
+			if c.wire == connect.CodeInternal && leaked {
+				t.Errorf("an Internal error leaked its message: %v", err)
+			}
+			if c.wire != connect.CodeInternal && !leaked {
+				t.Errorf("the client read message %q, want %q", domain.ErrorMessage(err), sent.Message)
+			}
+		})
+	}
+}
+
+// TestErrorCodeFromServer: Connect codes no domain code sends (the auth
+// middleware's, connect's own, a newer server's) still read as the closest
+// domain code, and an unknown one as INTERNAL naming it.
+func TestErrorCodeFromServer(t *testing.T) {
+	cases := []struct {
+		wire connect.Code
+		back string
+	}{
+		{connect.CodeUnauthenticated, domain.CodeInvalidArgument},
+		{connect.CodePermissionDenied, domain.CodeInvalidArgument},
+		{connect.CodeDeadlineExceeded, domain.CodeUnavailable},
+		{connect.CodeCanceled, domain.CodeUnavailable},
+		{connect.CodeUnknown, domain.CodeInternal},
+		{connect.CodeUnimplemented, domain.CodeInternal},
+		{connect.CodeOutOfRange, domain.CodeInternal},
+		{connect.CodeDataLoss, domain.CodeInternal},
+	}
+	for _, c := range cases {
+		t.Run(c.wire.String(), func(t *testing.T) {
+			client := historyClient(t, 0, func(context.Context) error {
+				return connect.NewError(c.wire, errors.New("from the server"))
+			})
+			_, err := client.Reports(testContext(t), audit.ReportsQuery{})
+			if got := domain.ErrorCode(err); got != c.back {
+				t.Fatalf("the client read %v (%s), want %s", err, got, c.back)
+			}
+			msg := domain.ErrorMessage(err)
+			if !strings.Contains(msg, "from the server") {
+				t.Errorf("message %q lost the server's", msg)
+			}
+			if c.back == domain.CodeInternal && !strings.Contains(msg, c.wire.String()) {
+				t.Errorf("message %q does not name the unknown code %s", msg, c.wire)
+			}
+		})
+	}
+}
+
+// TestErrorClientGaveUp: a call that ends on the client's side is
+// UNAVAILABLE (worth a retry), never LEASE_EXPIRED or REPLACED, and keeps
+// the context's error for errors.Is.
+func TestErrorClientGaveUp(t *testing.T) {
+	blocked := func(started chan<- struct{}) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			close(started)
+			<-ctx.Done()
+			return domain.Wrap(ctx.Err(), domain.CodeUnavailable, "gave up")
+		}
+	}
+	check := func(t *testing.T, err, want error) {
+		t.Helper()
+		if domain.ErrorCode(err) != domain.CodeUnavailable || !errors.Is(err, want) {
+			t.Fatalf("the client read %v (%s), want UNAVAILABLE matching %v", err, domain.ErrorCode(err), want)
+		}
+	}
+	t.Run("caller's deadline already passed", func(t *testing.T) {
+		client := historyClient(t, 0, func(context.Context) error { return nil })
+		ctx, cancel := context.WithDeadline(testContext(t), time.Now())
+		defer cancel()
+		_, err := client.Reports(ctx, audit.ReportsQuery{})
+		check(t, err, context.DeadlineExceeded)
+	})
+	t.Run("caller cancels mid-call", func(t *testing.T) {
+		started := make(chan struct{})
+		client := historyClient(t, 0, blocked(started))
+		ctx, cancel := context.WithCancel(testContext(t))
+		defer cancel()
+		go func() {
+			select {
+			case <-started:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		_, err := client.Reports(ctx, audit.ReportsQuery{})
+		check(t, err, context.Canceled)
+	})
+	t.Run("caller's deadline passes mid-call", func(t *testing.T) {
+		client := historyClient(t, 0, blocked(make(chan struct{})))
+		ctx, cancel := context.WithTimeout(testContext(t), 20*time.Millisecond)
+		defer cancel()
+		_, err := client.Reports(ctx, audit.ReportsQuery{})
+		check(t, err, context.DeadlineExceeded)
+	})
+	t.Run("http.Client timeout, caller's context alive", func(t *testing.T) {
+		client := historyClient(t, 20*time.Millisecond, blocked(make(chan struct{})))
+		ctx := testContext(t)
+		_, err := client.Reports(ctx, audit.ReportsQuery{})
+		if ctx.Err() != nil {
+			t.Fatalf("the test's own bound passed: %v", ctx.Err())
+		}
+		check(t, err, context.DeadlineExceeded)
+	})
+	t.Run("client-side codes without a wire", func(t *testing.T) {
+		for code, cause := range map[connect.Code]error{
+			connect.CodeDeadlineExceeded: context.DeadlineExceeded,
+			connect.CodeCanceled:         context.Canceled,
+		} {
+			err := fromConnectError(t.Context(), connect.NewError(code, cause))
+			check(t, err, cause)
+		}
+	})
+}

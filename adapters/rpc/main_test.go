@@ -1,0 +1,41 @@
+package rpc
+
+import (
+	"context"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// serve mounts what handler returns (a service's Handler method) on an
+// HTTP/2 (TLS) test server, closed when the test ends; the server's Client
+// speaks HTTP/2.
+func serve(t *testing.T, handler func(...connect.HandlerOption) (string, http.Handler)) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle(handler())
+	srv := httptest.NewUnstartedServer(mux)
+	// Connections still in their TLS handshake when a test ends are torn
+	// down by Close; their errors are noise.
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// testContext is the bound on every wait of one test.
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,278 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/session"
+	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
+)
+
+func int64p(v int64) *int64 { return &v }
+
+func TestMonitorRegisterAck(t *testing.T) {
+	eachProtocol(t, nil, func(m *monitorTest) {
+		m.register()
+		m.send(stopFrame)
+		m.endsOK()
+		m.waitClosed()
+	})
+}
+
+func TestMonitorFirstFrameNotRegister(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		frame *pb.RouterFrame
+	}{
+		{"keep_alive", keepAliveFrame},
+		{"update_config", updateFrame(int64p(200), nil)},
+		{"stop", stopFrame},
+		{"an empty frame", emptyFrame},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			eachProtocol(t, nil, func(m *monitorTest) {
+				m.send(c.frame)
+				e := m.endsWith(domain.CodeInvalidFirstFrame)
+				if !strings.Contains(e.GetMessage(), c.name) {
+					t.Errorf("message %q does not name %s", e.GetMessage(), c.name)
+				}
+				m.noCalls()
+			})
+		})
+	}
+}
+
+// TestMonitorRegisterRefused: a registration the core refuses ends the
+// stream with the core's code and message; no session was started.
+func TestMonitorRegisterRefused(t *testing.T) {
+	for _, code := range []string{domain.CodeInvalidArgument, domain.CodeResourceExhausted, domain.CodeShuttingDown} {
+		t.Run(code, func(t *testing.T) {
+			refused := domain.Errorf(code, "refused with %s", code)
+			eachProtocol(t, func(r *fakeRegistrar) { r.err = refused }, func(m *monitorTest) {
+				m.send(registerFrame("", 100, 3000))
+				if e := m.endsWith(code); e.GetMessage() != refused.Message {
+					t.Errorf("message %q, want %q", e.GetMessage(), refused.Message)
+				}
+				m.wait(m.reg.calls, "register  100 3000")
+				m.noCalls()
+			})
+		})
+	}
+}
+
+func TestMonitorKeepAlive(t *testing.T) {
+	eachProtocol(t, nil, func(m *monitorTest) {
+		m.register()
+		m.send(keepAliveFrame)
+		m.wait(m.sess.calls, "keep_alive")
+		m.livesOn()
+		m.send(stopFrame)
+		m.endsOK()
+	})
+}
+
+// TestMonitorUpdateConfig: a valid update_config keeps the stream; an
+// invalid one ends it with INVALID_ARGUMENT; one that finds the session
+// already ended is left to Done to report.
+func TestMonitorUpdateConfig(t *testing.T) {
+	t.Run("valid", func(t *testing.T) {
+		eachProtocol(t, nil, func(m *monitorTest) {
+			m.register()
+			m.send(updateFrame(int64p(200), nil))
+			m.wait(m.sess.calls, "update 200 -")
+			m.send(updateFrame(nil, int64p(5000)))
+			m.wait(m.sess.calls, "update - 5000")
+			m.livesOn()
+			m.send(stopFrame)
+			m.endsOK()
+		})
+	})
+	t.Run("invalid", func(t *testing.T) {
+		invalid := domain.Errorf(domain.CodeInvalidArgument, "report_interval_ms 1: want 10 to 60000")
+		eachProtocol(t, func(r *fakeRegistrar) {
+			r.sess.update = func(*int64, *int64) (session.Config, error) { return testConfig, invalid }
+		}, func(m *monitorTest) {
+			m.register()
+			m.send(updateFrame(int64p(1), nil))
+			if e := m.endsWith(domain.CodeInvalidArgument); e.GetMessage() != invalid.Message {
+				t.Errorf("message %q, want %q", e.GetMessage(), invalid.Message)
+			}
+			m.wait(m.sess.calls, "update 1 -")
+			m.waitClosed()
+		})
+	})
+	t.Run("session already ended", func(t *testing.T) {
+		eachProtocol(t, func(r *fakeRegistrar) {
+			r.sess.update = func(*int64, *int64) (session.Config, error) {
+				return session.Config{}, domain.Errorf(domain.CodeNotFound, "the session has ended")
+			}
+		}, func(m *monitorTest) {
+			m.register()
+			m.send(updateFrame(int64p(200), nil))
+			m.wait(m.sess.calls, "update 200 -")
+			m.send(keepAliveFrame) // the receiver still reads
+			m.wait(m.sess.calls, "keep_alive")
+			m.livesOn()
+			m.sess.end(domain.Errorf(domain.CodeReplaced, "replaced"))
+			m.endsWith(domain.CodeReplaced)
+		})
+	})
+}
+
+// TestMonitorSecondRegister: a second register is a full config update of
+// the same router; the core refuses another router_id, which ends the
+// stream.
+func TestMonitorSecondRegister(t *testing.T) {
+	t.Run("same router_id", func(t *testing.T) {
+		eachProtocol(t, nil, func(m *monitorTest) {
+			m.register()
+			m.send(registerFrame("r1", 200, 5000))
+			m.wait(m.sess.calls, "reregister r1 200 5000")
+			m.send(keepAliveFrame)
+			m.wait(m.sess.calls, "keep_alive")
+			m.livesOn()
+			m.send(stopFrame)
+			m.endsOK()
+		})
+	})
+	t.Run("different router_id", func(t *testing.T) {
+		eachProtocol(t, func(r *fakeRegistrar) {
+			r.sess.reregister = func(id string, _, _ int64) (session.Config, error) {
+				return testConfig, domain.Errorf(domain.CodeInvalidArgument, "router_id %q differs from %q", id, "r1")
+			}
+		}, func(m *monitorTest) {
+			m.register()
+			m.send(registerFrame("r2", 100, 3000))
+			e := m.endsWith(domain.CodeInvalidArgument)
+			if !strings.Contains(e.GetMessage(), `"r2"`) {
+				t.Errorf("message %q does not name r2", e.GetMessage())
+			}
+			m.wait(m.sess.calls, "reregister r2 100 3000")
+			m.waitClosed()
+			m.noCalls()
+		})
+	})
+}
+
+func TestMonitorStop(t *testing.T) {
+	eachProtocol(t, nil, func(m *monitorTest) {
+		m.register()
+		m.send(stopFrame)
+		m.endsOK()
+		m.waitClosed()
+		m.noCalls()
+	})
+}
+
+func TestMonitorEmptyFrame(t *testing.T) {
+	eachProtocol(t, nil, func(m *monitorTest) {
+		m.register()
+		m.send(emptyFrame)
+		if e := m.endsWith(domain.CodeInvalidArgument); !strings.Contains(e.GetMessage(), "no payload") {
+			t.Errorf("message %q, want it to say the frame has no payload", e.GetMessage())
+		}
+		m.waitClosed()
+	})
+}
+
+// TestMonitorHalfClose: a router that half-closes can no longer renew, but
+// its session lives and keeps reporting until the lease runs out.
+func TestMonitorHalfClose(t *testing.T) {
+	eachProtocol(t, nil, func(m *monitorTest) {
+		m.register()
+		if err := m.st.CloseRequest(); err != nil {
+			t.Fatal(err)
+		}
+		rep := sampleReport()
+		m.deliver(rep)
+		if got := m.recv().GetReport(); !proto.Equal(got, ReportToProto(rep)) {
+			t.Fatalf("after half-close got report %v, want %v", got, ReportToProto(rep))
+		}
+		m.sess.end(domain.Errorf(domain.CodeLeaseExpired, "no keep_alive within 3s"))
+		m.endsWith(domain.CodeLeaseExpired)
+		m.waitClosed()
+	})
+}
+
+// TestMonitorSessionEnds: however the core ends a session, the router gets
+// its code and message in the last frame and the stream ends with OK.
+func TestMonitorSessionEnds(t *testing.T) {
+	for _, code := range []string{domain.CodeLeaseExpired, domain.CodeReplaced, domain.CodeShuttingDown, domain.CodeResourceExhausted} {
+		t.Run(code, func(t *testing.T) {
+			eachProtocol(t, nil, func(m *monitorTest) {
+				m.register()
+				reason := domain.Errorf(code, "ended with %s", code)
+				m.sess.end(reason)
+				if e := m.endsWith(code); e.GetMessage() != reason.Message {
+					t.Errorf("message %q, want %q", e.GetMessage(), reason.Message)
+				}
+				m.waitClosed()
+			})
+		})
+	}
+}
+
+func TestMonitorClosedBeforeAnyFrame(t *testing.T) {
+	eachProtocol(t, nil, func(m *monitorTest) {
+		if err := m.st.CloseRequest(); err != nil {
+			t.Fatal(err)
+		}
+		m.endsOK()
+		m.noCalls()
+	})
+}
+
+func TestMonitorReport(t *testing.T) {
+	eachProtocol(t, nil, func(m *monitorTest) {
+		m.register()
+		for seq := range uint64(3) {
+			rep := sampleReport()
+			rep.SequenceID = seq
+			m.deliver(rep)
+			if got := m.recv().GetReport(); !proto.Equal(got, ReportToProto(rep)) {
+				t.Fatalf("got report %v, want %v", got, ReportToProto(rep))
+			}
+		}
+		m.send(stopFrame)
+		m.endsOK()
+	})
+}
+
+// TestMonitorContextCancelled: a router that goes away ends its session.
+func TestMonitorContextCancelled(t *testing.T) {
+	eachProtocol(t, nil, func(m *monitorTest) {
+		m.register()
+		m.cancel()
+		_, err := m.st.Receive()
+		if connect.CodeOf(err) != connect.CodeCanceled || !errors.Is(err, context.Canceled) {
+			t.Errorf("after cancel the client read %v, want Canceled", err)
+		}
+		m.waitClosed()
+	})
+}
+
+// livesOn checks the stream still carries reports.
+func (m *monitorTest) livesOn() {
+	m.t.Helper()
+	rep := sampleReport()
+	m.deliver(rep)
+	if got := m.recv().GetReport(); !proto.Equal(got, ReportToProto(rep)) {
+		m.t.Fatalf("got report %v, want %v", got, ReportToProto(rep))
+	}
+}
+
+// deliver hands rep to the handler as the session's next report.
+func (m *monitorTest) deliver(rep *domain.Report) {
+	m.t.Helper()
+	select {
+	case m.sess.reports <- rep:
+	case <-m.ctx.Done():
+		m.t.Fatalf("the handler never took the report: %v", m.ctx.Err())
+	}
+}
