@@ -18,6 +18,11 @@ const (
 	CodeNotFound          = "NOT_FOUND"
 	CodeUnavailable       = "UNAVAILABLE"
 	CodeInternal          = "INTERNAL"
+	// CodeUnauthenticated: a missing or wrong bearer token.
+	CodeUnauthenticated = "UNAUTHENTICATED"
+	// CodePermissionDenied: a valid token that may not do this (a router's
+	// token calling AdminService).
+	CodePermissionDenied = "PERMISSION_DENIED"
 )
 
 // Error is the one error type of the project: a code callers act on

@@ -50,12 +50,8 @@ var codeTable = []codeRow{
 	// a StreamError frame and Watch sessions hold no lease.
 	{domain.CodeLeaseExpired, connect.CodeDeadlineExceeded},
 	{domain.CodeReplaced, connect.CodeAborted},
-	// Client direction only. The domain has no code for a missing or wrong
-	// bearer token (the server's auth middleware answers Unauthenticated
-	// before any handler runs); INVALID_ARGUMENT is the closest: the caller
-	// must change its request, and retrying it unchanged cannot help.
-	{domain.CodeInvalidArgument, connect.CodeUnauthenticated},
-	{domain.CodeInvalidArgument, connect.CodePermissionDenied},
+	{domain.CodeUnauthenticated, connect.CodeUnauthenticated},
+	{domain.CodePermissionDenied, connect.CodePermissionDenied},
 }
 
 // connectCode returns the Connect code a server sends for a domain code.

@@ -55,6 +55,8 @@ func TestErrorCodeRoundTrip(t *testing.T) {
 		{domain.CodeShuttingDown, connect.CodeUnavailable, domain.CodeUnavailable},
 		{domain.CodeLeaseExpired, connect.CodeDeadlineExceeded, domain.CodeUnavailable},
 		{domain.CodeReplaced, connect.CodeAborted, domain.CodeReplaced},
+		{domain.CodeUnauthenticated, connect.CodeUnauthenticated, domain.CodeUnauthenticated},
+		{domain.CodePermissionDenied, connect.CodePermissionDenied, domain.CodePermissionDenied},
 		{domain.CodeInternal, connect.CodeInternal, domain.CodeInternal},
 		{domain.CodeInvalidSnapshot, connect.CodeInternal, domain.CodeInternal},
 		{domain.CodeRankSetChanged, connect.CodeInternal, domain.CodeInternal},
@@ -101,8 +103,8 @@ func TestErrorCodeFromServer(t *testing.T) {
 		wire connect.Code
 		back string
 	}{
-		{connect.CodeUnauthenticated, domain.CodeInvalidArgument},
-		{connect.CodePermissionDenied, domain.CodeInvalidArgument},
+		{connect.CodeUnauthenticated, domain.CodeUnauthenticated},
+		{connect.CodePermissionDenied, domain.CodePermissionDenied},
 		{connect.CodeDeadlineExceeded, domain.CodeUnavailable},
 		{connect.CodeCanceled, domain.CodeUnavailable},
 		{connect.CodeUnknown, domain.CodeInternal},

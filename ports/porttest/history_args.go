@@ -114,6 +114,19 @@ func filterCases(ctx context.Context, s Store) []argCase {
 			_, err := s.Imbalance(ctx, audit.ImbalanceQuery{Window: full, Workers: []string{" "}})
 			return err
 		}},
+		{"worker with a NUL byte", "workers", func() error {
+			_, err := s.Outages(ctx, audit.OutagesQuery{Window: full, Workers: []string{"10.0.0.7:30000\x00"}})
+			return err
+		}},
+		{"worker of invalid UTF-8", "workers", func() error {
+			_, err := s.Reports(ctx, audit.ReportsQuery{Window: full, Workers: []string{"w\xff"}})
+			return err
+		}},
+		{"cursor carrying a NUL byte", "cursor", func() error {
+			c := audit.ReportKey{Time: t0, WorkerAddr: "w\x00", SourceInstanceID: "s", SequenceID: 1}.Cursor(false)
+			_, err := s.Reports(ctx, audit.ReportsQuery{Window: full, Cursor: c})
+			return err
+		}},
 		{"garbage cursor", "cursor", func() error {
 			_, err := s.Reports(ctx, audit.ReportsQuery{Window: full, Cursor: "not-a-cursor!"})
 			return err
