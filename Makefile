@@ -9,7 +9,6 @@
 GO      ?= go
 BUF     := $(GO) tool -modfile=tools/go.mod buf
 LISTEN  ?= 127.0.0.1:8080
-export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 
 .PHONY: run test test-short generate check-generate lint bench services
 
