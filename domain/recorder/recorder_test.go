@@ -10,135 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/recorder"
 	"github.com/loadreporter/loadreporter/ports"
 	"github.com/loadreporter/loadreporter/ports/porttest"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-var t0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
-
-// fakeStore is a HistoryStore made of a function.
-type fakeStore struct {
-	append func(ctx context.Context, rs []*domain.Report) error
-}
-
-func (f fakeStore) Append(ctx context.Context, rs []*domain.Report) error { return f.append(ctx, rs) }
-func (f fakeStore) DeleteBefore(context.Context, time.Time, int) (int64, error) {
-	return 0, nil
-}
-
-// observer forwards the recorder's events to channels.
-type observer struct {
-	written chan int
-	failed  chan failure
-	mu      sync.Mutex
-	dropped map[ports.DropReason]int
-}
-
-type failure struct {
-	err     error
-	retryIn time.Duration
-}
-
-func newObserver() *observer {
-	return &observer{written: make(chan int, 100), failed: make(chan failure, 100), dropped: map[ports.DropReason]int{}}
-}
-
-func (o *observer) Written(n int, _ time.Duration)          { o.written <- n }
-func (o *observer) WriteFailed(err error, in time.Duration) { o.failed <- failure{err, in} }
-func (o *observer) Dropped(n int, r ports.DropReason) {
-	o.mu.Lock()
-	o.dropped[r] += n
-	o.mu.Unlock()
-}
-
-func (o *observer) drops() map[ports.DropReason]int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return maps(o.dropped)
-}
-
-func maps(m map[ports.DropReason]int) map[ports.DropReason]int {
-	out := map[ports.DropReason]int{}
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
-func rep(seq int) *domain.Report {
-	return &domain.Report{
-		SourceInstanceID: "src", SequenceID: uint64(seq), ReportTime: t0.Add(time.Duration(seq) * time.Second),
-		Worker: domain.Worker{Addr: "w"}, Status: domain.StatusHealthy,
-	}
-}
-
-func seqs(rs []*domain.Report) []int {
-	out := make([]int, len(rs))
-	for i, r := range rs {
-		out[i] = int(r.SequenceID)
-	}
-	return out
-}
-
-func span(lo, hi int) []int {
-	var out []int
-	for i := lo; i <= hi; i++ {
-		out = append(out, i)
-	}
-	return out
-}
-
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func recv[T any](t *testing.T, ctx context.Context, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-ctx.Done():
-		t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		panic("unreachable")
-	}
-}
-
-func newRecorder(t *testing.T, o recorder.Options) *recorder.Recorder {
-	t.Helper()
-	r, err := recorder.New(o)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = r.Close(ctx)
-	})
-	return r
-}
-
-func checkBalance(t *testing.T, s recorder.Stats) {
-	t.Helper()
-	if s.Recorded != s.Written+s.Dropped+int64(s.Buffered) {
-		t.Errorf("recorded %d ≠ written %d + dropped %d + buffered %d", s.Recorded, s.Written, s.Dropped, s.Buffered)
-	}
-}
-
-// recordingStore returns a store that passes every batch to calls.
-func recordingStore(calls chan []int) fakeStore {
-	return fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
-		calls <- seqs(rs)
-		return nil
-	}}
-}
 
 func TestBatchesBySizeAndByDelay(t *testing.T) {
 	ctx := testCtx(t)
@@ -274,7 +150,7 @@ func TestRetriesWithCappedBackoffAndCatchesUp(t *testing.T) {
 	obs := newObserver()
 	r := newRecorder(t, recorder.Options{
 		Store: store, Clock: clk, Observer: obs, BufferSize: 100, BatchSize: 2, MaxDelay: time.Hour,
-		MinBackoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
+		Backoff: &doubling{from: 100 * time.Millisecond}, MinBackoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
 	})
 	r.Record(rep(1))
 	r.Record(rep(2))
@@ -472,5 +348,82 @@ func TestNewValidatesOptions(t *testing.T) {
 		if _, err := recorder.New(o); domain.ErrorCode(err) != domain.CodeInvalidArgument {
 			t.Errorf("%s: New = %v, want %s", name, err, domain.CodeInvalidArgument)
 		}
+	}
+}
+
+// script is a ports.Backoff that replays waits from the start after Reset.
+type script struct {
+	waits []time.Duration
+	i     int
+}
+
+func (s *script) NextBackOff() time.Duration { d := s.waits[s.i%len(s.waits)]; s.i++; return d }
+func (s *script) Reset()                     { s.i = 0 }
+
+// TestBackoffIsBoundedAndStartsOverPerBatch: whatever the Backoff says,
+// a wait stays within [MinBackoff, MaxBackoff] (a Backoff that gives up
+// waits the cap: the batch is kept), and each batch starts it over.
+func TestBackoffIsBoundedAndStartsOverPerBatch(t *testing.T) {
+	ctx := testCtx(t)
+	clk := porttest.NewClock(t0)
+	var mu sync.Mutex
+	fail := map[int]int{1: 3, 2: 1} // failures before success, per report
+	store := fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if s := int(rs[0].SequenceID); fail[s] > 0 {
+			fail[s]--
+			return domain.Errorf(domain.CodeUnavailable, "database down")
+		}
+		return nil
+	}}
+	obs := newObserver()
+	r := newRecorder(t, recorder.Options{
+		Store: store, Clock: clk, Observer: obs, BatchSize: 1,
+		Backoff:    &script{waits: []time.Duration{10 * time.Millisecond, 5 * time.Second, -1}},
+		MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second,
+	})
+	expect := func(report int, want ...time.Duration) {
+		t.Helper()
+		for i, w := range want {
+			f := recv(t, ctx, obs.failed, "a failed write")
+			if f.retryIn != w {
+				t.Errorf("report %d, failure %d: retry in %s, want %s", report, i+1, f.retryIn, w)
+			}
+			if err := clk.WaitPending(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(f.retryIn)
+		}
+		recv(t, ctx, obs.written, "the retried write")
+	}
+	r.Record(rep(1))
+	expect(1, 100*time.Millisecond, time.Second, time.Second)
+	r.Record(rep(2))
+	expect(2, 100*time.Millisecond)
+	if s := r.Stats(); s.Written != 2 || s.Dropped != 0 || s.Failures != 4 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+// TestNothingRunsBeforeStart: New starts no goroutine; what is recorded
+// waits, and Close still writes it.
+func TestNothingRunsBeforeStart(t *testing.T) {
+	ctx := testCtx(t)
+	calls := make(chan []int, 10)
+	r, err := recorder.New(recorder.Options{Store: recordingStore(calls), Clock: porttest.NewClock(t0), BatchSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Record(rep(1))
+	r.Record(rep(2))
+	if len(calls) != 0 || r.Stats().Buffered != 2 {
+		t.Fatalf("written before Start: %d calls, stats %+v", len(calls), r.Stats())
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if got := fmt.Sprint(recv(t, ctx, calls, "call"), recv(t, ctx, calls, "call")); got != "[1] [2]" {
+		t.Errorf("Close wrote %s, want [1] [2]", got)
 	}
 }

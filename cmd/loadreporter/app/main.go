@@ -69,6 +69,9 @@ func (m *Main) Start() error {
 	m.stopLoop = stop
 	m.loopDone = make(chan struct{})
 	m.retentionDone = make(chan struct{})
+	if m.history.Recorder != nil {
+		m.history.Recorder.Start()
+	}
 	go func() {
 		defer close(m.loopDone)
 		_ = m.loop.Run(loopCtx)
