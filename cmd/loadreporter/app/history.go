@@ -10,6 +10,7 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/rpc"
 	"github.com/loadreporter/loadreporter/adapters/store/memory"
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/envflag"
 	"github.com/loadreporter/loadreporter/domain/recorder"
 	"github.com/loadreporter/loadreporter/ports"
 )
@@ -42,7 +43,7 @@ func NewHistory(c Config, clk ports.Clock, m *metrics.Metrics, log *slog.Logger)
 			cancel()
 			if err != nil {
 				s.Close()
-				return nil, fmt.Errorf("migrate %s: %w", redactURL(c.DatabaseURL), err)
+				return nil, fmt.Errorf("migrate %s: %w", envflag.RedactURL(c.DatabaseURL), err)
 			}
 			if len(applied) > 0 {
 				log.Info("history schema migrated", "applied", applied)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 
 	"github.com/loadreporter/loadreporter/adapters/clock"
@@ -163,13 +162,4 @@ func (o observers) SessionsChanged(c map[string]int) {
 	for _, x := range o {
 		x.SessionsChanged(c)
 	}
-}
-
-// redactURL hides a password in a URL for logs and errors.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	return u.Redacted()
 }
