@@ -3,6 +3,7 @@ module github.com/loadreporter/loadreporter
 go 1.26.0
 
 require (
+	connectrpc.com/authn v0.2.0
 	connectrpc.com/connect v1.21.1
 	connectrpc.com/grpchealth v1.5.0
 	connectrpc.com/grpcreflect v1.3.1
