@@ -3,11 +3,13 @@ module github.com/loadreporter/loadreporter
 go 1.26.0
 
 require (
+	connectrpc.com/authn v0.2.0
 	connectrpc.com/connect v1.21.1
 	connectrpc.com/grpchealth v1.5.0
 	connectrpc.com/grpcreflect v1.3.1
 	github.com/PuerkitoBio/goquery v1.13.0
 	github.com/a-h/templ v0.3.1100
+	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/chromedp/chromedp v0.23.0
 	github.com/google/wire v0.7.0
 	github.com/jackc/pgx/v5 v5.12.0

@@ -21,7 +21,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
+	lrcli "github.com/loadreporter/loadreporter/cmd/loadreporter/cli"
 )
 
 // databaseURL returns a PostgreSQL URL whose search_path is a fresh schema
@@ -134,12 +134,12 @@ func TestOutageAudit(t *testing.T) {
 			cli := func(args ...string) string {
 				t.Helper()
 				out.Reset()
-				cfg, err := app.ParseAudit(args, func(string) string { return "" }, &out)
+				cfg, err := lrcli.ParseAudit(args, func(string) string { return "" }, &out)
 				if err != nil {
 					t.Fatal(err)
 				}
 				out.Reset()
-				if err := app.Audit(ctx, cfg, &out); err != nil {
+				if err := lrcli.Audit(ctx, cfg, &out); err != nil {
 					t.Fatal(err)
 				}
 				return out.String()
@@ -256,9 +256,9 @@ func TestOutageAudit(t *testing.T) {
 					"reports --since 1h --format xml":      "--format",
 					"frobnicate --since 1h":                "unknown audit query",
 				} {
-					cfg, err := app.ParseAudit(append(strings.Fields(args), "--target", m.Addr()), func(string) string { return "" }, &out)
+					cfg, err := lrcli.ParseAudit(append(strings.Fields(args), "--target", m.Addr()), func(string) string { return "" }, &out)
 					if err == nil {
-						err = app.Audit(ctx, cfg, &out)
+						err = lrcli.Audit(ctx, cfg, &out)
 					}
 					if err == nil || !strings.Contains(err.Error(), want) {
 						t.Errorf("%s: err = %v, want it to mention %q", args, err, want)

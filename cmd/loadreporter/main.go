@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/cli"
 )
 
 const help = `Usage: loadreporter <command> [flags]
@@ -53,23 +54,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return m.Run(ctx)
 	case "watch":
-		cfg, err := app.ParseWatch(args[1:], getenv, stderr)
+		cfg, err := cli.ParseWatch(args[1:], getenv, stderr)
 		if err != nil {
 			return err
 		}
-		return app.Watch(ctx, cfg, stdout)
+		return cli.Watch(ctx, cfg, stdout)
 	case "audit":
-		cfg, err := app.ParseAudit(args[1:], getenv, stderr)
+		cfg, err := cli.ParseAudit(args[1:], getenv, stderr)
 		if err != nil {
 			return err
 		}
-		return app.Audit(ctx, cfg, stdout)
+		return cli.Audit(ctx, cfg, stdout)
 	case "migrate":
-		url, err := app.ParseMigrate(args[1:], getenv, stderr)
+		url, err := cli.ParseMigrate(args[1:], getenv, stderr)
 		if err != nil {
 			return err
 		}
-		return app.Migrate(ctx, url, stdout)
+		return cli.Migrate(ctx, url, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, help)
 		return nil

@@ -2,9 +2,10 @@
 // exactly one bounded pull per fire, one report per pull handed to every due
 // session, leases enforced, sessions registered and updated.
 //
-// It is the only package under domain that runs goroutines: the loop itself
-// and, per fire, the pull it bounds with the budget. It depends only on
-// domain, domain/session and ports; time comes from the injected
+// With domain/recorder (the history writer) it is one of the two packages
+// under domain that run goroutines, and only once started: Run runs the
+// loop itself and, per fire, the pull it bounds with the budget. It depends
+// only on domain, domain/session and ports; time comes from the injected
 // ports.Clock. It must not know which transport, engine or store is on the
 // other side.
 package fireloop

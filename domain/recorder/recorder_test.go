@@ -10,135 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/recorder"
 	"github.com/loadreporter/loadreporter/ports"
 	"github.com/loadreporter/loadreporter/ports/porttest"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-var t0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
-
-// fakeStore is a HistoryStore made of a function.
-type fakeStore struct {
-	append func(ctx context.Context, rs []*domain.Report) error
-}
-
-func (f fakeStore) Append(ctx context.Context, rs []*domain.Report) error { return f.append(ctx, rs) }
-func (f fakeStore) DeleteBefore(context.Context, time.Time, int) (int64, error) {
-	return 0, nil
-}
-
-// observer forwards the recorder's events to channels.
-type observer struct {
-	written chan int
-	failed  chan failure
-	mu      sync.Mutex
-	dropped map[ports.DropReason]int
-}
-
-type failure struct {
-	err     error
-	retryIn time.Duration
-}
-
-func newObserver() *observer {
-	return &observer{written: make(chan int, 100), failed: make(chan failure, 100), dropped: map[ports.DropReason]int{}}
-}
-
-func (o *observer) Written(n int, _ time.Duration)          { o.written <- n }
-func (o *observer) WriteFailed(err error, in time.Duration) { o.failed <- failure{err, in} }
-func (o *observer) Dropped(n int, r ports.DropReason) {
-	o.mu.Lock()
-	o.dropped[r] += n
-	o.mu.Unlock()
-}
-
-func (o *observer) drops() map[ports.DropReason]int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return maps(o.dropped)
-}
-
-func maps(m map[ports.DropReason]int) map[ports.DropReason]int {
-	out := map[ports.DropReason]int{}
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
-func rep(seq int) *domain.Report {
-	return &domain.Report{
-		SourceInstanceID: "src", SequenceID: uint64(seq), ReportTime: t0.Add(time.Duration(seq) * time.Second),
-		Worker: domain.Worker{Addr: "w"}, Status: domain.StatusHealthy,
-	}
-}
-
-func seqs(rs []*domain.Report) []int {
-	out := make([]int, len(rs))
-	for i, r := range rs {
-		out[i] = int(r.SequenceID)
-	}
-	return out
-}
-
-func span(lo, hi int) []int {
-	var out []int
-	for i := lo; i <= hi; i++ {
-		out = append(out, i)
-	}
-	return out
-}
-
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func recv[T any](t *testing.T, ctx context.Context, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-ctx.Done():
-		t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		panic("unreachable")
-	}
-}
-
-func newRecorder(t *testing.T, o recorder.Options) *recorder.Recorder {
-	t.Helper()
-	r, err := recorder.New(o)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = r.Close(ctx)
-	})
-	return r
-}
-
-func checkBalance(t *testing.T, s recorder.Stats) {
-	t.Helper()
-	if s.Recorded != s.Written+s.Dropped+int64(s.Buffered) {
-		t.Errorf("recorded %d ≠ written %d + dropped %d + buffered %d", s.Recorded, s.Written, s.Dropped, s.Buffered)
-	}
-}
-
-// recordingStore returns a store that passes every batch to calls.
-func recordingStore(calls chan []int) fakeStore {
-	return fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
-		calls <- seqs(rs)
-		return nil
-	}}
-}
 
 func TestBatchesBySizeAndByDelay(t *testing.T) {
 	ctx := testCtx(t)
@@ -246,79 +122,6 @@ func TestRecordNeverBlocksAndDropsOldest(t *testing.T) {
 	}
 	s = r.Stats()
 	if s.Written != 14 || s.Dropped != 90 || s.Buffered != 0 {
-		t.Errorf("final stats %+v", s)
-	}
-	checkBalance(t, s)
-}
-
-func TestRetriesWithCappedBackoffAndCatchesUp(t *testing.T) {
-	ctx := testCtx(t)
-	clk := porttest.NewClock(t0)
-	var mu sync.Mutex
-	failuresLeft := 4
-	count := map[int]int{}
-	var batches [][]int
-	store := fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if failuresLeft > 0 {
-			failuresLeft--
-			return domain.Errorf(domain.CodeUnavailable, "database down")
-		}
-		batches = append(batches, seqs(rs))
-		for _, s := range seqs(rs) {
-			count[s]++
-		}
-		return nil
-	}}
-	obs := newObserver()
-	r := newRecorder(t, recorder.Options{
-		Store: store, Clock: clk, Observer: obs, BufferSize: 100, BatchSize: 2, MaxDelay: time.Hour,
-		MinBackoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
-	})
-	r.Record(rep(1))
-	r.Record(rep(2))
-	for i, want := range []time.Duration{100, 200, 300, 300} {
-		f := recv(t, ctx, obs.failed, "a failed write")
-		if f.retryIn != want*time.Millisecond || domain.ErrorCode(f.err) != domain.CodeUnavailable {
-			t.Errorf("failure %d: retry in %s (%v), want %s", i+1, f.retryIn, f.err, want*time.Millisecond)
-		}
-		if i == 0 { // reports keep coming while the store is down
-			for s := 3; s <= 9; s++ {
-				r.Record(rep(s))
-			}
-		}
-		if err := clk.WaitPending(ctx, 1); err != nil {
-			t.Fatal(err)
-		}
-		if at, _ := clk.Next(); !at.Equal(clk.Now().Add(f.retryIn)) {
-			t.Errorf("failure %d: next attempt at %s, want now + %s", i+1, at.Sub(clk.Now()), f.retryIn)
-		}
-		s := r.Stats()
-		if !s.Failing || domain.ErrorCode(s.LastError) != domain.CodeUnavailable || s.Failures != int64(i+1) {
-			t.Errorf("stats after failure %d: %+v", i+1, s)
-		}
-		clk.Advance(f.retryIn)
-	}
-	// Back: the kept batch, then full batches without waiting.
-	for range 4 {
-		recv(t, ctx, obs.written, "a catch-up batch")
-	}
-	if err := r.Close(ctx); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if want := [][]int{{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9}}; fmt.Sprint(batches) != fmt.Sprint(want) {
-		t.Errorf("batches %v, want %v", batches, want)
-	}
-	for s := 1; s <= 9; s++ {
-		if count[s] != 1 {
-			t.Errorf("report %d written %d times", s, count[s])
-		}
-	}
-	s := r.Stats()
-	if s.Failing || s.Failures != 4 || s.LastError == nil || !s.LastErrorAt.Equal(t0.Add(600*time.Millisecond)) || s.Written != 9 || s.Dropped != 0 {
 		t.Errorf("final stats %+v", s)
 	}
 	checkBalance(t, s)
@@ -472,5 +275,27 @@ func TestNewValidatesOptions(t *testing.T) {
 		if _, err := recorder.New(o); domain.ErrorCode(err) != domain.CodeInvalidArgument {
 			t.Errorf("%s: New = %v, want %s", name, err, domain.CodeInvalidArgument)
 		}
+	}
+}
+
+// TestNothingRunsBeforeStart: New starts no goroutine; what is recorded
+// waits, and Close still writes it.
+func TestNothingRunsBeforeStart(t *testing.T) {
+	ctx := testCtx(t)
+	calls := make(chan []int, 10)
+	r, err := recorder.New(recorder.Options{Store: recordingStore(calls), Clock: porttest.NewClock(t0), BatchSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Record(rep(1))
+	r.Record(rep(2))
+	if len(calls) != 0 || r.Stats().Buffered != 2 {
+		t.Fatalf("written before Start: %d calls, stats %+v", len(calls), r.Stats())
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if got := fmt.Sprint(recv(t, ctx, calls, "call"), recv(t, ctx, calls, "call")); got != "[1] [2]" {
+		t.Errorf("Close wrote %s, want [1] [2]", got)
 	}
 }

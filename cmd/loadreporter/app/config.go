@@ -10,6 +10,7 @@ import (
 
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/adapters/store/memory"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/envflag"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/domain/session"
@@ -118,9 +119,9 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.StringVar(&c.AuthToken, "auth-token", c.AuthToken, "bearer token required on every RPC and page")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
-	fs.Usage = usage(fs, out, "Usage: loadreporter serve [flags]\n\nServes per-rank engine load to routers (Monitor), browsers and operators.",
+	fs.Usage = envflag.Usage(fs, out, "Usage: loadreporter serve [flags]\n\nServes per-rank engine load to routers (Monitor), browsers and operators.",
 		map[string]string{"database-url": "DATABASE_URL"})
-	if err := parseFlags(fs, args, getenv, map[string]string{"database-url": "DATABASE_URL"}); err != nil {
+	if err := envflag.Parse(fs, args, getenv, map[string]string{"database-url": "DATABASE_URL"}); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {

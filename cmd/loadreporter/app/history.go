@@ -4,79 +4,91 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
+
+	"github.com/cenkalti/backoff/v5"
 
 	"github.com/loadreporter/loadreporter/adapters/metrics"
 	"github.com/loadreporter/loadreporter/adapters/rpc"
 	"github.com/loadreporter/loadreporter/adapters/store/memory"
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/envflag"
 	"github.com/loadreporter/loadreporter/domain/recorder"
 	"github.com/loadreporter/loadreporter/ports"
 )
 
-// History is the configured history: a store, its queries and, unless
-// --history-interval is 0, the recorder the fire loop writes through.
+// History is the configured history store and its queries.
 type History struct {
-	Store    ports.HistoryStore
-	Query    ports.HistoryQuery
-	Recorder *recorder.Recorder // nil when history is off
-	close    func()
-	kind     string
+	Store ports.HistoryStore
+	Query ports.HistoryQuery
+	kind  string
+	close func() // once
 }
 
 // NewHistory opens PostgreSQL when --database-url is set (migrating it
-// unless --migrate=false), else a bounded in-memory store.
-func NewHistory(c Config, clk ports.Clock, m *metrics.Metrics, log *slog.Logger) (*History, error) {
-	h := &History{close: func() {}, kind: "memory"}
+// unless --migrate=false), else a bounded in-memory store. Its cleanup
+// closes the connection pool.
+func NewHistory(c Config, log *slog.Logger) (*History, func(), error) {
 	if c.DatabaseURL == "" {
 		s := memory.New(memory.Options{Capacity: c.HistoryCapacity})
-		h.Store, h.Query = s, s
-	} else {
-		s, err := postgres.Open(c.DatabaseURL, postgres.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("--database-url: %w", err)
-		}
-		if c.Migrate {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			applied, err := postgres.Migrate(ctx, s.DB())
-			cancel()
-			if err != nil {
-				s.Close()
-				return nil, fmt.Errorf("migrate %s: %w", redactURL(c.DatabaseURL), err)
-			}
-			if len(applied) > 0 {
-				log.Info("history schema migrated", "applied", applied)
-			}
-		}
-		h.Store, h.Query, h.close, h.kind = s, s, s.Close, "postgres"
+		h := &History{Store: s, Query: s, kind: "memory", close: func() {}}
+		return h, h.Close, nil
 	}
-	if c.HistoryInterval > 0 {
-		r, err := recorder.New(recorder.Options{Store: h.Store, Clock: clk, Observer: m.History(), Logger: log})
-		if err != nil {
-			h.close()
-			return nil, err
-		}
-		h.Recorder = r
+	s, err := postgres.Open(c.DatabaseURL, postgres.Options{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("--database-url: %w", err)
 	}
-	return h, nil
+	if c.Migrate {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		applied, err := postgres.Migrate(ctx, s.DB())
+		cancel()
+		if err != nil {
+			s.Close()
+			return nil, nil, fmt.Errorf("migrate %s: %w", envflag.RedactURL(c.DatabaseURL), err)
+		}
+		if len(applied) > 0 {
+			log.Info("history schema migrated", "applied", applied)
+		}
+	}
+	h := &History{Store: s, Query: s, kind: "postgres", close: sync.OnceFunc(s.Close)}
+	return h, h.Close, nil
 }
 
-// Sink is what the fire loop records into (nil when history is off).
-func (h *History) Sink() ports.ReportSink {
-	if h.Recorder == nil {
-		return nil
+// Close releases the store; it is idempotent.
+func (h *History) Close() { h.close() }
+
+// NewRecorder returns the history recorder the fire loop writes through,
+// not yet started, or nil when --history-interval is 0. Main.Close flushes
+// it within the shutdown grace; the cleanup does so too, for when a later
+// provider fails or Main never runs.
+func NewRecorder(c Config, h *History, clk ports.Clock, b ports.Backoff, m *metrics.Metrics, log *slog.Logger) (*recorder.Recorder, func(), error) {
+	if c.HistoryInterval == 0 {
+		return nil, func() {}, nil
 	}
-	return h.Recorder
+	r, err := recorder.New(recorder.Options{Store: h.Store, Clock: clk, Backoff: b, Observer: m.History(), Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.ShutdownGrace)
+		defer cancel()
+		_ = r.Close(ctx)
+	}, nil
 }
 
-// Close flushes the recorder within ctx and releases the store.
-func (h *History) Close(ctx context.Context) error {
-	var err error
-	if h.Recorder != nil {
-		err = h.Recorder.Close(ctx)
+// NewBackoff paces the recorder's retries while the store fails: doubling
+// from 2×recorder.DefaultMinBackoff with ±50% jitter, so a fleet of
+// workers that lost one database does not retry in lockstep. The
+// interval stops growing at 2/3 of recorder.DefaultMaxBackoff, which keeps
+// the jittered waits within the recorder's bounds.
+func NewBackoff() *backoff.ExponentialBackOff {
+	return &backoff.ExponentialBackOff{
+		InitialInterval:     2 * recorder.DefaultMinBackoff,
+		RandomizationFactor: 0.5,
+		Multiplier:          2,
+		MaxInterval:         recorder.DefaultMaxBackoff * 2 / 3,
 	}
-	h.close()
-	return err
 }
 
 // NewHistoryService returns the HistoryService RPC over the history.

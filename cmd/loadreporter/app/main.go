@@ -20,15 +20,19 @@ import (
 
 // Main is the running service: the fire loop and the one port.
 type Main struct {
-	cfg     Config
-	log     *slog.Logger
-	loop    *fireloop.Loop
-	engine  Engine
-	history *History
-	clock   ports.Clock
-	server  *http.Server
-	health  *Health
-	ready   *Readiness
+	cfg      Config
+	log      *slog.Logger
+	loop     *fireloop.Loop
+	engine   Engine
+	history  *History
+	recorder *recorder.Recorder // nil when history is off
+	clock    ports.Clock
+	server   *http.Server
+	health   *Health
+	ready    *Readiness
+	// cleanup releases what the providers opened (InitializeMain sets it);
+	// it runs last in Close, and alone when Start never ran.
+	cleanup func()
 
 	ln            net.Listener
 	stopLoop      context.CancelFunc
@@ -39,13 +43,14 @@ type Main struct {
 	closeErr      error
 }
 
-// NewMain assembles a Main; Start runs it.
+// NewMain assembles a Main; Start runs it. rec is nil when history is off.
 func NewMain(c Config, log *slog.Logger, clk ports.Clock, r *fireloop.Loop, e Engine, hist *History,
-	srv *http.Server, h *Health, ready *Readiness) *Main {
-	return &Main{cfg: c, log: log, clock: clk, loop: r, engine: e, history: hist, server: srv, health: h, ready: ready}
+	rec *recorder.Recorder, srv *http.Server, h *Health, ready *Readiness) *Main {
+	return &Main{cfg: c, log: log, clock: clk, loop: r, engine: e, history: hist, recorder: rec,
+		server: srv, health: h, ready: ready, cleanup: func() {}}
 }
 
-// History is the history store and recorder in use.
+// History is the history store in use.
 func (m *Main) History() *History { return m.history }
 
 // FireLoop is the fire loop (tests and admin handlers use it).
@@ -57,8 +62,9 @@ func (m *Main) Engine() Engine { return m.engine }
 // Addr is the address the port listens on, once started.
 func (m *Main) Addr() string { return m.ln.Addr().String() }
 
-// Start listens on --listen and starts the fire loop and the server. It
-// returns once the port accepts connections.
+// Start listens on --listen and starts the fire loop, the history
+// recorder, the retention and the server. It returns once the port accepts
+// connections.
 func (m *Main) Start() error {
 	ln, err := net.Listen("tcp", m.cfg.Listen)
 	if err != nil {
@@ -69,6 +75,9 @@ func (m *Main) Start() error {
 	m.stopLoop = stop
 	m.loopDone = make(chan struct{})
 	m.retentionDone = make(chan struct{})
+	if m.recorder != nil {
+		m.recorder.Start()
+	}
 	go func() {
 		defer close(m.loopDone)
 		_ = m.loop.Run(loopCtx)
@@ -110,7 +119,7 @@ func (m *Main) Start() error {
 // shuts down gracefully.
 func (m *Main) Run(ctx context.Context) error {
 	if err := m.Start(); err != nil {
-		return err
+		return errors.Join(err, m.Close())
 	}
 	var serveErr error
 	select {
@@ -122,13 +131,15 @@ func (m *Main) Run(ctx context.Context) error {
 }
 
 // Close shuts down within the grace period: every stream gets
-// SHUTTING_DOWN, the server drains, the fire loop stops. It is idempotent.
+// SHUTTING_DOWN, the server drains, the fire loop stops, the recorder
+// flushes, and what the providers opened is released. It is idempotent.
 func (m *Main) Close() error {
 	m.closeOnce.Do(func() { m.closeErr = m.close() })
 	return m.closeErr
 }
 
 func (m *Main) close() error {
+	defer m.cleanup()
 	if m.ln == nil {
 		return nil
 	}
@@ -150,11 +161,14 @@ func (m *Main) close() error {
 		err = errors.Join(err, errors.New("fire loop did not stop within the grace period"))
 	}
 	<-m.retentionDone
-	// The loop has stopped recording: flush what the history still holds.
-	if herr := m.history.Close(ctx); herr != nil {
-		m.log.Warn("history not fully flushed", "err", herr)
-		err = errors.Join(err, herr)
+	// The loop has stopped recording: flush what the recorder still holds.
+	if m.recorder != nil {
+		if herr := m.recorder.Close(ctx); herr != nil {
+			m.log.Warn("history not fully flushed", "err", herr)
+			err = errors.Join(err, herr)
+		}
 	}
+	m.history.Close()
 	if serveErr := <-m.serveDone; serveErr != nil {
 		err = errors.Join(err, serveErr)
 	}

@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
+	"sync"
 
-	"github.com/loadreporter/loadreporter/adapters/clock"
 	"github.com/loadreporter/loadreporter/adapters/metrics"
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/adapters/rpc"
@@ -19,6 +18,7 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/source/vllm"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
+	"github.com/loadreporter/loadreporter/domain/recorder"
 	"github.com/loadreporter/loadreporter/domain/session"
 	"github.com/loadreporter/loadreporter/ports"
 )
@@ -34,65 +34,87 @@ func NewLogger(c Config) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
 
-// NewClock returns the system clock.
-func NewClock() ports.Clock { return clock.System{} }
-
 // Engine is the configured snapshot source, plus the simulator's controls
 // when the source is the simulator.
 type Engine struct {
 	Source ports.SnapshotSource
 	Sim    *sim.Source // nil unless --source sim
-	closer io.Closer
+	// close releases the source once; nil when the caller owns the source.
+	close func() error
 }
 
-// NewEngine builds the snapshot source named by --source.
-func NewEngine(c Config, clk ports.Clock) (Engine, error) {
+// NewEngine builds the snapshot source named by --source; its cleanup
+// releases the source's connections.
+func NewEngine(c Config, clk ports.Clock) (Engine, func(), error) {
+	src, closer, err := openSource(c, clk)
+	if err != nil {
+		return Engine{}, nil, err
+	}
+	e := Engine{Source: src}
+	if s, ok := src.(*sim.Source); ok {
+		e.Sim = s
+	}
+	if closer != nil {
+		e.close = sync.OnceValue(closer.Close)
+	}
+	return e, func() { _ = e.Close() }, nil
+}
+
+func openSource(c Config, clk ports.Clock) (ports.SnapshotSource, io.Closer, error) {
 	switch c.Source {
 	case "sim":
 		s, err := sim.New(sim.Options{Ranks: c.DPSize, Clock: clk, Seed: c.SimSeed})
 		if err != nil {
-			return Engine{}, err
+			return nil, nil, err
 		}
 		if err := s.SetMode(c.SimMode); err != nil {
-			return Engine{}, fmt.Errorf("--sim-mode: %s", domain.ErrorMessage(err))
+			return nil, nil, fmt.Errorf("--sim-mode: %s", domain.ErrorMessage(err))
 		}
-		return Engine{Source: s, Sim: s}, nil
+		return s, nil, nil
 	case "sglang-http":
 		s, err := sglanghttp.New(sglanghttp.Options{BaseURL: c.EngineURL, APIKey: c.EngineAPIKey})
-		if err != nil {
-			return Engine{}, err
-		}
-		return Engine{Source: s, closer: s}, nil
+		return s, s, err
 	case "sglang-grpc":
 		s, err := sglanggrpc.New(sglanggrpc.Options{Target: c.EngineURL, APIKey: c.EngineAPIKey})
-		if err != nil {
-			return Engine{}, err
-		}
-		return Engine{Source: s, closer: s}, nil
+		return s, s, err
 	case "vllm-metrics":
 		s, err := vllm.New(vllm.Options{BaseURL: c.EngineURL, APIKey: c.EngineAPIKey,
 			MaxRunningRequests: c.VLLMMaxRunningRequests, Clock: clk})
-		if err != nil {
-			return Engine{}, err
-		}
-		return Engine{Source: s, closer: s}, nil
+		return s, s, err
 	}
-	return Engine{}, fmt.Errorf("--source %s is not available in this build", c.Source)
+	return nil, nil, fmt.Errorf("--source %s is not available in this build", c.Source)
 }
 
-// Close releases the source's connections.
+// Close releases the source's connections; later calls return the first
+// call's result.
 func (e Engine) Close() error {
-	if e.closer == nil {
+	if e.close == nil {
 		return nil
 	}
-	return e.closer.Close()
+	return e.close()
+}
+
+// NewSimControl is the admin service's handle on the simulator: nil (not
+// a nil *sim.Source) when the source is another engine.
+func NewSimControl(s *sim.Source) rpc.SimControl {
+	if s == nil {
+		return nil
+	}
+	return s
 }
 
 // NewMetrics returns the Prometheus metrics of the fire loop.
 func NewMetrics(clk ports.Clock) *metrics.Metrics { return metrics.New(clk.Now) }
 
-// NewFireLoop builds the fire loop from the config.
-func NewFireLoop(c Config, e Engine, clk ports.Clock, m *metrics.Metrics, h *History, log *slog.Logger) (*fireloop.Loop, error) {
+// NewFireObserver tells the metrics and the status log about every fire.
+func NewFireObserver(m *metrics.Metrics, log *slog.Logger) ports.FireObserver {
+	return observers{m, newStatusLog(log)}
+}
+
+// NewFireLoop builds the fire loop from the config; rec is nil when
+// history is off.
+func NewFireLoop(c Config, src ports.SnapshotSource, simSrc *sim.Source, clk ports.Clock, obs ports.FireObserver,
+	rec *recorder.Recorder, log *slog.Logger) (*fireloop.Loop, error) {
 	schedule, err := session.ParseSchedule(c.Schedule)
 	if err != nil {
 		return nil, err
@@ -103,12 +125,16 @@ func NewFireLoop(c Config, e Engine, clk ports.Clock, m *metrics.Metrics, h *His
 	}
 	// --dp-size wins; the simulator knows its own ranks; others are learned.
 	expected := domain.RankRange(c.DPSize)
-	if e.Sim != nil && c.DPSize == 0 {
-		_, n := e.Sim.Mode()
+	if simSrc != nil && c.DPSize == 0 {
+		_, n := simSrc.Mode()
 		expected = domain.RankRange(n)
 	}
+	var sink ports.ReportSink
+	if rec != nil {
+		sink = rec
+	}
 	return fireloop.New(fireloop.Options{
-		Source: e.Source,
+		Source: src,
 		Clock:  clk,
 		Builder: domain.ReportBuilder{
 			SourceInstanceID: newInstanceID(),
@@ -119,29 +145,15 @@ func NewFireLoop(c Config, e Engine, clk ports.Clock, m *metrics.Metrics, h *His
 		Schedule:        schedule,
 		PullBudget:      c.PullBudget,
 		Expected:        expected,
-		Observer:        observers{m, newStatusLog(log)},
-		History:         h.Sink(),
+		Observer:        obs,
+		History:         sink,
 		HistoryInterval: c.HistoryInterval,
 		Logger:          log,
 	})
 }
 
-// NewWatch returns the browsers' Watch service.
-func NewWatch(r *fireloop.Loop) *rpc.Watch { return rpc.NewWatch(r) }
-
-// NewAdmin returns the admin service.
-func NewAdmin(e Engine, r *fireloop.Loop) *rpc.Admin {
-	if e.Sim == nil {
-		return rpc.NewAdmin(nil, r)
-	}
-	return rpc.NewAdmin(e.Sim, r)
-}
-
 // NewPoll returns the /v1/loads handler for polling routers.
-func NewPoll(c Config, r *fireloop.Loop) *pollapi.Handler { return pollapi.New(r, c.PollMaxAge) }
-
-// NewMonitor returns the Monitor RPC service.
-func NewMonitor(r *fireloop.Loop, log *slog.Logger) *rpc.Monitor { return rpc.NewMonitor(r, log) }
+func NewPoll(c Config, p pollapi.Poller) *pollapi.Handler { return pollapi.New(p, c.PollMaxAge) }
 
 // newInstanceID is a random id made once per process (source_instance_id).
 func newInstanceID() string {
@@ -163,13 +175,4 @@ func (o observers) SessionsChanged(c map[string]int) {
 	for _, x := range o {
 		x.SessionsChanged(c)
 	}
-}
-
-// redactURL hides a password in a URL for logs and errors.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	return u.Redacted()
 }

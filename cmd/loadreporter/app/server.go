@@ -1,13 +1,11 @@
 package app
 
 import (
-	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -76,34 +74,7 @@ func NewHandler(c Config, monitor *rpc.Monitor, watch *rpc.Watch, admin *rpc.Adm
 	if c.AuthToken == "" {
 		return mux
 	}
-	return requireToken(c.AuthToken, mux)
-}
-
-// requireToken demands "Authorization: Bearer <token>" on everything but
-// the liveness and readiness probes. RPC clients get an Unauthenticated
-// status in their own protocol, browsers a 401.
-func requireToken(token string, next http.Handler) http.Handler {
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" ||
-			subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) == 1 {
-			next.ServeHTTP(w, r)
-			return
-		}
-		const msg = "missing or wrong bearer token"
-		if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/grpc") {
-			// gRPC and gRPC-Web: a trailers-only response.
-			w.Header().Set("Content-Type", ct)
-			w.Header().Set("Grpc-Status", "16")
-			w.Header().Set("Grpc-Message", msg)
-			w.WriteHeader(http.StatusOK)
-			return
-		}
-		w.Header().Set("WWW-Authenticate", `Bearer realm="loadreporter"`)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusUnauthorized)
-		fmt.Fprintf(w, `{"code":"unauthenticated","message":%q}`, msg)
-	})
+	return requireToken(c.AuthToken, mux, limit)
 }
 
 // NewServer returns the HTTP server for the one port: HTTP/1.1 and HTTP/2

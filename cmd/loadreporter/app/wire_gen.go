@@ -6,75 +6,127 @@
 
 package app
 
+import (
+	"github.com/loadreporter/loadreporter/adapters/clock"
+	"github.com/loadreporter/loadreporter/adapters/rpc"
+)
+
 // Injectors from wire.go:
 
-// InitializeMain wires the service from its configuration.
-func InitializeMain(c Config) (*Main, error) {
+// initializeMain wires the service from its configuration.
+func initializeMain(c Config) (*Main, func(), error) {
 	logger := NewLogger(c)
-	clock := NewClock()
-	engine, err := NewEngine(c, clock)
+	system := _wireSystemValue
+	engine, cleanup, err := NewEngine(c, system)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	metrics := NewMetrics(clock)
-	history, err := NewHistory(c, clock, metrics, logger)
+	snapshotSource := engine.Source
+	source := engine.Sim
+	metrics := NewMetrics(system)
+	fireObserver := NewFireObserver(metrics, logger)
+	history, cleanup2, err := NewHistory(c, logger)
 	if err != nil {
-		return nil, err
+		cleanup()
+		return nil, nil, err
 	}
-	loop, err := NewFireLoop(c, engine, clock, metrics, history, logger)
+	exponentialBackOff := NewBackoff()
+	recorder, cleanup3, err := NewRecorder(c, history, system, exponentialBackOff, metrics, logger)
 	if err != nil {
-		return nil, err
+		cleanup2()
+		cleanup()
+		return nil, nil, err
 	}
-	monitor := NewMonitor(loop, logger)
-	watch := NewWatch(loop)
-	admin := NewAdmin(engine, loop)
-	rpcHistory := NewHistoryService(c, history, clock)
+	loop, err := NewFireLoop(c, snapshotSource, source, system, fireObserver, recorder, logger)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	monitor := rpc.NewMonitor(loop, logger)
+	watch := rpc.NewWatch(loop)
+	simControl := NewSimControl(source)
+	admin := rpc.NewAdmin(simControl, loop)
+	rpcHistory := NewHistoryService(c, history, system)
 	handler := NewPoll(c, loop)
-	webHandler, err := NewDashboard(c, loop, history, clock, logger)
+	webHandler, err := NewDashboard(c, loop, history, system, logger)
 	if err != nil {
-		return nil, err
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
 	}
 	v := NewHealth()
 	readiness := NewReadiness()
 	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, handler, webHandler, v, metrics, readiness)
 	server, err := NewServer(c, httpHandler)
 	if err != nil {
-		return nil, err
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
 	}
-	main := NewMain(c, logger, clock, loop, engine, history, server, v, readiness)
-	return main, nil
+	main := NewMain(c, logger, system, loop, engine, history, recorder, server, v, readiness)
+	return main, func() {
+		cleanup3()
+		cleanup2()
+		cleanup()
+	}, nil
 }
 
-// InitializeMainWithEngine wires the service around a given snapshot
-// source (end-to-end tests use counting and scripted engines).
-func InitializeMainWithEngine(c Config, e Engine) (*Main, error) {
+var (
+	_wireSystemValue = clock.System{}
+)
+
+// initializeMainWithEngine wires the service around a given engine.
+func initializeMainWithEngine(c Config, e Engine) (*Main, func(), error) {
 	logger := NewLogger(c)
-	clock := NewClock()
-	metrics := NewMetrics(clock)
-	history, err := NewHistory(c, clock, metrics, logger)
+	system := _wireSystemValue
+	snapshotSource := e.Source
+	source := e.Sim
+	metrics := NewMetrics(system)
+	fireObserver := NewFireObserver(metrics, logger)
+	history, cleanup, err := NewHistory(c, logger)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	loop, err := NewFireLoop(c, e, clock, metrics, history, logger)
+	exponentialBackOff := NewBackoff()
+	recorder, cleanup2, err := NewRecorder(c, history, system, exponentialBackOff, metrics, logger)
 	if err != nil {
-		return nil, err
+		cleanup()
+		return nil, nil, err
 	}
-	monitor := NewMonitor(loop, logger)
-	watch := NewWatch(loop)
-	admin := NewAdmin(e, loop)
-	rpcHistory := NewHistoryService(c, history, clock)
+	loop, err := NewFireLoop(c, snapshotSource, source, system, fireObserver, recorder, logger)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	monitor := rpc.NewMonitor(loop, logger)
+	watch := rpc.NewWatch(loop)
+	simControl := NewSimControl(source)
+	admin := rpc.NewAdmin(simControl, loop)
+	rpcHistory := NewHistoryService(c, history, system)
 	handler := NewPoll(c, loop)
-	webHandler, err := NewDashboard(c, loop, history, clock, logger)
+	webHandler, err := NewDashboard(c, loop, history, system, logger)
 	if err != nil {
-		return nil, err
+		cleanup2()
+		cleanup()
+		return nil, nil, err
 	}
 	v := NewHealth()
 	readiness := NewReadiness()
 	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, handler, webHandler, v, metrics, readiness)
 	server, err := NewServer(c, httpHandler)
 	if err != nil {
-		return nil, err
+		cleanup2()
+		cleanup()
+		return nil, nil, err
 	}
-	main := NewMain(c, logger, clock, loop, e, history, server, v, readiness)
-	return main, nil
+	main := NewMain(c, logger, system, loop, e, history, recorder, server, v, readiness)
+	return main, func() {
+		cleanup2()
+		cleanup()
+	}, nil
 }

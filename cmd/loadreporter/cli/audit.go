@@ -1,8 +1,7 @@
-package app
+package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/loadreporter/loadreporter/adapters/rpc"
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/envflag"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports"
@@ -75,7 +75,7 @@ func ParseAudit(args []string, getenv func(string) string, out io.Writer) (Audit
 	fs.StringVar(&c.Target, "target", c.Target, "HOST:PORT of a running loadreporter to ask (its HistoryService)")
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "query PostgreSQL directly instead of --target")
 	fs.StringVar(&c.AuthToken, "auth-token", c.AuthToken, "bearer token the target requires")
-	fs.Usage = usage(fs, out, "Usage: loadreporter audit <"+strings.Join(audittable.Names(), "|")+"> [flags]\n\n"+
+	fs.Usage = envflag.Usage(fs, out, "Usage: loadreporter audit <"+strings.Join(audittable.Names(), "|")+"> [flags]\n\n"+
 		"Answers audit queries over the recorded history.", map[string]string{"database-url": "DATABASE_URL"})
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
@@ -88,7 +88,7 @@ func ParseAudit(args []string, getenv func(string) string, out io.Writer) (Audit
 	if !slices.Contains(audittable.Names(), c.Query) {
 		return c, fmt.Errorf("unknown audit query %q: want one of %s", c.Query, strings.Join(audittable.Names(), ", "))
 	}
-	if err := parseFlags(fs, args[1:], getenv, map[string]string{"database-url": "DATABASE_URL"}); err != nil {
+	if err := envflag.Parse(fs, args[1:], getenv, map[string]string{"database-url": "DATABASE_URL"}); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
@@ -188,41 +188,4 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 		}
 	}
 	return enc.Close()
-}
-
-// Migrate applies the schema migrations to the database at url.
-func Migrate(ctx context.Context, url string, out io.Writer) error {
-	if url == "" {
-		return errors.New("migrate needs --database-url (or DATABASE_URL)")
-	}
-	s, err := postgres.Open(url, postgres.Options{MaxConns: 1})
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	applied, err := postgres.Migrate(ctx, s.DB())
-	if err != nil {
-		return fmt.Errorf("migrate %s: %w", redactURL(url), err)
-	}
-	if len(applied) == 0 {
-		fmt.Fprintln(out, "schema is up to date")
-	}
-	for _, name := range applied {
-		fmt.Fprintln(out, "applied", name)
-	}
-	return nil
-}
-
-// ParseMigrate reads `migrate [flags]`.
-func ParseMigrate(args []string, getenv func(string) string, out io.Writer) (string, error) {
-	var url string
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.StringVar(&url, "database-url", "", "PostgreSQL URL to migrate")
-	fs.Usage = usage(fs, out, "Usage: loadreporter migrate --database-url URL\n\nApplies the history schema migrations.",
-		map[string]string{"database-url": "DATABASE_URL"})
-	if err := parseFlags(fs, args, getenv, map[string]string{"database-url": "DATABASE_URL"}); err != nil {
-		return "", err
-	}
-	return url, nil
 }

@@ -1,4 +1,4 @@
-package app
+package cli
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/envflag"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 )
@@ -46,8 +47,8 @@ func ParseWatch(args []string, getenv func(string) string, out io.Writer) (Watch
 	fs.BoolVar(&c.TLS, "tls", c.TLS, "dial with TLS")
 	fs.BoolVar(&c.Insecure, "tls-insecure", c.Insecure, "with --tls: do not verify the server certificate")
 	fs.IntVar(&c.Count, "count", c.Count, "exit after this many reports (0: until interrupted)")
-	fs.Usage = usage(fs, out, "Usage: loadreporter watch [flags]\n\nDials a worker as a router and prints each report, one line per rank.", nil)
-	if err := parseFlags(fs, args, getenv, nil); err != nil {
+	fs.Usage = envflag.Usage(fs, out, "Usage: loadreporter watch [flags]\n\nDials a worker as a router and prints each report, one line per rank.", nil)
+	if err := envflag.Parse(fs, args, getenv, nil); err != nil {
 		return c, err
 	}
 	if _, _, err := net.SplitHostPort(c.Target); err != nil {

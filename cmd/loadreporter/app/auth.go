@@ -1,0 +1,33 @@
+package app
+
+import (
+	"context"
+	"crypto/subtle"
+	"net/http"
+
+	"connectrpc.com/authn"
+	"connectrpc.com/connect"
+)
+
+// requireToken demands "Authorization: Bearer <token>" on everything but
+// the liveness and readiness probes (orchestrators probe without
+// credentials). authn answers in the caller's protocol: gRPC and gRPC-Web
+// clients get status Unauthenticated, Connect clients and browsers a 401
+// with a JSON error; the WWW-Authenticate challenge travels as the error's
+// metadata, so browsers and Connect clients see it as a header.
+func requireToken(token string, next http.Handler, opts ...connect.HandlerOption) http.Handler {
+	want := []byte(token)
+	check := func(_ context.Context, r *http.Request) (any, error) {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+			return nil, nil
+		}
+		got, ok := authn.BearerToken(r)
+		if ok && subtle.ConstantTimeCompare([]byte(got), want) == 1 {
+			return nil, nil
+		}
+		err := authn.Errorf("missing or wrong bearer token")
+		err.Meta().Set("WWW-Authenticate", `Bearer realm="loadreporter"`)
+		return nil, err
+	}
+	return authn.NewMiddleware(check, opts...).Wrap(next)
+}

@@ -1,0 +1,124 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
+)
+
+// TestWhatProvidersOpenIsReleased: the engine, the PostgreSQL pool and the
+// recorder are built before NewServer. When NewServer fails (no
+// --tls-cert file), InitializeMain must release them before it returns the
+// error; a Main that is built but never started releases them on Close.
+// Either way no goroutine and no database connection is left.
+func TestWhatProvidersOpenIsReleased(t *testing.T) {
+	for name, run := range map[string]func(t *testing.T, c Config){
+		"a late provider fails": func(t *testing.T, c Config) {
+			c.TLSCert = filepath.Join(t.TempDir(), "missing-cert.pem")
+			c.TLSKey = filepath.Join(t.TempDir(), "missing-key.pem")
+			m, err := InitializeMain(c)
+			if err == nil || !strings.Contains(err.Error(), "--tls-cert") || m != nil {
+				t.Fatalf("InitializeMain = %v, %v; want the --tls-cert error", m, err)
+			}
+		},
+		"Main is closed without Start": func(t *testing.T, c Config) {
+			m, err := InitializeMain(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			url, appName := databaseURL(t)
+			c := DefaultConfig()
+			c.Listen, c.LogLevel, c.DatabaseURL = "127.0.0.1:0", "error", url
+			run(t, c)
+			if n := connections(t, appName); n != 0 {
+				t.Errorf("%d database connections left open", n)
+			}
+			goleak.VerifyNone(t)
+		})
+	}
+}
+
+// databaseURL returns a URL to a fresh schema, dropped at cleanup, whose
+// connections carry a name of their own; it skips (fails under CI=true)
+// when PostgreSQL is unreachable.
+func databaseURL(t *testing.T) (url, appName string) {
+	t.Helper()
+	base := baseURL()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("PostgreSQL unreachable at DATABASE_URL=%s under CI: %v", base, err)
+		}
+		t.Skipf("PostgreSQL unreachable (%v): start it, or set DATABASE_URL, to run this test", err)
+	}
+	defer conn.Close(ctx)
+	schema := fmt.Sprintf("lr_app_%d", rand.Uint32())
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, base); err == nil {
+			_, _ = c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+			_ = c.Close(ctx)
+		}
+	})
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	return base + sep + "search_path=" + schema + "&application_name=" + schema, schema
+}
+
+// connections counts the server's backends named appName, waiting (within
+// a deadline) for closed ones to go: a backend ends shortly after its
+// client hangs up.
+func connections(t *testing.T, appName string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, baseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	for {
+		const q = "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1"
+		if err := conn.QueryRow(ctx, q, appName).Scan(&n); err != nil || n == 0 {
+			if err != nil && ctx.Err() == nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		select {
+		case <-ctx.Done():
+			return n
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func baseURL() string {
+	if u := os.Getenv("DATABASE_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}

@@ -1,0 +1,62 @@
+//lint:file-ignore U1000 the sets are used by the injectors in wire.go, which only the wireinject build sees
+
+package app
+
+import (
+	"github.com/cenkalti/backoff/v5"
+	"github.com/google/wire"
+
+	"github.com/loadreporter/loadreporter/adapters/clock"
+	"github.com/loadreporter/loadreporter/adapters/pollapi"
+	"github.com/loadreporter/loadreporter/adapters/rpc"
+	"github.com/loadreporter/loadreporter/domain/fireloop"
+	"github.com/loadreporter/loadreporter/ports"
+)
+
+// The provider sets, one per layer, that both injectors in wire.go are
+// built from. They name ordinary constructors only, so the same graph can
+// be wired by hand.
+
+// coreSet is the core: the clock, the history (store and recorder with
+// its retry backoff) and the fire loop with its observers. Wire wants a
+// binding beside its provider, so the small interfaces the transports own
+// are bound to the loop here.
+var coreSet = wire.NewSet(
+	NewLogger,
+	wire.Value(clock.System{}),
+	wire.Bind(new(ports.Clock), new(clock.System)),
+	NewHistory,
+	NewBackoff,
+	wire.Bind(new(ports.Backoff), new(*backoff.ExponentialBackOff)),
+	NewRecorder,
+	NewFireObserver,
+	NewFireLoop,
+	wire.Bind(new(rpc.Registrar), new(*fireloop.Loop)),
+	wire.Bind(new(rpc.Subscriber), new(*fireloop.Loop)),
+	wire.Bind(new(rpc.Topology), new(*fireloop.Loop)),
+	wire.Bind(new(pollapi.Poller), new(*fireloop.Loop)),
+)
+
+// adapterSet is what the core reads through adapters: the snapshot
+// source and the simulator's controls (from an Engine, built by NewEngine
+// or given by the caller) and the metrics.
+var adapterSet = wire.NewSet(
+	wire.FieldsOf(new(Engine), "Source", "Sim"),
+	NewSimControl,
+	NewMetrics,
+)
+
+// transportSet is everything served on the one port: the RPC services,
+// polling, the dashboard, probes, the handler and the server.
+var transportSet = wire.NewSet(
+	rpc.NewMonitor,
+	rpc.NewWatch,
+	rpc.NewAdmin,
+	NewHistoryService,
+	NewPoll,
+	NewDashboard,
+	NewHealth,
+	NewReadiness,
+	NewHandler,
+	NewServer,
+)

@@ -1,0 +1,8 @@
+// Package envflag reads a command's flags from the command line and from
+// LOADREPORTER_* environment variables, and prints a usage that names
+// both. The serve command (package app) and the client commands (package
+// cli) share it so every command reads its settings the same way.
+//
+// It knows flag sets and the environment only: nothing about what a flag
+// configures, nor any other package of the project.
+package envflag

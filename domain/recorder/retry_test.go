@@ -1,0 +1,141 @@
+package recorder_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/recorder"
+	"github.com/loadreporter/loadreporter/ports/porttest"
+)
+
+func TestRetriesWithCappedBackoffAndCatchesUp(t *testing.T) {
+	ctx := testCtx(t)
+	clk := porttest.NewClock(t0)
+	var mu sync.Mutex
+	failuresLeft := 4
+	count := map[int]int{}
+	var batches [][]int
+	store := fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failuresLeft > 0 {
+			failuresLeft--
+			return domain.Errorf(domain.CodeUnavailable, "database down")
+		}
+		batches = append(batches, seqs(rs))
+		for _, s := range seqs(rs) {
+			count[s]++
+		}
+		return nil
+	}}
+	obs := newObserver()
+	r := newRecorder(t, recorder.Options{
+		Store: store, Clock: clk, Observer: obs, BufferSize: 100, BatchSize: 2, MaxDelay: time.Hour,
+		Backoff: &doubling{from: 100 * time.Millisecond}, MinBackoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
+	})
+	r.Record(rep(1))
+	r.Record(rep(2))
+	for i, want := range []time.Duration{100, 200, 300, 300} {
+		f := recv(t, ctx, obs.failed, "a failed write")
+		if f.retryIn != want*time.Millisecond || domain.ErrorCode(f.err) != domain.CodeUnavailable {
+			t.Errorf("failure %d: retry in %s (%v), want %s", i+1, f.retryIn, f.err, want*time.Millisecond)
+		}
+		if i == 0 { // reports keep coming while the store is down
+			for s := 3; s <= 9; s++ {
+				r.Record(rep(s))
+			}
+		}
+		if err := clk.WaitPending(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if at, _ := clk.Next(); !at.Equal(clk.Now().Add(f.retryIn)) {
+			t.Errorf("failure %d: next attempt at %s, want now + %s", i+1, at.Sub(clk.Now()), f.retryIn)
+		}
+		s := r.Stats()
+		if !s.Failing || domain.ErrorCode(s.LastError) != domain.CodeUnavailable || s.Failures != int64(i+1) {
+			t.Errorf("stats after failure %d: %+v", i+1, s)
+		}
+		clk.Advance(f.retryIn)
+	}
+	// Back: the kept batch, then full batches without waiting.
+	for range 4 {
+		recv(t, ctx, obs.written, "a catch-up batch")
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := [][]int{{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9}}; fmt.Sprint(batches) != fmt.Sprint(want) {
+		t.Errorf("batches %v, want %v", batches, want)
+	}
+	for s := 1; s <= 9; s++ {
+		if count[s] != 1 {
+			t.Errorf("report %d written %d times", s, count[s])
+		}
+	}
+	s := r.Stats()
+	if s.Failing || s.Failures != 4 || s.LastError == nil || !s.LastErrorAt.Equal(t0.Add(600*time.Millisecond)) || s.Written != 9 || s.Dropped != 0 {
+		t.Errorf("final stats %+v", s)
+	}
+	checkBalance(t, s)
+}
+
+// script is a ports.Backoff that replays waits from the start after Reset.
+type script struct {
+	waits []time.Duration
+	i     int
+}
+
+func (s *script) NextBackOff() time.Duration { d := s.waits[s.i%len(s.waits)]; s.i++; return d }
+func (s *script) Reset()                     { s.i = 0 }
+
+// TestBackoffIsBoundedAndStartsOverPerBatch: whatever the Backoff says,
+// a wait stays within [MinBackoff, MaxBackoff] (a Backoff that gives up
+// waits the cap: the batch is kept), and each batch starts it over.
+func TestBackoffIsBoundedAndStartsOverPerBatch(t *testing.T) {
+	ctx := testCtx(t)
+	clk := porttest.NewClock(t0)
+	var mu sync.Mutex
+	fail := map[int]int{1: 3, 2: 1} // failures before success, per report
+	store := fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if s := int(rs[0].SequenceID); fail[s] > 0 {
+			fail[s]--
+			return domain.Errorf(domain.CodeUnavailable, "database down")
+		}
+		return nil
+	}}
+	obs := newObserver()
+	r := newRecorder(t, recorder.Options{
+		Store: store, Clock: clk, Observer: obs, BatchSize: 1,
+		Backoff:    &script{waits: []time.Duration{10 * time.Millisecond, 5 * time.Second, -1}},
+		MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second,
+	})
+	expect := func(report int, want ...time.Duration) {
+		t.Helper()
+		for i, w := range want {
+			f := recv(t, ctx, obs.failed, "a failed write")
+			if f.retryIn != w {
+				t.Errorf("report %d, failure %d: retry in %s, want %s", report, i+1, f.retryIn, w)
+			}
+			if err := clk.WaitPending(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(f.retryIn)
+		}
+		recv(t, ctx, obs.written, "the retried write")
+	}
+	r.Record(rep(1))
+	expect(1, 100*time.Millisecond, time.Second, time.Second)
+	r.Record(rep(2))
+	expect(2, 100*time.Millisecond)
+	if s := r.Stats(); s.Written != 2 || s.Dropped != 0 || s.Failures != 4 {
+		t.Errorf("stats %+v", s)
+	}
+}
