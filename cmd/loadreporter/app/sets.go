@@ -31,7 +31,6 @@ var coreSet = wire.NewSet(
 	NewRecorder,
 	NewFireObserver,
 	NewFireLoop,
-	wire.Bind(new(rpc.Registrar), new(*fireloop.Loop)),
 	wire.Bind(new(rpc.Subscriber), new(*fireloop.Loop)),
 	wire.Bind(new(rpc.Topology), new(*fireloop.Loop)),
 	wire.Bind(new(pollapi.Poller), new(*fireloop.Loop)),
