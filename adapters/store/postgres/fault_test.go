@@ -199,6 +199,7 @@ func TestWriterSurvivesCutConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rec.Start()
 	start := time.Date(2026, 3, 2, 23, 59, 0, 0, time.UTC) // crosses midnight: partitions are made on the way
 	var seq uint64
 	produce := func(n int) {
