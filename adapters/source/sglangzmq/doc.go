@@ -25,14 +25,27 @@
 // Each rank's socket is a zmq4 SUB that redials a lost connection by itself
 // and subscribes again on the new one; a rank silent for ResubscribeAfter
 // gets a new socket, which also recovers a connection TCP never saw die.
+// Sockets dial through a transport of this package's, registered once in
+// zmq4's process-wide registry as "sglangzmq+tcp", whose connections close
+// when their socket does, even mid-handshake.
+//
 // Each message is stamped with its arrival time on the injected clock, and
 // that is the rank's SnapshotTime: a rank that stops publishing makes the
 // report STALE with its true age, never silently fresh.
 //
 // What LoadStat does not carry is merged from a slower detail pull (the
-// sglang-http source, every DetailInterval, in the Source's goroutine);
-// a failing detail pull never fails Pull, its load fields drop to 0 after
-// DetailMaxAge, and the capacities it reported are kept (see detailState).
+// sglang-http source, every DetailInterval, in the Source's goroutine). A
+// failing detail pull never fails Pull: its load fields drop to 0 once the
+// last good pull is older than DetailMaxAge (three intervals by default),
+// since no old load is reported as current (SPEC §3), while the capacities
+// it reported (max_running_requests, max_total_num_tokens), which are the
+// engine's configuration and not load, are kept.
+//
+// domain.ValidateSnapshot requires num_used_tokens ≤ max_total_num_tokens
+// and num_running_reqs ≤ max_running_requests. A busy rank whose capacities
+// nobody tells (a five-value LoadStat with the detail pull off, or a 0
+// capacity) therefore makes the report UNREACHABLE, naming rank and field;
+// Options.MaxRunningRequests is the operator's way to give the second.
 //
 // What the source reports, and what it cannot know:
 //

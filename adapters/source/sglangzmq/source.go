@@ -174,8 +174,12 @@ func (s *Source) wait(ctx context.Context, at time.Time) bool {
 // of its latest message, so a silent rank ages into a STALE report.
 //
 // It fails, with a message naming the rank and its endpoint, while any rank
-// has sent nothing yet or its latest message did not decode; before the
-// sockets are known (discovery), after Close, and before Start.
+// has sent nothing yet (domain.CodeSourceFailed), its latest message was
+// not three well-formed frames (CodeSourceFailed) or its body did not
+// decode (domain.CodeInvalidSnapshot); with CodeSourceFailed before the
+// sockets are known (saying why discovery has not succeeded), before
+// Start and after Close; with domain.CodePullTimeout when ctx has already
+// ended.
 func (s *Source) Pull(ctx context.Context) (domain.Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.Snapshot{}, domain.PullEnded("sglang-zmq", err, 0)
