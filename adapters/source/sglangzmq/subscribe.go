@@ -1,0 +1,255 @@
+package sglangzmq
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/go-zeromq/zmq4/transport"
+
+	"github.com/loadreporter/loadreporter/domain"
+)
+
+// dialTimeout bounds one TCP connect to a rank's socket.
+const dialTimeout = 5 * time.Second
+
+// transportName is our TCP transport in zmq4's registry; see guardedTCP.
+const transportName = "sglangzmq+tcp"
+
+var (
+	registerOnce sync.Once
+	registerErr  error
+)
+
+// registerTransport adds guardedTCP to zmq4's (process-wide) transport
+// registry, once.
+func registerTransport() error {
+	registerOnce.Do(func() { registerErr = zmq4.RegisterTransport(transportName, guardedTCP{}) })
+	return registerErr
+}
+
+// guardedTCP is zmq4's TCP transport with one change: a connection is
+// closed as soon as its socket's context ends. zmq4 performs the ZMTP
+// handshake with no deadline and closes only connections that finished
+// it, so a peer that accepts and never speaks would otherwise hold a dial,
+// and with it Close, forever.
+type guardedTCP struct{}
+
+func (guardedTCP) Dial(ctx context.Context, d transport.Dialer, addr string) (net.Conn, error) {
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	g := &guardedConn{Conn: c}
+	g.stop = context.AfterFunc(ctx, func() { _ = c.Close() })
+	return g, nil
+}
+
+func (guardedTCP) Listen(context.Context, string) (net.Listener, error) {
+	return nil, errors.New("sglangzmq: the transport only dials")
+}
+
+func (guardedTCP) Addr(ep string) (string, error) {
+	host, port, err := net.SplitHostPort(ep)
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+type guardedConn struct {
+	net.Conn
+	stop func() bool
+}
+
+func (g *guardedConn) Close() error {
+	g.stop()
+	return g.Conn.Close()
+}
+
+// quiet drops zmq4's log lines; what matters reaches Pull and the Observer.
+var quiet = log.New(io.Discard, "", 0)
+
+// rankState is what the Source knows about one rank's socket. The fields
+// below the line are guarded by Source.mu.
+type rankState struct {
+	index    int    // the socket's rank: port − base
+	endpoint string // tcp://host:port, for messages
+	dial     string // the same address on our transport
+	topic    string
+
+	heard   time.Time // arrival of the latest message of any kind
+	have    bool      // a good message has arrived
+	stat    loadStat  // the latest good message
+	at      time.Time // its arrival
+	err     error     // the latest message did not decode; nil once a good one follows
+	seq     uint64
+	haveSeq bool
+	connErr string // why the latest dial failed; "" once a message arrives
+}
+
+// runRank keeps one rank subscribed until ctx ends: one socket at a time,
+// replaced when the watchdog finds it silent or its dial fails.
+func (s *Source) runRank(ctx context.Context, r *rankState) {
+	for {
+		s.session(ctx, r)
+		if ctx.Err() != nil {
+			return
+		}
+		if f := s.cfg.Observer.Resubscribed; f != nil {
+			f(r.index)
+		}
+		// Real time, like zmq4's own pause between dials: this is the
+		// transport's back-off, not a load timestamp.
+		t := time.NewTimer(s.cfg.ReconnectInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// session runs one SUB socket for r until ctx ends, its dial fails, or the
+// watchdog finds r silent for ResubscribeAfter. Within a session, zmq4
+// redials a lost connection by itself (WithAutomaticReconnect, with no
+// limit on attempts) and sends the subscription again on the new
+// connection, which is what a scheduler restart needs.
+func (s *Source) session(parent context.Context, r *rankState) {
+	ctx, cancel := context.WithCancel(parent)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.watch(ctx, cancel, r)
+	}()
+	sock := zmq4.NewSub(ctx,
+		zmq4.WithAutomaticReconnect(true),
+		zmq4.WithDialerMaxRetries(-1),
+		zmq4.WithDialerRetry(s.cfg.ReconnectInterval),
+		zmq4.WithDialerTimeout(dialTimeout),
+		zmq4.WithLogger(quiet),
+	)
+	defer func() {
+		_ = sock.Close()
+		cancel()
+		wg.Wait()
+	}()
+	// Subscribing before dialling: zmq4 sends the subscription on every
+	// connection it adds, the first one and each redial's.
+	if err := sock.SetOption(zmq4.OptionSubscribe, r.topic); err != nil {
+		s.dialFailed(ctx, r, err)
+		return
+	}
+	if err := sock.Dial(r.dial); err != nil {
+		s.dialFailed(ctx, r, err)
+		return
+	}
+	for {
+		msg, err := sock.Recv()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			continue // a lost connection; zmq4 is dialling again
+		}
+		if msg.Type == zmq4.CmdMsg {
+			continue
+		}
+		s.receive(r, msg.Frames)
+	}
+}
+
+// watch cancels the session when r has heard nothing for ResubscribeAfter
+// on the Source's clock.
+func (s *Source) watch(ctx context.Context, cancel context.CancelFunc, r *rankState) {
+	since := s.cfg.Clock.Now()
+	for {
+		s.mu.Lock()
+		if r.heard.After(since) {
+			since = r.heard
+		}
+		s.mu.Unlock()
+		t := s.cfg.Clock.NewTimer(since.Add(s.cfg.ResubscribeAfter))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		s.mu.Lock()
+		silent := !r.heard.After(since)
+		s.mu.Unlock()
+		if silent {
+			cancel()
+			return
+		}
+	}
+}
+
+func (s *Source) dialFailed(ctx context.Context, r *rankState, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	s.mu.Lock()
+	r.connErr = domain.Shorten(err.Error(), 200)
+	s.mu.Unlock()
+}
+
+// receive records one message from r: the latest good LoadStat with its
+// arrival time, or what was wrong with it, and what its sequence number
+// says about messages lost or a restarted scheduler.
+func (s *Source) receive(r *rankState, f [][]byte) {
+	now := s.cfg.Clock.Now()
+	seq, ours, err := frames(f, r.topic)
+	code := domain.CodeSourceFailed
+	var st loadStat
+	if err == nil && ours {
+		if st, err = decodeLoadStat(f[2]); err != nil {
+			code = domain.CodeInvalidSnapshot
+		}
+	}
+	var reset bool
+	var missed uint64
+	s.mu.Lock()
+	r.heard = now
+	if err == nil && !ours {
+		s.mu.Unlock()
+		return
+	}
+	if ours {
+		switch {
+		case !r.haveSeq: // the first message compares with nothing
+		case seq <= r.seq:
+			reset = true
+		case seq-r.seq > 1:
+			missed = seq - r.seq - 1
+		}
+		r.seq, r.haveSeq = seq, true
+	}
+	r.connErr = ""
+	if err != nil {
+		err = domain.Errorf(code, "rank %d (%s): %s", r.index, r.endpoint, err)
+		r.err = err
+	} else {
+		r.stat, r.at, r.have, r.err = st, now, true, nil
+	}
+	s.mu.Unlock()
+
+	obs := s.cfg.Observer
+	switch {
+	case reset && obs.SequenceReset != nil:
+		obs.SequenceReset(r.index)
+	case missed > 0 && obs.SequenceGap != nil:
+		obs.SequenceGap(r.index, missed)
+	}
+	if err != nil && obs.BadMessage != nil {
+		obs.BadMessage(r.index, err)
+	}
+}
