@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,8 @@ type Metrics struct {
 	rankAge     prometheus.Gauge
 	status      *prometheus.GaugeVec
 	ranks       rankGauges
+	// sourceEvents counts what a pushing source sees besides load.
+	sourceEvents *prometheus.CounterVec
 
 	historyOnce sync.Once
 	history     *historyMetrics
@@ -78,8 +81,12 @@ func New(now func() time.Time) *Metrics {
 		Name: "loadreporter_report_status", Help: "1 for the status of the latest report, 0 for the others.",
 	}, []string{"status"})
 	m.ranks = newRankGauges()
+	m.sourceEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "loadreporter_source_events_total",
+		Help: "Events a pushing source saw besides load (sequence_reset, sequence_gap, bad_message, resubscribed, detail_pull_failed), by rank.",
+	}, []string{"event", "dp_rank"})
 	m.registry.MustRegister(m.sessions, m.pulls, m.pullSeconds, m.reports, m.delivered, m.dropped, m.rankAge, reportAge,
-		m.status, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.status, m.sourceEvents, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.ranks.register(m.registry)
 	m.initLabels()
 	return m
@@ -194,4 +201,15 @@ func (h *historyMetrics) WriteFailed(error, time.Duration) { h.failures.Inc() }
 
 func (h *historyMetrics) Dropped(n int, reason ports.DropReason) {
 	h.dropped.WithLabelValues(string(reason)).Add(float64(n))
+}
+
+// SourceEvent counts an event a snapshot source saw besides load (a ZMQ
+// sequence reset or gap, an undecodable message, a resubscription, a failed
+// detail pull); rank is the rank it concerns, or -1 for the whole source.
+func (m *Metrics) SourceEvent(event string, rank int) {
+	label := ""
+	if rank >= 0 {
+		label = strconv.Itoa(rank)
+	}
+	m.sourceEvents.WithLabelValues(event, label).Inc()
 }

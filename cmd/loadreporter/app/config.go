@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
+	"github.com/loadreporter/loadreporter/adapters/source/sglangzmq"
 	"github.com/loadreporter/loadreporter/adapters/store/memory"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/envflag"
 	"github.com/loadreporter/loadreporter/domain"
@@ -28,6 +29,9 @@ type Config struct {
 	PollMaxAge   time.Duration
 
 	VLLMMaxRunningRequests int64
+
+	ZMQEndpoint    string
+	DetailInterval time.Duration
 
 	StaleAfter time.Duration
 	PullBudget time.Duration
@@ -73,13 +77,14 @@ func DefaultConfig() Config {
 		WorkerType:       "regular",
 		SimMode:          "normal",
 		PollMaxAge:       pollapi.DefaultMaxAge,
+		DetailInterval:   sglangzmq.DefaultDetailInterval,
 		LogLevel:         "info",
 		LogFormat:        "text",
 	}
 }
 
 // Sources lists the accepted --source values.
-var Sources = []string{"sim", "sglang-http", "sglang-grpc", "vllm-metrics"}
+var Sources = []string{"sim", "sglang-http", "sglang-grpc", "sglang-zmq", "vllm-metrics"}
 
 // ParseServe reads serve's configuration from args and the environment.
 func ParseServe(args []string, getenv func(string) string, out io.Writer) (Config, error) {
@@ -87,7 +92,7 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&c.Listen, "listen", c.Listen, "one address for RPCs, pages, health and metrics")
-	fs.StringVar(&c.Source, "source", c.Source, "snapshot source: sim, sglang-http, sglang-grpc or vllm-metrics")
+	fs.StringVar(&c.Source, "source", c.Source, "snapshot source: sim, sglang-http, sglang-grpc, sglang-zmq or vllm-metrics")
 	fs.StringVar(&c.EngineURL, "engine-url", c.EngineURL, "where the source reads the engine (e.g. http://127.0.0.1:30000)")
 	fs.StringVar(&c.EngineAPIKey, "engine-api-key", c.EngineAPIKey, "bearer token sent to the engine")
 	fs.IntVar(&c.DPSize, "dp-size", c.DPSize, "expected number of DP ranks (0: learn from the first valid snapshot; sim uses 4)")
@@ -95,6 +100,8 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.Uint64Var(&c.SimSeed, "sim-seed", c.SimSeed, "sim source random seed")
 	fs.DurationVar(&c.PollMaxAge, "poll-max-age", c.PollMaxAge, "GET /v1/loads serves the latest report when younger, else waits for the next fire")
 	fs.Int64Var(&c.VLLMMaxRunningRequests, "vllm-max-running-requests", c.VLLMMaxRunningRequests, "vllm-metrics: the server's --max-num-seqs (vLLM does not publish it; 0: 256)")
+	fs.StringVar(&c.ZMQEndpoint, "zmq-endpoint", c.ZMQEndpoint, "sglang-zmq: rank 0's load socket tcp://HOST:BASE (rank r at BASE+r; needs --dp-size); default: found through --engine-url's /server_info")
+	fs.DurationVar(&c.DetailInterval, "detail-interval", c.DetailInterval, "sglang-zmq: how often the fields LoadStat lacks are pulled from --engine-url's /v1/loads (0: off, they stay 0)")
 	fs.DurationVar(&c.StaleAfter, "stale-after", c.StaleAfter, "a report whose oldest rank is older than this is STALE")
 	fs.DurationVar(&c.PullBudget, "pull-budget", c.PullBudget, "bound on one fire's pull, retry included")
 	fs.StringVar(&c.Schedule, "schedule", c.Schedule, "report deadlines: aligned (shared grid) or anchored (per registration)")
@@ -138,8 +145,14 @@ func (c Config) Validate() error {
 	if !slices.Contains(Sources, c.Source) {
 		return fmt.Errorf("--source %q: want one of %v", c.Source, Sources)
 	}
-	if c.Source != "sim" && c.EngineURL == "" {
+	if c.Source != "sim" && c.EngineURL == "" && (c.Source != "sglang-zmq" || c.ZMQEndpoint == "") {
+		if c.Source == "sglang-zmq" {
+			return fmt.Errorf("--source sglang-zmq needs --engine-url (its /server_info names the load sockets) or --zmq-endpoint with --dp-size")
+		}
 		return fmt.Errorf("--engine-url is required with --source %s", c.Source)
+	}
+	if c.DetailInterval < 0 {
+		return fmt.Errorf("--detail-interval %s: must not be negative (0 turns the detail pull off)", c.DetailInterval)
 	}
 	if c.DPSize < 0 || c.DPSize > 1<<16 {
 		return fmt.Errorf("--dp-size %d: want 0 (learn) to 65536", c.DPSize)

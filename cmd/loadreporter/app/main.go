@@ -75,6 +75,11 @@ func (m *Main) Start() error {
 	m.stopLoop = stop
 	m.loopDone = make(chan struct{})
 	m.retentionDone = make(chan struct{})
+	if err := m.engine.Start(loopCtx); err != nil {
+		stop()
+		_ = ln.Close()
+		return fmt.Errorf("--source %s: %w", m.cfg.Source, err)
+	}
 	if m.recorder != nil {
 		m.recorder.Start()
 	}

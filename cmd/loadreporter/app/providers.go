@@ -1,8 +1,10 @@
 package app
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +16,7 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/rpc"
 	"github.com/loadreporter/loadreporter/adapters/source/sglanggrpc"
 	"github.com/loadreporter/loadreporter/adapters/source/sglanghttp"
+	"github.com/loadreporter/loadreporter/adapters/source/sglangzmq"
 	"github.com/loadreporter/loadreporter/adapters/source/sim"
 	"github.com/loadreporter/loadreporter/adapters/source/vllm"
 	"github.com/loadreporter/loadreporter/domain"
@@ -41,12 +44,15 @@ type Engine struct {
 	Sim    *sim.Source // nil unless --source sim
 	// close releases the source once; nil when the caller owns the source.
 	close func() error
+	// start runs what the source does in the background (the ZMQ
+	// subscribers); nil for sources that only work when pulled.
+	start func(ctx context.Context) error
 }
 
 // NewEngine builds the snapshot source named by --source; its cleanup
-// releases the source's connections.
-func NewEngine(c Config, clk ports.Clock) (Engine, func(), error) {
-	src, closer, err := openSource(c, clk)
+// releases the source's connections. Nothing runs until Start.
+func NewEngine(c Config, clk ports.Clock, m *metrics.Metrics) (Engine, func(), error) {
+	src, closer, err := openSource(c, clk, m)
 	if err != nil {
 		return Engine{}, nil, err
 	}
@@ -54,13 +60,16 @@ func NewEngine(c Config, clk ports.Clock) (Engine, func(), error) {
 	if s, ok := src.(*sim.Source); ok {
 		e.Sim = s
 	}
+	if s, ok := src.(interface{ Start(context.Context) error }); ok {
+		e.start = s.Start
+	}
 	if closer != nil {
 		e.close = sync.OnceValue(closer.Close)
 	}
 	return e, func() { _ = e.Close() }, nil
 }
 
-func openSource(c Config, clk ports.Clock) (ports.SnapshotSource, io.Closer, error) {
+func openSource(c Config, clk ports.Clock, m *metrics.Metrics) (ports.SnapshotSource, io.Closer, error) {
 	switch c.Source {
 	case "sim":
 		s, err := sim.New(sim.Options{Ranks: c.DPSize, Clock: clk, Seed: c.SimSeed})
@@ -77,12 +86,79 @@ func openSource(c Config, clk ports.Clock) (ports.SnapshotSource, io.Closer, err
 	case "sglang-grpc":
 		s, err := sglanggrpc.New(sglanggrpc.Options{Target: c.EngineURL, APIKey: c.EngineAPIKey})
 		return s, s, err
+	case "sglang-zmq":
+		return openZMQ(c, clk, m)
 	case "vllm-metrics":
 		s, err := vllm.New(vllm.Options{BaseURL: c.EngineURL, APIKey: c.EngineAPIKey,
 			MaxRunningRequests: c.VLLMMaxRunningRequests, Clock: clk})
 		return s, s, err
 	}
 	return nil, nil, fmt.Errorf("--source %s is not available in this build", c.Source)
+}
+
+// openZMQ builds the sglang-zmq source, with the sglang-http source on the
+// same engine as its detail pull when --engine-url is known, and its
+// socket events counted in the metrics.
+func openZMQ(c Config, clk ports.Clock, m *metrics.Metrics) (ports.SnapshotSource, io.Closer, error) {
+	o := sglangzmq.Options{
+		Endpoint: c.ZMQEndpoint, EngineURL: c.EngineURL, APIKey: c.EngineAPIKey, DPSize: c.DPSize,
+		Clock: clk, DetailInterval: c.DetailInterval, Observer: zmqObserver(m),
+	}
+	var detail *sglanghttp.Source
+	if c.EngineURL != "" && c.DetailInterval > 0 {
+		d, err := sglanghttp.New(sglanghttp.Options{BaseURL: c.EngineURL, APIKey: c.EngineAPIKey})
+		if err != nil {
+			return nil, nil, err
+		}
+		detail, o.Detail = d, d
+	} else {
+		o.DetailInterval = 0
+	}
+	s, err := sglangzmq.New(o)
+	if err != nil {
+		if detail != nil {
+			_ = detail.Close()
+		}
+		return nil, nil, err
+	}
+	if detail == nil {
+		return s, s, nil
+	}
+	return s, closers{s, detail}, nil
+}
+
+// zmqObserver counts what the ZMQ sockets see besides load.
+func zmqObserver(m *metrics.Metrics) sglangzmq.Observer {
+	return sglangzmq.Observer{
+		SequenceReset: func(rank int) { m.SourceEvent("sequence_reset", rank) },
+		SequenceGap:   func(rank int, _ uint64) { m.SourceEvent("sequence_gap", rank) },
+		BadMessage:    func(rank int, _ error) { m.SourceEvent("bad_message", rank) },
+		Resubscribed:  func(rank int) { m.SourceEvent("resubscribed", rank) },
+		DetailPull: func(err error) {
+			if err != nil {
+				m.SourceEvent("detail_pull_failed", -1)
+			}
+		},
+	}
+}
+
+// closers closes each in order and joins their errors.
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Start runs the source's background work, if it has any, until ctx ends.
+func (e Engine) Start(ctx context.Context) error {
+	if e.start == nil {
+		return nil
+	}
+	return e.start(ctx)
 }
 
 // Close releases the source's connections; later calls return the first

@@ -17,13 +17,13 @@ import (
 func initializeMain(c Config) (*Main, func(), error) {
 	logger := NewLogger(c)
 	system := _wireSystemValue
-	engine, cleanup, err := NewEngine(c, system)
+	metrics := NewMetrics(system)
+	engine, cleanup, err := NewEngine(c, system, metrics)
 	if err != nil {
 		return nil, nil, err
 	}
 	snapshotSource := engine.Source
 	source := engine.Sim
-	metrics := NewMetrics(system)
 	fireObserver := NewFireObserver(metrics, logger)
 	history, cleanup2, err := NewHistory(c, logger)
 	if err != nil {
