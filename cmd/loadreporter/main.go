@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/buildinfo"
 )
 
 const help = `Usage: loadreporter <command> [flags]
@@ -70,6 +71,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 		return app.Migrate(ctx, url, stdout)
+	case "version", "--version":
+		fmt.Fprintln(stdout, buildinfo.String())
+		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, help)
 		return nil
