@@ -37,7 +37,7 @@ func TestImage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the image: skipped with -short")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // seconds when the build cache is warm
 	defer cancel()
 	out := filepath.Join(t.TempDir(), "loadreporter-image.tar")
 	build := exec.CommandContext(ctx, "go", "run", "../cmd/loadimage", "--out", out, "--version", imageVersion, "--revision", imageRevision)
