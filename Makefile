@@ -5,6 +5,7 @@
 #   make generate        regenerate protobuf/Connect code and the Wire injector
 #   make check-generate  fail if regenerating changes anything committed
 #   make lint            go vet, staticcheck, gofmt, buf lint and buf format
+#   make image           the container image, built without a daemon, as bin/loadreporter-image.tar
 
 GO      ?= go
 BUF     := $(GO) tool -modfile=tools/go.mod buf
@@ -61,3 +62,10 @@ INTERVAL ?= 100ms
 bench:
 	$(GO) build -o bin/loadbench ./cmd/loadbench
 	./bin/loadbench --routers $(ROUTERS) --interval $(INTERVAL)
+
+# image builds the container image without a daemon (cmd/loadimage: the
+# static binary alone on an empty base) and writes a tarball for
+# `docker load < bin/loadreporter-image.tar` or `podman load -i …`.
+.PHONY: image
+image:
+	$(GO) run ./cmd/loadimage --out bin/loadreporter-image.tar

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/buildinfo"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/cli"
 )
 
@@ -21,6 +22,7 @@ Commands:
   watch   dial a worker as a router and print its reports live
   audit   query the recorded history: reports, outages, rank-stats, gaps, imbalance
   migrate apply the PostgreSQL history schema
+  version print the version and build (also --version)
 
 Run 'loadreporter <command> --help' for a command's flags.
 `
@@ -71,6 +73,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 		return cli.Migrate(ctx, url, stdout)
+	case "version", "--version":
+		fmt.Fprintln(stdout, buildinfo.String())
+		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, help)
 		return nil

@@ -1,0 +1,27 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/buildinfo"
+)
+
+// TestVersion: `loadreporter version` and `loadreporter --version` print
+// the build's one line on stdout and succeed.
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"version", "--version"} {
+		var stdout, stderr bytes.Buffer
+		if err := run(context.Background(), []string{arg}, func(string) string { return "" }, &stdout, &stderr); err != nil {
+			t.Errorf("run %s: %v", arg, err)
+		}
+		if got, want := stdout.String(), buildinfo.String()+"\n"; got != want {
+			t.Errorf("run %s printed %q, want %q", arg, got, want)
+		}
+		if !strings.HasPrefix(stdout.String(), "loadreporter ") || stderr.Len() != 0 {
+			t.Errorf("run %s: stdout %q, stderr %q", arg, stdout.String(), stderr.String())
+		}
+	}
+}
