@@ -11,7 +11,7 @@ GO      ?= go
 BUF     := $(GO) tool -modfile=tools/go.mod buf
 LISTEN  ?= 127.0.0.1:8080
 
-.PHONY: run test test-short generate check-generate lint bench services
+.PHONY: run test test-short generate check-generate lint bench bench-zmq services image
 
 run:
 	$(GO) run ./cmd/loadreporter serve --listen $(LISTEN)
@@ -62,6 +62,11 @@ INTERVAL ?= 100ms
 bench:
 	$(GO) build -o bin/loadbench ./cmd/loadbench
 	./bin/loadbench --routers $(ROUTERS) --interval $(INTERVAL)
+
+# bench-zmq: how old the load a router receives is, sglang-http against
+# sglang-zmq with the same stand-in engine, side by side.
+bench-zmq:
+	$(GO) test ./tests -run '^$$' -bench ReceiptAge -benchtime 1x
 
 # image builds the container image without a daemon (cmd/loadimage: the
 # static binary alone on an empty base) and writes a tarball for

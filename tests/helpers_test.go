@@ -67,7 +67,7 @@ func testConfig() app.Config {
 }
 
 // startMain boots the service around source; it is closed at cleanup.
-func startMain(t *testing.T, c app.Config, source ports.SnapshotSource) *app.Main {
+func startMain(t testing.TB, c app.Config, source ports.SnapshotSource) *app.Main {
 	t.Helper()
 	var m *app.Main
 	var err error
@@ -100,7 +100,7 @@ type router interface {
 // dialer opens Monitor streams to addr with one kind of client.
 type dialer struct {
 	name string
-	open func(t *testing.T, ctx context.Context, addr string) router
+	open func(t testing.TB, ctx context.Context, addr string) router
 }
 
 // dialers are the clients every Monitor rule is checked with: a stock
@@ -114,7 +114,7 @@ var dialers = []dialer{
 	{"connect-json", connectDialer(connect.WithProtoJSON())},
 }
 
-func openGRPC(t *testing.T, ctx context.Context, addr string) router {
+func openGRPC(t testing.TB, ctx context.Context, addr string) router {
 	t.Helper()
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -139,7 +139,7 @@ func (g grpcRouter) Recv() (*pb.WorkerFrame, error) {
 }
 
 // h2cClient is an HTTP client that speaks HTTP/2 without TLS.
-func h2cClient(t *testing.T) *http.Client {
+func h2cClient(t testing.TB) *http.Client {
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
 	tr := &http.Transport{Protocols: &p, TLSClientConfig: &tls.Config{}}
@@ -147,8 +147,8 @@ func h2cClient(t *testing.T) *http.Client {
 	return &http.Client{Transport: tr}
 }
 
-func connectDialer(opts ...connect.ClientOption) func(*testing.T, context.Context, string) router {
-	return func(t *testing.T, ctx context.Context, addr string) router {
+func connectDialer(opts ...connect.ClientOption) func(testing.TB, context.Context, string) router {
+	return func(t testing.TB, ctx context.Context, addr string) router {
 		t.Helper()
 		c := loadmonitorv1connect.NewLoadMonitorServiceClient(h2cClient(t), "http://"+addr, opts...)
 		return connectRouter{c.Monitor(ctx)}
@@ -179,14 +179,14 @@ func updateFrame(intervalMs, leaseMs *int64) *pb.RouterFrame {
 }
 
 // testCtx bounds every wait of a test.
-func testCtx(t *testing.T, d time.Duration) context.Context {
+func testCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
 }
 
 // recvFrame receives one frame, failing the test on a stream error.
-func recvFrame(t *testing.T, r router) *pb.WorkerFrame {
+func recvFrame(t testing.TB, r router) *pb.WorkerFrame {
 	t.Helper()
 	f, err := r.Recv()
 	if err != nil {
@@ -195,7 +195,7 @@ func recvFrame(t *testing.T, r router) *pb.WorkerFrame {
 	return f
 }
 
-func recvReport(t *testing.T, r router) *pb.LoadReport {
+func recvReport(t testing.TB, r router) *pb.LoadReport {
 	t.Helper()
 	f := recvFrame(t, r)
 	if f.GetReport() == nil {

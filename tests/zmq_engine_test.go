@@ -29,8 +29,8 @@ type zmqEngine struct {
 	base       int
 	ranks      int
 	loadsDelay time.Duration
-	// value is the load every rank publishes: num_running_reqs; set[v] is
-	// when the engine first held v.
+	// value is the load every rank publishes as num_waiting_reqs (a count
+	// with no capacity to exceed); set[v] is when the engine first held v.
 	value atomic.Int64
 	mu    sync.Mutex
 	set   map[int64]time.Time
@@ -97,7 +97,7 @@ func (e *zmqEngine) publish(ctx context.Context, socks []zmq4.Socket, period tim
 		v := e.bump()
 		seq++
 		for r, s := range socks {
-			body, _ := msgpack.Marshal([]any{"LoadStat", v, 2, 1000, 220000, r})
+			body, _ := msgpack.Marshal([]any{"LoadStat", 3, v, 1000, 220000, r})
 			_ = s.Send(zmq4.NewMsgFrom([]byte("load"), binary.BigEndian.AppendUint64(nil, seq), body))
 		}
 	}
@@ -110,11 +110,14 @@ func (e *zmqEngine) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"dp_size": e.ranks, "kv_events": map[string]any{
 			"load_endpoint_port_base": e.base, "load_topic": "load", "dp_size": e.ranks}})
 	case "/v1/loads":
-		time.Sleep(e.loadsDelay) // the scheduler round trip
-		loads := make([]map[string]any, e.ranks)
+		// The scheduler round trip: the request reaches the scheduler, which
+		// reads its load, and the answer travels back.
+		time.Sleep(e.loadsDelay / 2)
 		v := e.value.Load()
+		time.Sleep(e.loadsDelay / 2)
+		loads := make([]map[string]any, e.ranks)
 		for i := range loads {
-			loads[i] = map[string]any{"dp_rank": i, "num_running_reqs": v, "num_waiting_reqs": 2,
+			loads[i] = map[string]any{"dp_rank": i, "num_running_reqs": 3, "num_waiting_reqs": v,
 				"num_waiting_uncached_tokens": 64, "num_used_tokens": 1000, "num_total_tokens": 1000,
 				"max_total_num_tokens": 220000, "max_running_requests": 256, "token_usage": 0.0045,
 				"gen_throughput": 1834.27, "cache_hit_rate": 0.41, "utilization": 0.6}
@@ -178,12 +181,12 @@ func TestSGLangZMQEndToEnd(t *testing.T) {
 			continue // before every socket spoke, or before the first detail pull
 		}
 		for i, rk := range rep.GetRanks() {
-			if rk.GetDpRank() != int32(i) || rk.GetNumRunningReqs() < 1 || rk.GetNumUsedTokens() != 1000 ||
+			if rk.GetDpRank() != int32(i) || rk.GetNumRunningReqs() != 3 || rk.GetNumUsedTokens() != 1000 ||
 				rk.GetMaxTotalNumTokens() != 220000 || rk.GetGenThroughput() != 1834.27 || rk.GetCacheHitRate() != 0.41 {
 				t.Fatalf("rank %d: %v", i, rk)
 			}
-			if _, ok := engine.since(rk.GetNumRunningReqs(), time.Now()); !ok {
-				t.Fatalf("rank %d: num_running_reqs %d was never published", i, rk.GetNumRunningReqs())
+			if _, ok := engine.since(rk.GetNumWaitingReqs(), time.Now()); !ok {
+				t.Fatalf("rank %d: num_waiting_reqs %d was never published", i, rk.GetNumWaitingReqs())
 			}
 		}
 		break
