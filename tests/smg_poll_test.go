@@ -56,6 +56,9 @@ func TestSMGReadsEverySource(t *testing.T) {
 		{"sglang-grpc", func(t *testing.T, c *app.Config) {
 			c.Source, c.EngineURL = "sglang-grpc", startFakeScheduler(t)
 		}, true},
+		{"sglang-zmq", func(t *testing.T, c *app.Config) {
+			c.Source, c.EngineURL = "sglang-zmq", newZMQEngine(t, 2, 20*time.Millisecond, 0).http.URL
+		}, true},
 		{"vllm-metrics without cache_config_info", func(t *testing.T, c *app.Config) {
 			c.Source, c.EngineURL = "vllm-metrics", serveVLLM(t, "")
 		}, false},
