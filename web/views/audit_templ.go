@@ -4,10 +4,8 @@ package views
 
 //lint:file-ignore SA4006 This context is only used if a nested component is present.
 
-import (
-	"github.com/a-h/templ"
-	templruntime "github.com/a-h/templ/runtime"
-)
+import "github.com/a-h/templ"
+import templruntime "github.com/a-h/templ/runtime"
 
 // Audit is the audit page: the audit queries as one GET form, the result
 // as a table, and a link to the same result as CSV. Argument errors are

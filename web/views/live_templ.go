@@ -4,10 +4,8 @@ package views
 
 //lint:file-ignore SA4006 This context is only used if a nested component is present.
 
-import (
-	"github.com/a-h/templ"
-	templruntime "github.com/a-h/templ/runtime"
-)
+import "github.com/a-h/templ"
+import templruntime "github.com/a-h/templ/runtime"
 
 // Live is the live page: the latest report as rank cards and a status bar.
 // The script (static/live.js) finds the elements below by data-testid and
