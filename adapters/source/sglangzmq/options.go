@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loadreporter/loadreporter/adapters/clock"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/ports"
 )
@@ -63,8 +62,7 @@ type Options struct {
 	Topic string
 
 	// Clock stamps each message's arrival and times the detail pull,
-	// discovery retries and the silence watchdog; nil means the system
-	// clock.
+	// discovery retries and the silence watchdog. Required.
 	Clock ports.Clock
 
 	// Detail is the slower source whose fields LoadStat does not carry
@@ -171,9 +169,6 @@ func newConfig(o Options) (config, error) {
 	c.ReconnectInterval = orDefault(c.ReconnectInterval, DefaultReconnectInterval)
 	c.ResubscribeAfter = orDefault(c.ResubscribeAfter, DefaultResubscribeAfter)
 	c.DiscoveryRetry = orDefault(c.DiscoveryRetry, DefaultDiscoveryRetry)
-	if c.Clock == nil {
-		c.Clock = clock.System{}
-	}
 	return c, nil
 }
 

@@ -49,6 +49,9 @@ func New(o Options) (*Source, error) {
 			return nil, err
 		}
 	}
+	if c.Clock == nil {
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "sglang-zmq needs a clock")
+	}
 	return s, nil
 }
 

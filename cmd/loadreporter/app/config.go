@@ -55,6 +55,10 @@ type Config struct {
 	TLSKey      string
 	TLSClientCA string
 	AuthToken   string
+	// AllowedHosts are names, besides IPs, localhost and the --listen
+	// host, that requests may carry in Host when no token is set.
+	AllowedHosts      string
+	MaxStreamsPerConn int
 
 	LogLevel  string
 	LogFormat string
@@ -63,23 +67,24 @@ type Config struct {
 // DefaultConfig is the embedded default: a simulated engine on localhost.
 func DefaultConfig() Config {
 	return Config{
-		Listen:           "127.0.0.1:8080",
-		Source:           "sim",
-		StaleAfter:       3 * time.Second,
-		PullBudget:       fireloop.DefaultPullBudget,
-		Schedule:         "aligned",
-		Limits:           session.DefaultLimits(),
-		ShutdownGrace:    5 * time.Second,
-		Migrate:          true,
-		HistoryInterval:  time.Second,
-		HistoryRetention: 7 * 24 * time.Hour,
-		HistoryCapacity:  memory.DefaultCapacity,
-		WorkerType:       "regular",
-		SimMode:          "normal",
-		PollMaxAge:       pollapi.DefaultMaxAge,
-		DetailInterval:   sglangzmq.DefaultDetailInterval,
-		LogLevel:         "info",
-		LogFormat:        "text",
+		Listen:            "127.0.0.1:8080",
+		Source:            "sim",
+		StaleAfter:        3 * time.Second,
+		PullBudget:        fireloop.DefaultPullBudget,
+		Schedule:          "aligned",
+		Limits:            session.DefaultLimits(),
+		ShutdownGrace:     5 * time.Second,
+		Migrate:           true,
+		HistoryInterval:   time.Second,
+		HistoryRetention:  7 * 24 * time.Hour,
+		HistoryCapacity:   memory.DefaultCapacity,
+		WorkerType:        "regular",
+		SimMode:           "normal",
+		PollMaxAge:        pollapi.DefaultMaxAge,
+		MaxStreamsPerConn: 1000,
+		DetailInterval:    sglangzmq.DefaultDetailInterval,
+		LogLevel:          "info",
+		LogFormat:         "text",
 	}
 }
 
@@ -124,6 +129,8 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "TLS private key file (PEM)")
 	fs.StringVar(&c.TLSClientCA, "tls-client-ca", c.TLSClientCA, "CA file (PEM) for client certificates; turns on mutual TLS")
 	fs.StringVar(&c.AuthToken, "auth-token", c.AuthToken, "bearer token required on every RPC and page")
+	fs.StringVar(&c.AllowedHosts, "allowed-host", c.AllowedHosts, "without --auth-token: host names (comma-separated) requests may name in Host, besides IPs, localhost and the --listen host")
+	fs.IntVar(&c.MaxStreamsPerConn, "max-streams-per-conn", c.MaxStreamsPerConn, "HTTP/2 streams one connection may hold open, registered or not")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 	fs.Usage = envflag.Usage(fs, out, "Usage: loadreporter serve [flags]\n\nServes per-rank engine load to routers (Monitor), browsers and operators.",
@@ -150,6 +157,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("--source sglang-zmq needs --engine-url (its /server_info names the load sockets) or --zmq-endpoint with --dp-size")
 		}
 		return fmt.Errorf("--engine-url is required with --source %s", c.Source)
+	}
+	if c.MaxStreamsPerConn < 1 {
+		return fmt.Errorf("--max-streams-per-conn %d: want at least 1", c.MaxStreamsPerConn)
 	}
 	if c.DetailInterval < 0 {
 		return fmt.Errorf("--detail-interval %s: must not be negative (0 turns the detail pull off)", c.DetailInterval)

@@ -111,6 +111,10 @@ func (m *Main) Start() error {
 		m.serveDone <- err
 	}()
 	close(m.ready.ready)
+	if m.cfg.AuthToken != "" && m.server.TLSConfig == nil && !isLoopback(ln.Addr()) {
+		m.log.Warn("--auth-token is accepted over plaintext beyond loopback: anyone on the path can read it; add --tls-cert/--tls-key",
+			"addr", ln.Addr().String())
+	}
 	if m.cfg.AuthToken == "" && !isLoopback(ln.Addr()) {
 		m.log.Warn("listening beyond loopback without --auth-token: anyone who reaches this port can read load and call AdminService",
 			"addr", ln.Addr().String())
@@ -152,23 +156,37 @@ func (m *Main) close() error {
 	m.health.SetStatus("", grpchealth.StatusNotServing)
 	m.health.SetStatus(loadmonitorv1connect.LoadMonitorServiceName, grpchealth.StatusNotServing)
 	m.loop.Shutdown()
-	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownGrace)
+	// The grace is shared out so that no phase can eat the next one's:
+	// streams first, then the fire loop, and the history's flush keeps a
+	// share of its own even when a stuck peer held the server to its limit.
+	grace := m.cfg.ShutdownGrace
+	streamsBy, loopBy := start.Add(grace*3/5), start.Add(grace*4/5)
+	if m.recorder == nil {
+		streamsBy, loopBy = start.Add(grace*4/5), start.Add(grace)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), streamsBy)
 	defer cancel()
 	err := m.server.Shutdown(ctx)
 	if err != nil {
-		m.log.Warn("grace period over, closing remaining connections", "grace", m.cfg.ShutdownGrace)
+		m.log.Warn("streams still open when their share of the grace ended; closing their connections",
+			"grace", grace, "share", streamsBy.Sub(start).Round(time.Millisecond))
 		err = m.server.Close()
 	}
 	m.stopLoop()
+	loopCtx, cancelLoop := context.WithDeadline(context.Background(), loopBy)
+	defer cancelLoop()
 	select {
 	case <-m.loopDone:
-	case <-ctx.Done():
+	case <-loopCtx.Done():
 		err = errors.Join(err, errors.New("fire loop did not stop within the grace period"))
 	}
 	<-m.retentionDone
-	// The loop has stopped recording: flush what the recorder still holds.
+	// The loop has stopped recording: flush what the recorder still holds,
+	// until the end of the whole grace.
 	if m.recorder != nil {
-		if herr := m.recorder.Close(ctx); herr != nil {
+		flushCtx, cancelFlush := context.WithDeadline(context.Background(), start.Add(grace))
+		defer cancelFlush()
+		if herr := m.recorder.Close(flushCtx); herr != nil {
 			m.log.Warn("history not fully flushed", "err", herr)
 			err = errors.Join(err, herr)
 		}

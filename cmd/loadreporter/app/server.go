@@ -4,8 +4,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -72,14 +74,14 @@ func NewHandler(c Config, monitor *rpc.Monitor, watch *rpc.Watch, admin *rpc.Adm
 	})
 	dashboard.Register(mux)
 	if c.AuthToken == "" {
-		return mux
+		return checkHost(c.Listen, splitList(c.AllowedHosts), mux)
 	}
 	return requireToken(c.AuthToken, mux, limit)
 }
 
 // NewServer returns the HTTP server for the one port: HTTP/1.1 and HTTP/2
 // (h2c without TLS), TLS and mutual TLS by flags.
-func NewServer(c Config, h http.Handler) (*http.Server, error) {
+func NewServer(c Config, h http.Handler, log *slog.Logger) (*http.Server, error) {
 	var p http.Protocols
 	p.SetHTTP1(true)
 	p.SetHTTP2(true)
@@ -91,9 +93,12 @@ func NewServer(c Config, h http.Handler) (*http.Server, error) {
 		Protocols:         &p,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          serverErrorLog(log, time.Second),
 		HTTP2: &http.HTTP2Config{
-			// A router fleet may multiplex all its streams on one connection.
-			MaxConcurrentStreams: max(1000, c.Limits.MaxSessions+100),
+			// Bounds the streams one connection holds open, registered or
+			// not: a router fleet multiplexing on one connection fits, a
+			// peer opening streams it never registers does not grow.
+			MaxConcurrentStreams: c.MaxStreamsPerConn,
 			// Find dead peers (a pulled cable) so blocked sends end.
 			SendPingTimeout: 30 * time.Second,
 			PingTimeout:     15 * time.Second,
@@ -102,11 +107,11 @@ func NewServer(c Config, h http.Handler) (*http.Server, error) {
 	if c.TLSCert == "" {
 		return srv, nil
 	}
-	cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+	certs, err := newCertReloader(c.TLSCert, c.TLSKey, time.Second, log)
 	if err != nil {
 		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 	}
-	srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	srv.TLSConfig = &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12}
 	if c.TLSClientCA != "" {
 		pem, err := os.ReadFile(c.TLSClientCA)
 		if err != nil {
@@ -120,4 +125,15 @@ func NewServer(c Config, h http.Handler) (*http.Server, error) {
 		srv.TLSConfig.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return srv, nil
+}
+
+// splitList reads a comma-separated flag value.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

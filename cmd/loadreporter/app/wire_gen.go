@@ -60,7 +60,7 @@ func initializeMain(c Config) (*Main, func(), error) {
 	v := NewHealth()
 	readiness := NewReadiness()
 	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, handler, webHandler, v, metrics, readiness)
-	server, err := NewServer(c, httpHandler)
+	server, err := NewServer(c, httpHandler, logger)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -118,7 +118,7 @@ func initializeMainWithEngine(c Config, e Engine) (*Main, func(), error) {
 	v := NewHealth()
 	readiness := NewReadiness()
 	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, handler, webHandler, v, metrics, readiness)
-	server, err := NewServer(c, httpHandler)
+	server, err := NewServer(c, httpHandler, logger)
 	if err != nil {
 		cleanup2()
 		cleanup()
