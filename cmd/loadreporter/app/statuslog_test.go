@@ -2,33 +2,76 @@ package app
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/ports"
 )
 
+type statusLogHarness struct {
+	buf bytes.Buffer
+	l   *statusLog
+	at  time.Time
+}
+
+func newStatusLogHarness() *statusLogHarness {
+	h := &statusLogHarness{at: time.Unix(1_800_000_000, 0)}
+	h.l = newStatusLog(slog.New(slog.NewTextHandler(&h.buf, nil)))
+	return h
+}
+
+// fire is one fire a second.
+func (h *statusLogHarness) fire(st domain.Status, outcome ports.PullOutcome, msg string) {
+	h.at = h.at.Add(time.Second)
+	h.l.Fired(ports.FireResult{Outcome: outcome, Report: &domain.Report{Status: st, LastError: msg, ReportTime: h.at}})
+}
+
+func (h *statusLogHarness) lines() []string { return strings.Split(strings.TrimSpace(h.buf.String()), "\n") }
+
 // TestStatusLogIsNotOneLinePerFire: an engine down for many fires makes one
 // line, and its recovery one more that says how often the error repeated.
 func TestStatusLogIsNotOneLinePerFire(t *testing.T) {
-	var buf bytes.Buffer
-	l := newStatusLog(slog.New(slog.NewTextHandler(&buf, nil)))
-	fire := func(st domain.Status, msg string) {
-		l.Fired(ports.FireResult{Report: &domain.Report{Status: st, LastError: msg}})
+	h := newStatusLogHarness()
+	h.fire(domain.StatusHealthy, ports.PullOK, "")
+	for range 100 {
+		h.fire(domain.StatusUnreachable, ports.PullError, "GET …: HTTP 500")
 	}
-	fire(domain.StatusHealthy, "")
-	for range 1000 {
-		fire(domain.StatusUnreachable, "GET …: HTTP 500")
-	}
-	fire(domain.StatusUnreachable, "load snapshot pull timed out after 1s")
-	fire(domain.StatusHealthy, "")
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	h.fire(domain.StatusUnreachable, ports.PullTimeout, "load snapshot pull timed out after 1s")
+	h.fire(domain.StatusHealthy, ports.PullOK, "")
+	lines := h.lines()
 	if len(lines) != 4 {
-		t.Fatalf("%d log lines, want 4:\n%s", len(lines), buf.String())
+		t.Fatalf("%d log lines, want 4:\n%s", len(lines), h.buf.String())
 	}
-	if !strings.Contains(lines[1], "HTTP 500") || !strings.Contains(lines[2], "previous_repeated=999") || !strings.Contains(lines[3], "healthy") {
-		t.Fatalf("log:\n%s", buf.String())
+	if !strings.Contains(lines[1], "HTTP 500") || !strings.Contains(lines[2], "previous_repeated=99") || !strings.Contains(lines[3], "healthy") {
+		t.Fatalf("log:\n%s", h.buf.String())
+	}
+}
+
+// TestStatusLogFollowsKindsNotWordings: a stalled engine's age and a
+// garbage engine's value change every fire; an hour of either is one line
+// plus a reminder every statusReminder.
+func TestStatusLogFollowsKindsNotWordings(t *testing.T) {
+	h := newStatusLogHarness()
+	for i := range 3600 {
+		h.fire(domain.StatusStale, ports.PullOK, fmt.Sprintf("load snapshot stale by %d ms", 4000+1000*i))
+	}
+	for i := range 3600 {
+		h.fire(domain.StatusUnreachable, ports.PullInvalid, fmt.Sprintf("rank 2: num_running_reqs is a float (%d.5), want an integer", i))
+	}
+	lines := h.lines()
+	perHour := int(time.Hour / statusReminder)
+	if want := 2 * perHour; len(lines) != want { // the first line and the reminders, twice
+		t.Fatalf("%d lines for two hours of two failure kinds, want %d:\n%s", len(lines), want, strings.Join(lines[:min(len(lines), 8)], "\n"))
+	}
+	if !strings.Contains(lines[1], "still not healthy") || !strings.Contains(lines[1], "repeated=300") ||
+		!strings.Contains(lines[1], "stale by 304000 ms") {
+		t.Fatalf("reminder: %s", lines[1])
+	}
+	if !strings.Contains(lines[perHour], "float (0.5)") || !strings.Contains(lines[perHour], "previous_repeated=") {
+		t.Fatalf("the kind change: %s", lines[perHour])
 	}
 }
