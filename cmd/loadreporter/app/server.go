@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/metrics"
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/adapters/rpc"
+	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 	"github.com/loadreporter/loadreporter/web"
@@ -33,11 +35,43 @@ func NewHealth() *Health {
 		loadreporterv1connect.HistoryServiceName)
 }
 
-// Readiness tells /readyz whether the service accepts sessions.
-type Readiness struct{ ready chan struct{} }
+// Readiness answers /readyz: ready once the port accepts sessions and,
+// with --ready-requires-load, only while the latest report (at most
+// --poll-max-age old, pulled for the probe if need be) is not UNREACHABLE.
+type Readiness struct {
+	ready  chan struct{}
+	poller pollapi.Poller // nil unless --ready-requires-load
+	maxAge time.Duration
+}
 
 // NewReadiness returns a not-yet-ready state.
-func NewReadiness() *Readiness { return &Readiness{ready: make(chan struct{})} }
+func NewReadiness(c Config, p pollapi.Poller) *Readiness {
+	r := &Readiness{ready: make(chan struct{})}
+	if c.ReadyRequiresLoad {
+		r.poller, r.maxAge = p, c.PollMaxAge
+	}
+	return r
+}
+
+// check returns why the service is not ready, or "" when it is.
+func (r *Readiness) check(ctx context.Context) string {
+	select {
+	case <-r.ready:
+	default:
+		return "not ready: the port does not accept sessions yet"
+	}
+	if r.poller == nil {
+		return ""
+	}
+	rep, err := r.poller.Poll(ctx, r.maxAge)
+	switch {
+	case err != nil:
+		return "not ready: " + domain.ErrorMessage(err)
+	case rep.Status == domain.StatusUnreachable:
+		return "not ready: the engine is unreachable: " + rep.LastError
+	}
+	return ""
+}
 
 // MaxRequestBytes bounds one RPC message (a router frame, a query).
 const MaxRequestBytes = 64 << 10
@@ -64,13 +98,12 @@ func NewHandler(c Config, monitor *rpc.Monitor, watch *rpc.Watch, admin *rpc.Adm
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		select {
-		case <-ready.ready:
-			fmt.Fprintln(w, "ready")
-		default:
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if why := ready.check(r.Context()); why != "" {
+			http.Error(w, why, http.StatusServiceUnavailable)
+			return
 		}
+		fmt.Fprintln(w, "ready")
 	})
 	dashboard.Register(mux)
 	if c.AuthToken == "" {

@@ -58,7 +58,7 @@ func initializeMain(c Config) (*Main, func(), error) {
 		return nil, nil, err
 	}
 	v := NewHealth()
-	readiness := NewReadiness()
+	readiness := NewReadiness(c, loop)
 	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, handler, webHandler, v, metrics, readiness)
 	server, err := NewServer(c, httpHandler, logger)
 	if err != nil {
@@ -116,7 +116,7 @@ func initializeMainWithEngine(c Config, e Engine) (*Main, func(), error) {
 		return nil, nil, err
 	}
 	v := NewHealth()
-	readiness := NewReadiness()
+	readiness := NewReadiness(c, loop)
 	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, handler, webHandler, v, metrics, readiness)
 	server, err := NewServer(c, httpHandler, logger)
 	if err != nil {

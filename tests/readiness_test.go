@@ -1,0 +1,50 @@
+package tests
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func readyz(t *testing.T, addr string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+// TestReadinessFollowsTheEngineWhenAskedTo: by default /readyz says the port
+// accepts sessions, whatever the engine does; with --ready-requires-load it
+// turns 503 while the engine is unreachable, and back.
+func TestReadinessFollowsTheEngineWhenAskedTo(t *testing.T) {
+	for _, requires := range []bool{false, true} {
+		engine := &countingEngine{ranks: 2}
+		c := testConfig()
+		c.ReadyRequiresLoad = requires
+		c.PollMaxAge = 10 * time.Millisecond
+		m := startMain(t, c, engine)
+		if code, body := readyz(t, m.Addr()); code != http.StatusOK {
+			t.Fatalf("requires=%t, engine up: %d %q", requires, code, body)
+		}
+		engine.fail.Store(true)
+		time.Sleep(20 * time.Millisecond) // older than --poll-max-age: the probe pulls anew
+		code, body := readyz(t, m.Addr())
+		if !requires && code != http.StatusOK {
+			t.Fatalf("default readiness looked at the engine: %d %q", code, body)
+		}
+		if requires && (code != http.StatusServiceUnavailable || !strings.Contains(body, "unreachable")) {
+			t.Fatalf("--ready-requires-load with the engine down: %d %q", code, body)
+		}
+		engine.fail.Store(false)
+		time.Sleep(20 * time.Millisecond)
+		if code, body := readyz(t, m.Addr()); code != http.StatusOK {
+			t.Fatalf("requires=%t, engine back: %d %q", requires, code, body)
+		}
+	}
+}
