@@ -38,7 +38,7 @@ func (h *Handler) historyOff(w http.ResponseWriter, r *http.Request, title, acti
 }
 
 func (h *Handler) page(title, active string) views.Page {
-	return views.Page{Title: title, Active: active, StyleHref: h.style}
+	return views.Page{Title: title, Active: active, StyleHref: h.style, Version: h.o.Version}
 }
 
 func (h *Handler) serveHistory(w http.ResponseWriter, r *http.Request) {

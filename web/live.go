@@ -20,6 +20,7 @@ func (h *Handler) serveLive(w http.ResponseWriter, r *http.Request) {
 		StyleHref:      h.style,
 		ScriptHref:     h.script,
 		RefreshSeconds: int(h.o.Refresh / time.Second),
+		Version:        h.o.Version,
 	}
 	p.WatchIntervalMs = strconv.FormatInt(h.o.WatchInterval.Milliseconds(), 10)
 	h.render(w, r, http.StatusOK, views.Live(p))

@@ -47,6 +47,9 @@ type Options struct {
 	// Now is the clock for windows like "last 15 min" and for ages;
 	// default time.Now.
 	Now func() time.Time
+	// Version is the build's one line (loadreporter --version), shown in
+	// every page's footer; empty shows none.
+	Version string
 	// Worker is this process's worker identity: shown on the live page
 	// before the first report, and the default worker filter of the
 	// history and audit pages (so a database shared by a fleet shows this

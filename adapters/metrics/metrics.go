@@ -213,3 +213,15 @@ func (m *Metrics) SourceEvent(event string, rank int) {
 	}
 	m.sourceEvents.WithLabelValues(event, label).Inc()
 }
+
+// SetBuildInfo exports the build as loadreporter_build_info{version,
+// revision, goversion} 1, so a fleet's dashboards see which build every
+// worker runs.
+func (m *Metrics) SetBuildInfo(version, revision, goVersion string) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "loadreporter_build_info", Help: "The build this process runs; always 1.",
+		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": goVersion},
+	})
+	g.Set(1)
+	_ = m.registry.Register(g) // a second call keeps the first build's labels
+}

@@ -17,6 +17,8 @@ type Page struct {
 	RefreshSeconds int
 	// Notice is a page-wide message (history off, store unreachable, …).
 	Notice string
+	// Version is the build's one line, shown in the footer when set.
+	Version string
 }
 
 // NavItem is one link of the header.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/buildinfo"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/domain/session"
@@ -37,6 +38,7 @@ func NewDashboard(c Config, r *fireloop.Loop, h *History, clk ports.Clock, log *
 		HistoryInterval: c.HistoryInterval,
 		WatchInterval:   max(time.Second, c.Limits.MinInterval),
 		Logger:          log,
+		Version:         buildinfo.String(),
 	})
 }
 

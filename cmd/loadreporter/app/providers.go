@@ -11,6 +11,8 @@ import (
 	"os"
 	"sync"
 
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/buildinfo"
+
 	"github.com/loadreporter/loadreporter/adapters/metrics"
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/adapters/rpc"
@@ -180,7 +182,12 @@ func NewSimControl(s *sim.Source) rpc.SimControl {
 }
 
 // NewMetrics returns the Prometheus metrics of the fire loop.
-func NewMetrics(clk ports.Clock) *metrics.Metrics { return metrics.New(clk.Now) }
+func NewMetrics(clk ports.Clock) *metrics.Metrics {
+	m := metrics.New(clk.Now)
+	b := buildinfo.Read()
+	m.SetBuildInfo(b.Version, b.Revision, b.GoVersion)
+	return m
+}
 
 // NewFireObserver tells the metrics and the status log about every fire.
 func NewFireObserver(m *metrics.Metrics, log *slog.Logger) ports.FireObserver {
