@@ -30,7 +30,9 @@ func (h *statusLogHarness) fire(st domain.Status, outcome ports.PullOutcome, msg
 	h.l.Fired(ports.FireResult{Outcome: outcome, Report: &domain.Report{Status: st, LastError: msg, ReportTime: h.at}})
 }
 
-func (h *statusLogHarness) lines() []string { return strings.Split(strings.TrimSpace(h.buf.String()), "\n") }
+func (h *statusLogHarness) lines() []string {
+	return strings.Split(strings.TrimSpace(h.buf.String()), "\n")
+}
 
 // TestStatusLogIsNotOneLinePerFire: an engine down for many fires makes one
 // line, and its recovery one more that says how often the error repeated.
