@@ -111,7 +111,7 @@ func (m *Main) Start() error {
 		m.serveDone <- err
 	}()
 	close(m.ready.ready)
-	if m.cfg.AuthToken != "" && m.server.TLSConfig == nil && !isLoopback(ln.Addr()) {
+	if m.cfg.AuthToken != "" && !useTLS && !isLoopback(ln.Addr()) {
 		m.log.Warn("--auth-token is accepted over plaintext beyond loopback: anyone on the path can read it; add --tls-cert/--tls-key",
 			"addr", ln.Addr().String())
 	}
