@@ -11,7 +11,7 @@ GO      ?= go
 BUF     := $(GO) tool -modfile=tools/go.mod buf
 LISTEN  ?= 127.0.0.1:8080
 
-.PHONY: run test test-short generate check-generate lint bench bench-zmq services image
+.PHONY: run test fuzz test-short generate check-generate lint bench bench-zmq services image
 
 run:
 	$(GO) run ./cmd/loadreporter serve --listen $(LISTEN)
@@ -23,6 +23,17 @@ services:
 test: services
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 12m ./...
+
+# fuzz runs every fuzz target for FUZZTIME each (CI: a short run on top of
+# the committed corpora, which plain `go test` already replays).
+FUZZTIME ?= 10s
+FUZZ_TARGETS := FuzzParseLoads:./adapters/source/sglanghttp FuzzParseMetrics:./adapters/source/vllm \
+	FuzzAuditArguments:./web
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t%%:*} for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) $${t#*:} || exit 1; \
+	done
 
 test-short:
 	$(GO) test -race -count=1 -short ./...

@@ -132,7 +132,7 @@ func newHistory() *historytest.Fake {
 	}
 }
 
-func newHandler(t *testing.T, o Options) *Handler {
+func newHandler(t testing.TB, o Options) *Handler {
 	t.Helper()
 	if o.Live == nil {
 		o.Live = fakeLive{report: fixtureReport(fixReports - 1), routers: 3}
