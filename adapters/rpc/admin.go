@@ -38,6 +38,7 @@ func NewAdmin(sim SimControl, topology Topology) *Admin {
 
 // Handler returns the route and handler to mount on the shared mux.
 func (a *Admin) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
+	opts = append([]connect.HandlerOption{codecOptions()}, opts...)
 	return loadreporterv1connect.NewAdminServiceHandler(a, opts...)
 }
 
