@@ -14,8 +14,10 @@ import (
 	"connectrpc.com/connect"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
+	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 	"github.com/loadreporter/loadreporter/ports/porttest"
+	"google.golang.org/protobuf/proto"
 )
 
 // hardTest is a Monitor over a fake registrar on a fake clock, with its
@@ -248,5 +250,51 @@ func TestMonitorLoopShutdownBeforeRegister(t *testing.T) {
 	}
 	if _, err := st.Receive(); !errors.Is(err, io.EOF) {
 		t.Fatalf("the stream ended with %v, want status OK", err)
+	}
+}
+
+// TestMonitorUndecodableFrame: a frame that does not decode is a protocol
+// error like any other, in a StreamError and with status OK:
+// INVALID_FIRST_FRAME before register, INVALID_ARGUMENT after.
+func TestMonitorUndecodableFrame(t *testing.T) {
+	garbage := []byte{0xff, 0xff, 0xff}
+	register, _ := proto.Marshal(registerFrame("r1", 100, 3000))
+	for _, c := range []struct {
+		name   string
+		frames [][]byte
+		code   string
+	}{
+		{"first", [][]byte{garbage}, domain.CodeInvalidFirstFrame},
+		{"registered", [][]byte{register, garbage}, domain.CodeInvalidArgument},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			eachClient(t, func(t *testing.T, opts []connect.ClientOption) {
+				reg := &fakeRegistrar{sess: newFakeSession("r1"), calls: make(chan string, 16)}
+				srv := serve(t, mustMonitor(t, reg, MonitorOptions{}).Handler)
+				client := connect.NewClient[rawFrame, pb.WorkerFrame](srv.Client(),
+					srv.URL+loadmonitorv1connect.LoadMonitorServiceMonitorProcedure, append([]connect.ClientOption{connect.WithCodec(rawCodec{})}, opts...)...)
+				st := client.CallBidiStream(testContext(t))
+				defer func() { _ = st.CloseResponse() }()
+				for _, f := range c.frames {
+					if err := st.Send(&rawFrame{f}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var last *pb.WorkerFrame
+				var err error
+				for err == nil {
+					var f *pb.WorkerFrame
+					if f, err = st.Receive(); err == nil {
+						last = f
+					}
+				}
+				if !errors.Is(err, io.EOF) {
+					t.Fatalf("the stream ended with %v, want status OK", err)
+				}
+				if e := last.GetError(); e.GetCode() != c.code || !strings.Contains(e.GetMessage(), "does not decode") {
+					t.Fatalf("last frame %v, want %s saying the frame does not decode", last, c.code)
+				}
+			})
+		})
 	}
 }
