@@ -185,7 +185,7 @@ func (m *Monitor) serve(ctx context.Context, st *stream) error {
 		case <-sub.Done():
 			return m.end(st, tr, sub.RouterID(), sub.Err())
 		case err := <-r.ended:
-			if domain.ErrorCode(err) == domain.CodeResourceExhausted {
+			if errors.Is(err, errOverBudget) {
 				m.overBudget.Add(1)
 				m.logAbuse(&m.budgetLog, "monitor stream ended: over its frame budget", st, err)
 			}

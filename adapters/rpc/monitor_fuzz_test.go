@@ -46,7 +46,8 @@ func FuzzMonitorFrames(f *testing.F) {
 		f.Add(seed.how, seed.frames)
 	}
 	reg := &fuzzRegistrar{}
-	srv := serve(f, mustMonitor(f, reg, MonitorOptions{}).Handler)
+	// A small frame budget, so short inputs reach its end too.
+	srv := serve(f, mustMonitor(f, reg, MonitorOptions{FrameBurst: 20, MaxFramesPerSecond: 10}).Handler)
 	f.Fuzz(func(t *testing.T, how uint8, frames []byte) {
 		p := clientProtocols[int(how)%len(clientProtocols)]
 		end := sessionEnds[int(how)/len(clientProtocols)%len(sessionEnds)]

@@ -11,14 +11,15 @@ import (
 )
 
 // Defaults of MonitorOptions. An honest router sends a register, then a
-// keep_alive every renew_after_ms (a third of its lease, at least a few
-// hundred ms under the default lease clamp) and now and then an
-// update_config: the frame budget is far above that, and far below what
-// would let one stream keep a core busy.
+// keep_alive every renew_after_ms (a third of its lease) and now and then
+// an update_config. Some answer every report with a keep_alive: at the
+// shortest report interval (10 ms by default) that is 100 frames a second.
+// The frame budget allows that, and is still far below what would let one
+// stream keep a core busy.
 const (
 	DefaultFirstFrameTimeout  = 5 * time.Second
-	DefaultMaxFramesPerSecond = 10
-	DefaultFrameBurst         = 20
+	DefaultMaxFramesPerSecond = 100
+	DefaultFrameBurst         = 100
 	DefaultFinalWriteTimeout  = time.Second
 	DefaultAbuseLogInterval   = 10 * time.Second
 )

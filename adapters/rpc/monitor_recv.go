@@ -66,28 +66,29 @@ func (r *receiver) next() (*pb.RouterFrame, error) {
 		return nil, inboundError(err)
 	}
 	if !r.budget.AllowN(r.opts.Clock.Now(), 1) {
-		return nil, domain.Errorf(domain.CodeResourceExhausted,
+		return nil, domain.Wrap(errOverBudget, domain.CodeResourceExhausted,
 			"more than %d router frames at once or %g a second on one stream; a keep_alive every renew_after_ms is enough",
 			r.opts.FrameBurst, r.opts.MaxFramesPerSecond)
 	}
 	return f, nil
 }
 
-// inboundError turns a read error the router caused into a protocol error,
-// so it learns why in a StreamError frame like any other (SPEC §2).
+// errOverBudget is the cause of the error that ends a stream over its frame
+// budget (never shown to the router; the message is).
+var errOverBudget = errors.New("frame budget spent")
+
+// inboundError turns a frame that does not decode into a protocol error,
+// so the router learns why in a StreamError frame like any other (SPEC §2).
+// A frame over the handler's read limit keeps connect's RESOURCE_EXHAUSTED
+// status: it was refused unread, and a peer that sends megabytes gets no
+// more of our time.
 func inboundError(err error) error {
 	if errors.Is(err, io.EOF) {
 		return io.EOF
 	}
 	var ce *connect.Error
-	if !errors.As(err, &ce) || connect.IsWireError(err) {
-		return err
-	}
-	switch ce.Code() {
-	case connect.CodeInvalidArgument:
+	if errors.As(err, &ce) && !connect.IsWireError(err) && ce.Code() == connect.CodeInvalidArgument {
 		return domain.Wrap(err, domain.CodeInvalidArgument, "router frame does not decode: %s", ce.Message())
-	case connect.CodeResourceExhausted:
-		return domain.Wrap(err, domain.CodeResourceExhausted, "router frame too large: %s", ce.Message())
 	}
 	return err
 }
