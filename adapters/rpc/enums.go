@@ -34,7 +34,9 @@ func enumError(path string, ed protoreflect.EnumDescriptor, value any) error {
 }
 
 // hasEnums caches whether a message type holds an enum field, at any depth,
-// so the checks cost nothing for messages without one (RouterFrame).
+// so the checks cost nothing for messages without one (RouterFrame). It is
+// package-wide, like protobuf's own registry, because what it remembers is
+// a fact about an immutable, process-wide descriptor, never configuration.
 var hasEnums sync.Map // protoreflect.FullName → bool
 
 func holdsEnums(md protoreflect.MessageDescriptor) bool {
