@@ -1,8 +1,11 @@
 package rpc
 
 import (
+	"cmp"
 	"context"
+	"log/slog"
 	"net/http"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -23,21 +26,76 @@ type Topology interface {
 	SetExpectedRanks(domain.RankSet)
 }
 
+// DefaultMaxDPSize bounds SetTopology's dp_size unless AdminOptions says
+// otherwise.
+const DefaultMaxDPSize = 1024
+
+// maxMaxDPSize is the largest expected rank set anything accepts (--dp-size
+// too).
+const maxMaxDPSize = 1 << 16
+
+// AdminOptions configure AdminService. The zero value is the defaults.
+type AdminOptions struct {
+	// Token, when set, is the bearer token AdminService requires
+	// ("Authorization: Bearer <Token>"): a call without a token is
+	// UNAUTHENTICATED, one with any other token (a router's) is
+	// PERMISSION_DENIED, so the tokens routers hold cannot change the
+	// topology or the engine.
+	Token string
+	// MaxDPSize bounds SetTopology's dp_size (default 1024, at most 65536).
+	MaxDPSize int
+	// Logger receives one Info line per call: who (peer, client
+	// certificate), what (method, arguments), and how it ended. Refused
+	// calls share one line per DeniedLogInterval.
+	Logger *slog.Logger
+	// DeniedLogInterval is the least time between two lines about refused
+	// calls (default 10 s).
+	DeniedLogInterval time.Duration
+}
+
 // Admin serves loadreporter.v1.AdminService.
 type Admin struct {
-	sim      SimControl // nil unless the source is the simulator
-	topology Topology
+	sim       SimControl // nil unless the source is the simulator
+	topology  Topology
+	opts      AdminOptions
+	deniedLog logLimiter
 }
 
 var _ loadreporterv1connect.AdminServiceHandler = (*Admin)(nil)
 
-// NewAdmin returns the admin service; sim may be nil.
+// NewAdmin returns the admin service with the default AdminOptions; sim may
+// be nil.
 func NewAdmin(sim SimControl, topology Topology) *Admin {
-	return &Admin{sim: sim, topology: topology}
+	a, err := NewAdminWithOptions(sim, topology, AdminOptions{})
+	if err != nil {
+		panic(err) // the defaults are valid
+	}
+	return a
+}
+
+// NewAdminWithOptions returns the admin service; sim may be nil. o's
+// errors are INVALID_ARGUMENT naming the option.
+func NewAdminWithOptions(sim SimControl, topology Topology, o AdminOptions) (*Admin, error) {
+	if o.MaxDPSize < 0 || o.MaxDPSize > maxMaxDPSize {
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "--max-dp-size %d: want 1 to %d (0 takes the default %d)",
+			o.MaxDPSize, maxMaxDPSize, DefaultMaxDPSize)
+	}
+	if o.DeniedLogInterval < 0 {
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "the admin denied-log interval must be > 0 (0 takes the default)")
+	}
+	o.MaxDPSize = cmp.Or(o.MaxDPSize, DefaultMaxDPSize)
+	o.DeniedLogInterval = cmp.Or(o.DeniedLogInterval, DefaultAbuseLogInterval)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	a := &Admin{sim: sim, topology: topology, opts: o}
+	a.deniedLog.every = o.DeniedLogInterval
+	return a, nil
 }
 
 // Handler returns the route and handler to mount on the shared mux.
 func (a *Admin) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
+	opts = append([]connect.HandlerOption{codecOptions(), connect.WithInterceptors(connect.UnaryInterceptorFunc(a.guard))}, opts...)
 	return loadreporterv1connect.NewAdminServiceHandler(a, opts...)
 }
 
@@ -57,9 +115,9 @@ func (a *Admin) SetSimMode(_ context.Context, req *connect.Request[lrv1.SetSimMo
 // SetTopology replaces the expected rank set without pulling.
 func (a *Admin) SetTopology(_ context.Context, req *connect.Request[lrv1.SetTopologyRequest]) (*connect.Response[lrv1.SetTopologyResponse], error) {
 	n := req.Msg.GetDpSize()
-	if n < 0 || n > 1<<16 {
+	if n < 0 || int(n) > a.opts.MaxDPSize {
 		return nil, toConnectError(domain.Errorf(domain.CodeInvalidArgument,
-			"dp_size %d: want 0 (learn from the next valid snapshot) to 65536", n))
+			"dp_size %d: want 0 (learn from the next valid snapshot) to %d (--max-dp-size)", n, a.opts.MaxDPSize))
 	}
 	a.topology.SetExpectedRanks(domain.RankRange(int(n)))
 	resp := &lrv1.SetTopologyResponse{}

@@ -75,14 +75,23 @@ func (binaryCodec) MarshalAppend(dst []byte, m any) ([]byte, error) {
 	return proto.MarshalOptions{}.MarshalAppend(dst, m.(proto.Message))
 }
 
+// Unmarshal also refuses enum numbers the enum does not define (enums.go).
 func (binaryCodec) Unmarshal(b []byte, m any) error {
-	return proto.Unmarshal(b, m.(proto.Message))
+	msg := m.(proto.Message)
+	if err := proto.Unmarshal(b, msg); err != nil {
+		return err
+	}
+	if r := msg.ProtoReflect(); holdsEnums(r.Descriptor()) {
+		return checkEnums(r, "")
+	}
+	return nil
 }
 
-// jsonCodec is connect's "json" codec that also accepts *outFrame.
-type jsonCodec struct{}
+// jsonCodec is connect's "json" codec (under both of connect's names for
+// it) that also accepts *outFrame.
+type jsonCodec struct{ name string }
 
-func (jsonCodec) Name() string { return "json" }
+func (c jsonCodec) Name() string { return c.name }
 
 func (jsonCodec) Marshal(m any) ([]byte, error) {
 	if f, ok := m.(*outFrame); ok {
@@ -92,10 +101,29 @@ func (jsonCodec) Marshal(m any) ([]byte, error) {
 	return protojson.Marshal(m.(proto.Message))
 }
 
+// Unmarshal tolerates unknown fields, as connect's own codec does, so a
+// client built against a newer schema can still call us; it refuses enum
+// names and numbers the enum does not define (enums.go).
 func (jsonCodec) Unmarshal(b []byte, m any) error {
-	return protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, m.(proto.Message))
+	msg := m.(proto.Message)
+	md := msg.ProtoReflect().Descriptor()
+	enums := holdsEnums(md)
+	if enums {
+		if err := checkJSONEnums(b, md); err != nil {
+			return err
+		}
+	}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, msg); err != nil {
+		return err
+	}
+	if enums {
+		return checkEnums(msg.ProtoReflect(), "")
+	}
+	return nil
 }
 
+// codecOptions replaces connect's codecs on every handler of the package.
 func codecOptions() connect.HandlerOption {
-	return connect.WithHandlerOptions(connect.WithCodec(binaryCodec{}), connect.WithCodec(jsonCodec{}))
+	return connect.WithHandlerOptions(connect.WithCodec(binaryCodec{}),
+		connect.WithCodec(jsonCodec{"json"}), connect.WithCodec(jsonCodec{"json; charset=utf-8"}))
 }

@@ -12,19 +12,32 @@
 //   - History serves loadreporter.v1.HistoryService: the unary history and
 //     audit queries, over a ports.HistoryQuery.
 //   - Admin serves loadreporter.v1.AdminService: the simulated engine's
-//     failure modes and the expected rank set.
+//     failure modes and the expected rank set. It logs every call (who,
+//     what, how it ended) and, given an admin token, refuses every other
+//     token, so the tokens routers hold cannot change the reporter.
 //   - HistoryClient is ports.HistoryQuery over a remote HistoryService, so
 //     the audit command asks a running reporter what its dashboard asks.
 //
-// Alongside them: the mapping between domain reports and wire messages, and
-// the one table between domain error codes and Connect codes, which servers
-// and HistoryClient both read.
+// Alongside them: the mapping between domain reports and wire messages; the
+// one table between domain error codes and Connect codes, which servers
+// and HistoryClient both read; the codecs every handler uses, which refuse
+// enum values the API does not define (unknown fields stay tolerated); and
+// WithTransportInfo, the HTTP middleware that hands the handlers what
+// connect does not (the stream's write deadline, the TLS state).
+//
+// A Monitor stream costs the reporter a bounded amount whatever the router
+// does (MonitorOptions): it must register within FirstFrameTimeout, it may
+// send only so many frames (a token bucket per stream, spent in the
+// stream's own receive goroutine), and once the reporter shuts down, or
+// when the stream's last frame is sent, no send waits longer than
+// FinalWriteTimeout for a router that does not read.
 //
 // The package reaches the core only through the small interfaces it
 // declares (Registrar and RouterSession, Subscriber, Topology, SimControl)
 // and ports.HistoryQuery. It must not know how snapshots are pulled,
 // scheduled or validated, the rules of sessions and leases (the core
 // enforces them; handlers relay the core's codes), which store holds the
-// history, nor how the server is assembled: routing, TLS and bearer-token
-// checks belong to cmd/loadreporter, in front of these handlers.
+// history, nor how the server is assembled: routing, TLS and the bearer
+// token every RPC needs belong to cmd/loadreporter, in front of these
+// handlers (only AdminService's own, stricter token is checked here).
 package rpc

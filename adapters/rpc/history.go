@@ -32,6 +32,7 @@ func NewHistory(q ports.HistoryQuery, now func() time.Time, historyInterval time
 
 // Handler returns the route and handler to mount on the shared mux.
 func (h *History) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
+	opts = append([]connect.HandlerOption{codecOptions()}, opts...)
 	return loadreporterv1connect.NewHistoryServiceHandler(h, opts...)
 }
 

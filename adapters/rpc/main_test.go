@@ -18,7 +18,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // serve mounts what handler returns (a service's Handler method) on an
 // HTTP/2 (TLS) test server, closed when the test ends; the server's Client
 // speaks HTTP/2.
-func serve(t *testing.T, handler func(...connect.HandlerOption) (string, http.Handler)) *httptest.Server {
+func serve(t testing.TB, handler func(...connect.HandlerOption) (string, http.Handler)) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle(handler())
@@ -33,7 +33,7 @@ func serve(t *testing.T, handler func(...connect.HandlerOption) (string, http.Ha
 }
 
 // testContext is the bound on every wait of one test.
-func testContext(t *testing.T) context.Context {
+func testContext(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	t.Cleanup(cancel)

@@ -7,6 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -24,6 +27,10 @@ type Registrar interface {
 	// session, replacing a live one with the same router_id. Its errors are
 	// *domain.Error: INVALID_ARGUMENT, RESOURCE_EXHAUSTED, SHUTTING_DOWN.
 	Register(routerID string, intervalMs, leaseMs int64) (RouterSession, session.Config, error)
+	// ShuttingDown ends when the reporter starts shutting down: streams that
+	// have not registered yet then end with SHUTTING_DOWN (registered ones
+	// learn it from their session's end), and sends get a deadline.
+	ShuttingDown() context.Context
 }
 
 // RouterSession is one router's live session as the Monitor handler sees
@@ -65,24 +72,61 @@ func (r loopRegistrar) Register(routerID string, intervalMs, leaseMs int64) (Rou
 	return sub, cfg, nil
 }
 
+func (r loopRegistrar) ShuttingDown() context.Context { return r.loop.ShuttingDown() }
+
 // Monitor serves sglang.router.loadmonitor.v1.LoadMonitorService/Monitor.
 type Monitor struct {
 	reg    Registrar
 	log    *slog.Logger
+	opts   MonitorOptions
 	frames reportFrames
+
+	pending            atomic.Int64
+	firstFrameTimeouts atomic.Uint64
+	overBudget         atomic.Uint64
+	timeoutLog         logLimiter
+	budgetLog          logLimiter
+	noTransport        sync.Once
 }
 
-// NewMonitor returns the Monitor service over the fire loop.
+// NewMonitor returns the Monitor service over the fire loop, with the
+// default MonitorOptions.
 func NewMonitor(loop *fireloop.Loop, log *slog.Logger) *Monitor {
-	return newMonitor(loopRegistrar{loop}, log)
+	m, err := NewMonitorWithOptions(loop, MonitorOptions{Logger: log})
+	if err != nil {
+		panic(err) // the defaults are valid
+	}
+	return m
 }
 
-func newMonitor(reg Registrar, log *slog.Logger) *Monitor {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Monitor{reg: reg, log: log}
+// NewMonitorWithOptions returns the Monitor service over the fire loop;
+// o's errors are INVALID_ARGUMENT naming the option.
+func NewMonitorWithOptions(loop *fireloop.Loop, o MonitorOptions) (*Monitor, error) {
+	return newMonitor(loopRegistrar{loop}, o)
 }
+
+func newMonitor(reg Registrar, o MonitorOptions) (*Monitor, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m := &Monitor{reg: reg, log: o.Logger, opts: o}
+	m.timeoutLog.every = o.AbuseLogInterval
+	m.budgetLog.every = o.AbuseLogInterval
+	return m, nil
+}
+
+// PendingStreams is the number of open Monitor streams that have not
+// registered yet: a gauge.
+func (m *Monitor) PendingStreams() int64 { return m.pending.Load() }
+
+// FirstFrameTimeouts counts streams ended for sending no register within
+// FirstFrameTimeout: a counter.
+func (m *Monitor) FirstFrameTimeouts() uint64 { return m.firstFrameTimeouts.Load() }
+
+// OverBudget counts streams ended for sending more frames than their
+// budget: a counter.
+func (m *Monitor) OverBudget() uint64 { return m.overBudget.Load() }
 
 // Handler returns the route and handler to mount on the shared mux.
 func (m *Monitor) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
@@ -96,21 +140,34 @@ type stream = connect.BidiStream[pb.RouterFrame, outFrame]
 // serve runs one Monitor stream. Errors of the protocol are sent as a
 // StreamError frame and the stream then ends with status OK (SPEC §2).
 func (m *Monitor) serve(ctx context.Context, st *stream) error {
-	first, err := st.Receive()
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil // closed before any frame
-		}
-		return err
+	tr := transportFrom(ctx)
+	if tr == nil {
+		m.noTransport.Do(func() {
+			m.log.Warn("Monitor is mounted without rpc.WithTransportInfo: nothing bounds a send to a router that stops reading")
+		})
+	}
+	// Once the reporter shuts down, no send may hold the handler: a router
+	// that does not read would keep it until its connection died.
+	stop := context.AfterFunc(m.reg.ShuttingDown(), func() {
+		tr.setWriteDeadline(time.Now().Add(m.opts.FinalWriteTimeout))
+	})
+	defer stop()
+
+	r := m.newReceiver(st)
+	go r.run()
+	defer close(r.quit)
+	first, err := m.firstFrame(ctx, st, r)
+	if first == nil {
+		return m.endRead(st, tr, "", err)
 	}
 	reg := first.GetRegister()
 	if reg == nil {
-		return m.end(st, "", domain.Errorf(domain.CodeInvalidFirstFrame,
+		return m.end(st, tr, "", domain.Errorf(domain.CodeInvalidFirstFrame,
 			"the first frame must be register, got %s", frameKind(first)))
 	}
 	sub, cfg, err := m.reg.Register(reg.GetRouterId(), reg.GetReportIntervalMs(), reg.GetLeaseTtlMs())
 	if err != nil {
-		return m.end(st, reg.GetRouterId(), err)
+		return m.end(st, tr, reg.GetRouterId(), err)
 	}
 	defer sub.Close()
 	m.log.Debug("router registered", "router_id", sub.RouterID(),
@@ -118,9 +175,7 @@ func (m *Monitor) serve(ctx context.Context, st *stream) error {
 	if err := st.Send(newOutFrame(ackFrame(cfg))); err != nil {
 		return err
 	}
-
-	ended := make(chan error, 1) // the receiver's last word
-	go receive(st, sub, ended)
+	r.sess <- sub
 	for {
 		select {
 		case rep := <-sub.Reports():
@@ -128,78 +183,80 @@ func (m *Monitor) serve(ctx context.Context, st *stream) error {
 				return err
 			}
 		case <-sub.Done():
-			return m.end(st, sub.RouterID(), sub.Err())
-		case err := <-ended:
-			var de *domain.Error
-			if errors.As(err, &de) {
-				return m.end(st, sub.RouterID(), err)
+			return m.end(st, tr, sub.RouterID(), sub.Err())
+		case err := <-r.ended:
+			if errors.Is(err, errOverBudget) {
+				m.overBudget.Add(1)
+				m.logAbuse(&m.budgetLog, "monitor stream ended: over its frame budget", st, err)
 			}
-			return err // nil: stop
+			return m.endRead(st, tr, sub.RouterID(), err)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
 }
 
-// receive reads the router's frames until stop, half-close, an invalid
-// frame or a transport error, and reports all but half-close on ended.
-func receive(st *stream, sub RouterSession, ended chan<- error) {
-	for {
-		f, err := st.Receive()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				// Half-closed: the router can no longer renew, but the
-				// session lives until its lease runs out (grpcurl with a
-				// here-document works this way).
-				return
-			}
-			ended <- err
-			return
+// firstFrame waits for the stream's first frame. It returns the frame; or
+// nil and nil for a stream closed before any frame; or the error that ends
+// the stream: a *domain.Error for its last frame, or the transport's.
+func (m *Monitor) firstFrame(ctx context.Context, st *stream, r *receiver) (*pb.RouterFrame, error) {
+	m.pending.Add(1)
+	defer m.pending.Add(-1)
+	timer := m.opts.Clock.NewTimer(m.opts.Clock.Now().Add(m.opts.FirstFrameTimeout))
+	defer timer.Stop()
+	select {
+	case in := <-r.first:
+		switch {
+		case errors.Is(in.err, io.EOF):
+			return nil, nil // closed before any frame
+		case domain.ErrorCode(in.err) == domain.CodeInvalidArgument:
+			return nil, domain.Wrap(in.err, domain.CodeInvalidFirstFrame,
+				"the first frame must be register: %s", domain.ErrorMessage(in.err))
 		}
-		switch p := f.GetPayload().(type) {
-		case *pb.RouterFrame_KeepAlive:
-			_ = sub.KeepAlive() // an ended session shows on Done
-		case *pb.RouterFrame_UpdateConfig:
-			if _, err := sub.Update(optionalInt(p.UpdateConfig.ReportIntervalMs), optionalInt(p.UpdateConfig.LeaseTtlMs)); isArgumentError(err) {
-				ended <- err
-				return
-			}
-		case *pb.RouterFrame_Register:
-			r := p.Register
-			if _, err := sub.Reregister(r.GetRouterId(), r.GetReportIntervalMs(), r.GetLeaseTtlMs()); isArgumentError(err) {
-				ended <- err
-				return
-			}
-		case *pb.RouterFrame_Stop:
-			ended <- nil
-			return
-		default:
-			ended <- domain.Errorf(domain.CodeInvalidArgument, "router frame has no payload")
-			return
-		}
+		return in.frame, in.err
+	case <-timer.C():
+		err := domain.Errorf(domain.CodeInvalidFirstFrame, "no register within %s", m.opts.FirstFrameTimeout)
+		m.firstFrameTimeouts.Add(1)
+		m.logAbuse(&m.timeoutLog, "monitor stream ended: no register in time", st, err)
+		return nil, err
+	case <-m.reg.ShuttingDown().Done():
+		return nil, domain.Errorf(domain.CodeShuttingDown, "the reporter is shutting down")
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
 
-func optionalInt(p *int64) *int64 {
-	if p == nil {
-		return nil
+// logAbuse writes one line for a stream ended for its own conduct, unless
+// l held it back; each line says how many it stands for.
+func (m *Monitor) logAbuse(l *logLimiter, msg string, st *stream, err error) {
+	ok, suppressed := l.allow(m.opts.Clock.Now())
+	if !ok {
+		return
 	}
-	v := *p
-	return &v
+	m.log.Warn(msg, "peer", st.Peer().Addr, "reason", domain.ErrorMessage(err),
+		"suppressed", suppressed, "log_interval", m.opts.AbuseLogInterval)
 }
 
-func isArgumentError(err error) bool { return domain.ErrorCode(err) == domain.CodeInvalidArgument }
-
-// end sends err as the stream's last frame. A nil err ends cleanly.
-func (m *Monitor) end(st *stream, routerID string, err error) error {
+// end sends err as the stream's last frame, within FinalWriteTimeout. A
+// nil err ends cleanly.
+func (m *Monitor) end(st *stream, tr *transport, routerID string, err error) error {
 	if err == nil {
 		return nil
 	}
 	m.log.Debug("monitor stream ended", "router_id", routerID, "code", domain.ErrorCode(err), "reason", domain.ErrorMessage(err))
-	if sendErr := st.Send(newOutFrame(errorFrame(err))); sendErr != nil {
-		return sendErr
+	tr.setWriteDeadline(time.Now().Add(m.opts.FinalWriteTimeout))
+	return st.Send(newOutFrame(errorFrame(err)))
+}
+
+// endRead ends the stream after its reader stopped: a *domain.Error goes
+// to the router as the last frame; nil ends cleanly; anything else is the
+// transport's (the router went away) and ends the stream with it.
+func (m *Monitor) endRead(st *stream, tr *transport, routerID string, err error) error {
+	var de *domain.Error
+	if !errors.As(err, &de) {
+		return err
 	}
-	return nil
+	return m.end(st, tr, routerID, err)
 }
 
 func frameKind(f *pb.RouterFrame) string {

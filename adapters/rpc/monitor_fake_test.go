@@ -21,11 +21,20 @@ import (
 var testConfig = session.Config{Interval: 100 * time.Millisecond, Lease: 3 * time.Second}
 
 // fakeRegistrar hands out its one session, or refuses with err. Each
-// Register call is written to calls.
+// Register call is written to calls. stopping, when set, is what
+// ShuttingDown returns.
 type fakeRegistrar struct {
-	sess  *fakeSession
-	err   error
-	calls chan string
+	sess     *fakeSession
+	err      error
+	calls    chan string
+	stopping context.Context
+}
+
+func (r *fakeRegistrar) ShuttingDown() context.Context {
+	if r.stopping == nil {
+		return context.Background()
+	}
+	return r.stopping
 }
 
 func (r *fakeRegistrar) Register(routerID string, intervalMs, leaseMs int64) (RouterSession, session.Config, error) {
@@ -129,7 +138,7 @@ func eachProtocol(t *testing.T, setup func(*fakeRegistrar), test func(m *monitor
 			if setup != nil {
 				setup(reg)
 			}
-			srv := serve(t, newMonitor(reg, nil).Handler)
+			srv := serve(t, mustMonitor(t, reg, MonitorOptions{}).Handler)
 			client := loadmonitorv1connect.NewLoadMonitorServiceClient(srv.Client(), srv.URL, p.opts...)
 			ctx, cancel := context.WithCancel(testContext(t))
 			m := &monitorTest{t: t, ctx: testContext(t), cancel: cancel, reg: reg, sess: reg.sess, st: client.Monitor(ctx)}
@@ -141,6 +150,16 @@ func eachProtocol(t *testing.T, setup func(*fakeRegistrar), test func(m *monitor
 			test(m)
 		})
 	}
+}
+
+// mustMonitor returns a Monitor over reg with o.
+func mustMonitor(t testing.TB, reg Registrar, o MonitorOptions) *Monitor {
+	t.Helper()
+	m, err := newMonitor(reg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // send sends f. An error wrapping io.EOF means the server has already ended

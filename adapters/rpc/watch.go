@@ -36,6 +36,7 @@ func NewWatch(sub Subscriber) *Watch { return &Watch{sub: sub} }
 
 // Handler returns the route and handler to mount on the shared mux.
 func (w *Watch) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
+	opts = append([]connect.HandlerOption{codecOptions()}, opts...)
 	return loadreporterv1connect.NewWatchServiceHandler(w, opts...)
 }
 

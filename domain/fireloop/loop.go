@@ -50,6 +50,10 @@ type Loop struct {
 	wake  chan struct{} // poked when the table changed
 	pulls sync.WaitGroup
 
+	// stopping is cancelled by the first Shutdown.
+	stopping context.Context
+	stop     context.CancelFunc
+
 	history         ports.ReportSink
 	historyInterval time.Duration
 	historySub      *Subscription // owned by the loop
@@ -93,7 +97,9 @@ func New(o Options) (*Loop, error) {
 	if o.History == nil {
 		o.HistoryInterval = 0
 	}
+	stopping, stop := context.WithCancel(context.Background())
 	return &Loop{
+		stopping: stopping, stop: stop,
 		source: o.Source, clock: o.Clock, builder: o.Builder, budget: o.PullBudget,
 		observer: o.Observer, log: o.Logger,
 		history: o.History, historyInterval: o.HistoryInterval,
@@ -143,8 +149,15 @@ func (l *Loop) Shutdown() {
 	l.closed = true
 	l.table.RemoveAll(domain.Errorf(domain.CodeShuttingDown, "the reporter is shutting down"))
 	l.mu.Unlock()
+	l.stop()
 	l.poke()
 }
+
+// ShuttingDown returns a context that ends when Shutdown is first called:
+// what transports watch while a stream holds no session yet (a session
+// learns of the shutdown from its own end). Its Done channel can be
+// selected on, and context.AfterFunc waits on it without a goroutine.
+func (l *Loop) ShuttingDown() context.Context { return l.stopping }
 
 func (l *Loop) poke() {
 	select {

@@ -460,7 +460,13 @@ func TestLearnsRankSetFromFirstValidSnapshot(t *testing.T) {
 func TestShutdownEndsEverySession(t *testing.T) {
 	h := newHarness(t, nil)
 	a, b := h.register("a", 100, 5000), h.register("b", 1000, 5000)
+	if h.loop.ShuttingDown().Err() != nil {
+		t.Fatal("ShuttingDown ended before Shutdown")
+	}
 	h.loop.Shutdown()
+	if h.loop.ShuttingDown().Err() == nil {
+		t.Fatal("ShuttingDown lives on after Shutdown")
+	}
 	h.loop.Shutdown() // idempotent
 	for _, s := range []*Subscription{a, b} {
 		if code := ended(t, s); code != domain.CodeShuttingDown {

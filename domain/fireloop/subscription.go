@@ -55,12 +55,13 @@ func (sub *Subscription) Dropped() uint64 { return sub.s.Outbox().Dropped() }
 func (sub *Subscription) RouterID() string { return sub.s.RouterID() }
 
 // KeepAlive renews the lease. It never moves a report deadline.
+//
+// It takes no lock: a renewal is one compare-and-swap on the session's
+// lease (session.Session.Renew), which the loop reads when it sweeps, so
+// however many keep-alives arrive, none waits for a fire's pass over the
+// table and none delays one.
 func (sub *Subscription) KeepAlive() error {
-	l := sub.l
-	l.mu.Lock()
-	ok := l.table.KeepAlive(sub.s, l.clock.Now())
-	l.mu.Unlock()
-	if !ok {
+	if !sub.s.Renew(sub.l.clock.Now()) {
 		return sub.ended()
 	}
 	// No poke: a renewed lease only moves the next wake later, and a loop

@@ -45,7 +45,8 @@ type Session struct {
 	routerID string
 	cfg      Config
 	next     time.Time // next report deadline
-	expiry   time.Time // lease expiry; zero means no lease
+	leased   bool      // false: lives until removed
+	lease    lease     // the lease, when leased
 	first    bool      // no report delivered yet
 	oneShot  bool      // ends after its first report
 	outbox   *Outbox
@@ -69,7 +70,8 @@ func (s *Session) Next() time.Time { return s.next }
 // Outbox is where the session's reports arrive.
 func (s *Session) Outbox() *Outbox { return s.outbox }
 
-// Table holds the live sessions. It is not safe for concurrent use.
+// Table holds the live sessions. It is not safe for concurrent use, but
+// Session.Renew may run concurrently with any of its methods.
 type Table struct {
 	limits   Limits
 	schedule Schedule
@@ -135,12 +137,13 @@ func (t *Table) Add(o Options, now time.Time) (s, replaced *Session, err error) 
 	s = &Session{
 		id: t.lastID, kind: o.Kind, routerID: o.Name, cfg: o.Config,
 		next: now, first: true, oneShot: o.OneShot, outbox: NewOutbox(),
+		leased: !o.NoLease, lease: lease{base: t.epoch},
 	}
 	if !o.FirstDue.IsZero() {
 		s.next = o.FirstDue
 	}
-	if !o.NoLease {
-		s.expiry = now.Add(o.Config.Lease)
+	if s.leased {
+		s.lease.set(o.Config.Lease, now)
 	}
 	t.byID[s.id] = s
 	t.ordered = append(t.ordered, s) // IDs only grow: stays sorted
@@ -185,14 +188,9 @@ func (t *Table) RemoveAll(err error) {
 }
 
 // KeepAlive renews s's lease to now + lease. It never moves a deadline.
+// Session.Renew does the same without the table.
 func (t *Table) KeepAlive(s *Session, now time.Time) bool {
-	if !t.Live(s) {
-		return false
-	}
-	if !s.expiry.IsZero() {
-		s.expiry = now.Add(s.cfg.Lease)
-	}
-	return true
+	return t.Live(s) && s.Renew(now)
 }
 
 // Update applies a validated config at now (SPEC §2.6): the lease is always
@@ -204,8 +202,8 @@ func (t *Table) Update(s *Session, cfg Config, now time.Time, moveDeadline bool)
 		return false
 	}
 	s.cfg = cfg
-	if !s.expiry.IsZero() {
-		s.expiry = now.Add(cfg.Lease)
+	if s.leased {
+		s.lease.set(cfg.Lease, now)
 	}
 	if moveDeadline && !s.first {
 		s.next = t.schedule.afterUpdate(t.epoch, cfg.Interval, now)
@@ -218,7 +216,7 @@ func (t *Table) Update(s *Session, cfg Config, now time.Time, moveDeadline bool)
 func (t *Table) ExpireLeases(now time.Time) []*Session {
 	var out []*Session
 	for _, s := range t.ordered {
-		if !s.expiry.IsZero() && !s.expiry.After(now) {
+		if s.leased && s.lease.sweep(now) {
 			out = append(out, s)
 		}
 	}
@@ -273,8 +271,10 @@ func (t *Table) NextWake() (wake time.Time, ok bool) {
 		if !ok || s.next.Before(wake) {
 			wake, ok = s.next, true
 		}
-		if !s.expiry.IsZero() && s.expiry.Before(wake) {
-			wake = s.expiry
+		if s.leased {
+			if e := s.lease.expires(); e.Before(wake) {
+				wake = e
+			}
 		}
 	}
 	return wake, ok

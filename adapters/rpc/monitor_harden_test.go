@@ -1,0 +1,300 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/fireloop"
+	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
+	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
+	"github.com/loadreporter/loadreporter/ports/porttest"
+	"google.golang.org/protobuf/proto"
+)
+
+// hardTest is a Monitor over a fake registrar on a fake clock, with its
+// log captured and its shutdown in the test's hands.
+type hardTest struct {
+	t        *testing.T
+	clock    *porttest.Clock
+	reg      *fakeRegistrar
+	shutdown context.CancelFunc
+	monitor  *Monitor
+	logs     *syncBuffer
+	client   loadmonitorv1connect.LoadMonitorServiceClient
+}
+
+func newHardTest(t *testing.T, o MonitorOptions, proto []connect.ClientOption) *hardTest {
+	t.Helper()
+	h := &hardTest{t: t, clock: porttest.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)), logs: &syncBuffer{}}
+	stopping, shutdown := context.WithCancel(context.Background())
+	t.Cleanup(shutdown)
+	h.shutdown = shutdown
+	h.reg = &fakeRegistrar{sess: newFakeSession("r1"), calls: make(chan string, 16), stopping: stopping}
+	o.Clock = h.clock
+	o.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
+	h.monitor = mustMonitor(t, h.reg, o)
+	srv := serve(t, h.monitor.Handler)
+	h.client = loadmonitorv1connect.NewLoadMonitorServiceClient(srv.Client(), srv.URL, proto...)
+	return h
+}
+
+// open opens a stream and sends its headers, but no frame.
+func (h *hardTest) open() *monitorTest {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(testContext(h.t))
+	m := &monitorTest{t: h.t, ctx: testContext(h.t), cancel: cancel, reg: h.reg, sess: h.reg.sess, st: h.client.Monitor(ctx)}
+	h.t.Cleanup(func() {
+		cancel()
+		_ = m.st.CloseRequest()
+		_ = m.st.CloseResponse()
+	})
+	if err := m.st.Send(nil); err != nil {
+		h.t.Fatalf("send headers: %v", err)
+	}
+	return m
+}
+
+// waitTimers waits until n timers are armed on the fake clock.
+func (h *hardTest) waitTimers(n int) {
+	h.t.Helper()
+	if err := h.clock.WaitPending(testContext(h.t), n); err != nil {
+		h.t.Fatalf("waiting for %d armed timers (%d are): %v", n, h.clock.Pending(), err)
+	}
+}
+
+// TestMonitorFirstFrameTimeout: a stream that sends no register within
+// FirstFrameTimeout gets INVALID_FIRST_FRAME and ends; it counts as pending
+// until then, and the log gets one line per AbuseLogInterval, counting the
+// lines it held back.
+func TestMonitorFirstFrameTimeout(t *testing.T) {
+	eachClient(t, func(t *testing.T, proto []connect.ClientOption) {
+		h := newHardTest(t, MonitorOptions{}, proto)
+		a := h.open()
+		h.waitTimers(1)
+		if got := h.monitor.PendingStreams(); got != 1 {
+			t.Fatalf("PendingStreams = %d, want 1", got)
+		}
+		b := h.open()
+		h.waitTimers(2)
+		h.clock.Advance(DefaultFirstFrameTimeout)
+		for _, m := range []*monitorTest{a, b} {
+			if e := m.endsWith(domain.CodeInvalidFirstFrame); e.GetMessage() != "no register within 5s" {
+				t.Errorf("message %q, want %q", e.GetMessage(), "no register within 5s")
+			}
+		}
+		if got := h.monitor.PendingStreams(); got != 0 {
+			t.Errorf("PendingStreams = %d after both ended, want 0", got)
+		}
+		h.clock.Advance(DefaultAbuseLogInterval)
+		c := h.open()
+		h.waitTimers(1)
+		h.clock.Advance(DefaultFirstFrameTimeout)
+		c.endsWith(domain.CodeInvalidFirstFrame)
+		if got := h.monitor.FirstFrameTimeouts(); got != 3 {
+			t.Errorf("FirstFrameTimeouts = %d, want 3", got)
+		}
+		lines := h.logs.lines("no register in time")
+		if len(lines) != 2 || !strings.Contains(lines[0], "suppressed=0") || !strings.Contains(lines[1], "suppressed=1") {
+			t.Errorf("log lines %q, want two, the second counting one held back", lines)
+		}
+		a.noCalls()
+	})
+}
+
+// TestMonitorRegisterInTime: a register before the deadline disarms it.
+func TestMonitorRegisterInTime(t *testing.T) {
+	h := newHardTest(t, MonitorOptions{}, nil)
+	m := h.open()
+	h.waitTimers(1)
+	m.register()
+	if got := h.monitor.PendingStreams(); got != 0 {
+		t.Errorf("PendingStreams = %d after register, want 0", got)
+	}
+	if got := h.clock.Pending(); got != 0 {
+		t.Errorf("%d timers armed after register, want none", got)
+	}
+	m.send(stopFrame)
+	m.endsOK()
+}
+
+// TestMonitorFrameBudget: a stream may send FrameBurst frames at once and
+// MaxFramesPerSecond after that; the frame beyond ends it with
+// RESOURCE_EXHAUSTED naming the limit.
+func TestMonitorFrameBudget(t *testing.T) {
+	eachClient(t, func(t *testing.T, proto []connect.ClientOption) {
+		h := newHardTest(t, MonitorOptions{FrameBurst: 5, MaxFramesPerSecond: 10}, proto)
+		m := h.open()
+		m.register() // 1 of 5
+		for range 4 {
+			m.send(keepAliveFrame)
+			m.wait(m.sess.calls, "keep_alive")
+		}
+		h.clock.Advance(100 * time.Millisecond) // one frame more
+		m.send(keepAliveFrame)
+		m.wait(m.sess.calls, "keep_alive")
+		m.send(keepAliveFrame)
+		e := m.endsWith(domain.CodeResourceExhausted)
+		if !strings.Contains(e.GetMessage(), "5 router frames at once or 10 a second") {
+			t.Errorf("message %q does not name the limit", e.GetMessage())
+		}
+		m.waitClosed()
+		m.noCalls()
+		if got := h.monitor.OverBudget(); got != 1 {
+			t.Errorf("OverBudget = %d, want 1", got)
+		}
+		if lines := h.logs.lines("over its frame budget"); len(lines) != 1 {
+			t.Errorf("log lines %q, want one", lines)
+		}
+	})
+}
+
+// TestMonitorShutdownBeforeRegister: a stream that never registered ends
+// with SHUTTING_DOWN as soon as the reporter shuts down.
+func TestMonitorShutdownBeforeRegister(t *testing.T) {
+	eachClient(t, func(t *testing.T, proto []connect.ClientOption) {
+		h := newHardTest(t, MonitorOptions{}, proto)
+		m := h.open()
+		h.waitTimers(1)
+		h.shutdown()
+		m.endsWith(domain.CodeShuttingDown)
+		m.noCalls()
+		if got := h.monitor.PendingStreams(); got != 0 {
+			t.Errorf("PendingStreams = %d, want 0", got)
+		}
+	})
+}
+
+func TestMonitorOptionsRejectNegative(t *testing.T) {
+	for _, o := range []MonitorOptions{
+		{FirstFrameTimeout: -1}, {MaxFramesPerSecond: -1}, {FrameBurst: -1},
+		{FinalWriteTimeout: -1}, {AbuseLogInterval: -1},
+	} {
+		if _, err := newMonitor(&fakeRegistrar{}, o); domain.ErrorCode(err) != domain.CodeInvalidArgument {
+			t.Errorf("%+v: err %v, want INVALID_ARGUMENT", o, err)
+		}
+	}
+}
+
+// eachClient runs test once per client protocol.
+func eachClient(t *testing.T, test func(t *testing.T, proto []connect.ClientOption)) {
+	for _, p := range clientProtocols {
+		t.Run(p.name, func(t *testing.T) { test(t, p.opts) })
+	}
+}
+
+// syncBuffer is a log destination safe for the handler's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// lines returns the lines that contain s.
+func (b *syncBuffer) lines(s string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for l := range strings.Lines(b.buf.String()) {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+type nopSource struct{}
+
+func (nopSource) Pull(context.Context) (domain.Snapshot, error) { return domain.Snapshot{}, nil }
+
+// TestMonitorLoopShutdownBeforeRegister: over the real fire loop, a stream
+// that never registered ends with SHUTTING_DOWN at Loop.Shutdown.
+func TestMonitorLoopShutdownBeforeRegister(t *testing.T) {
+	clk := porttest.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	loop, err := fireloop.New(fireloop.Options{Source: nopSource{}, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mon, err := NewMonitorWithOptions(loop, MonitorOptions{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, mon.Handler)
+	client := loadmonitorv1connect.NewLoadMonitorServiceClient(srv.Client(), srv.URL)
+	ctx := testContext(t)
+	st := client.Monitor(ctx)
+	defer func() { _ = st.CloseResponse() }()
+	if err := st.Send(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := clk.WaitPending(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	loop.Shutdown()
+	f, err := st.Receive()
+	if err != nil || f.GetError().GetCode() != domain.CodeShuttingDown {
+		t.Fatalf("got %v, %v; want SHUTTING_DOWN", f, err)
+	}
+	if _, err := st.Receive(); !errors.Is(err, io.EOF) {
+		t.Fatalf("the stream ended with %v, want status OK", err)
+	}
+}
+
+// TestMonitorUndecodableFrame: a frame that does not decode is a protocol
+// error like any other, in a StreamError and with status OK:
+// INVALID_FIRST_FRAME before register, INVALID_ARGUMENT after.
+func TestMonitorUndecodableFrame(t *testing.T) {
+	garbage := []byte{0xff, 0xff, 0xff}
+	register, _ := proto.Marshal(registerFrame("r1", 100, 3000))
+	for _, c := range []struct {
+		name   string
+		frames [][]byte
+		code   string
+	}{
+		{"first", [][]byte{garbage}, domain.CodeInvalidFirstFrame},
+		{"registered", [][]byte{register, garbage}, domain.CodeInvalidArgument},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			eachClient(t, func(t *testing.T, opts []connect.ClientOption) {
+				reg := &fakeRegistrar{sess: newFakeSession("r1"), calls: make(chan string, 16)}
+				srv := serve(t, mustMonitor(t, reg, MonitorOptions{}).Handler)
+				client := connect.NewClient[rawFrame, pb.WorkerFrame](srv.Client(),
+					srv.URL+loadmonitorv1connect.LoadMonitorServiceMonitorProcedure, append([]connect.ClientOption{connect.WithCodec(rawCodec{})}, opts...)...)
+				st := client.CallBidiStream(testContext(t))
+				defer func() { _ = st.CloseResponse() }()
+				for _, f := range c.frames {
+					if err := st.Send(&rawFrame{f}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var last *pb.WorkerFrame
+				var err error
+				for err == nil {
+					var f *pb.WorkerFrame
+					if f, err = st.Receive(); err == nil {
+						last = f
+					}
+				}
+				if !errors.Is(err, io.EOF) {
+					t.Fatalf("the stream ended with %v, want status OK", err)
+				}
+				if e := last.GetError(); e.GetCode() != c.code || !strings.Contains(e.GetMessage(), "does not decode") {
+					t.Fatalf("last frame %v, want %s saying the frame does not decode", last, c.code)
+				}
+			})
+		})
+	}
+}

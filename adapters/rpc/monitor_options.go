@@ -1,0 +1,121 @@
+package rpc
+
+import (
+	"cmp"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/ports"
+)
+
+// Defaults of MonitorOptions. An honest router sends a register, then a
+// keep_alive every renew_after_ms (a third of its lease) and now and then
+// an update_config. Some answer every report with a keep_alive: at the
+// shortest report interval (10 ms by default) that is 100 frames a second.
+// The frame budget allows that, and is still far below what would let one
+// stream keep a core busy.
+const (
+	DefaultFirstFrameTimeout  = 5 * time.Second
+	DefaultMaxFramesPerSecond = 100
+	DefaultFrameBurst         = 100
+	DefaultFinalWriteTimeout  = time.Second
+	DefaultAbuseLogInterval   = 10 * time.Second
+)
+
+// MonitorOptions bound what one Monitor stream may cost the reporter. A
+// zero field takes its default; a negative one is an argument error.
+type MonitorOptions struct {
+	// FirstFrameTimeout is how long a new stream may wait before sending
+	// register; then it gets INVALID_FIRST_FRAME and ends.
+	FirstFrameTimeout time.Duration
+	// MaxFramesPerSecond and FrameBurst are each stream's budget of router
+	// frames (a token bucket: FrameBurst frames at once, refilled at
+	// MaxFramesPerSecond). A stream over it gets RESOURCE_EXHAUSTED and ends.
+	MaxFramesPerSecond float64
+	FrameBurst         int
+	// FinalWriteTimeout bounds the send of a stream's last frame (its
+	// StreamError) and, once the reporter shuts down, whatever send is in
+	// progress: a router that stops reading cannot hold its handler. It
+	// needs WithTransportInfo in front of the handler.
+	FinalWriteTimeout time.Duration
+	// AbuseLogInterval is the least time between two log lines about
+	// streams ended for sending no register in time or too many frames;
+	// each line counts the ones it stood for.
+	AbuseLogInterval time.Duration
+	// Clock drives the first-frame deadline and the frame budget (default:
+	// the system clock). Write deadlines are the network's, always on the
+	// system clock.
+	Clock ports.Clock
+	// Logger receives the handler's lines (default: none).
+	Logger *slog.Logger
+}
+
+// withDefaults validates o and fills in its zero fields.
+func (o MonitorOptions) withDefaults() (MonitorOptions, error) {
+	for _, c := range []struct {
+		flag string
+		bad  bool
+	}{
+		{"first-frame-timeout", o.FirstFrameTimeout < 0},
+		{"max-frames-per-second", o.MaxFramesPerSecond < 0},
+		{"frame-burst", o.FrameBurst < 0},
+		{"final-write-timeout", o.FinalWriteTimeout < 0},
+		{"abuse-log-interval", o.AbuseLogInterval < 0},
+	} {
+		if c.bad {
+			return o, domain.Errorf(domain.CodeInvalidArgument, "--%s must be > 0 (0 takes the default)", c.flag)
+		}
+	}
+	o.FirstFrameTimeout = cmp.Or(o.FirstFrameTimeout, DefaultFirstFrameTimeout)
+	o.MaxFramesPerSecond = cmp.Or(o.MaxFramesPerSecond, DefaultMaxFramesPerSecond)
+	o.FrameBurst = cmp.Or(o.FrameBurst, DefaultFrameBurst)
+	o.FinalWriteTimeout = cmp.Or(o.FinalWriteTimeout, DefaultFinalWriteTimeout)
+	o.AbuseLogInterval = cmp.Or(o.AbuseLogInterval, DefaultAbuseLogInterval)
+	if o.Clock == nil {
+		o.Clock = systemClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o, nil
+}
+
+// systemClock is ports.Clock on the machine's clock (adapters/clock is
+// another adapter, which this one may not import).
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+func (systemClock) NewTimer(at time.Time) ports.Timer {
+	return systemTimer{time.NewTimer(time.Until(at))}
+}
+
+type systemTimer struct{ t *time.Timer }
+
+func (s systemTimer) C() <-chan time.Time { return s.t.C }
+func (s systemTimer) Stop()               { s.t.Stop() }
+
+// logLimiter lets one line through per interval and counts the ones it
+// held back, so a hostile client cannot flood the logs through us.
+type logLimiter struct {
+	every time.Duration
+
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// allow reports whether a line may be written at now and, if so, how many
+// were held back since the last one.
+func (l *logLimiter) allow(now time.Time) (ok bool, suppressed int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() && now.Sub(l.last) < l.every {
+		l.suppressed++
+		return false, 0
+	}
+	l.last, suppressed, l.suppressed = now, l.suppressed, 0
+	return true, suppressed
+}

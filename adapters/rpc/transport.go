@@ -1,0 +1,66 @@
+package rpc
+
+import (
+	"context"
+	"crypto/tls"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// WithTransportInfo gives the handlers behind it what connect does not
+// pass on: the stream's http.ResponseController, so Monitor can bound a
+// send to a router that stopped reading (a full HTTP/2 flow-control
+// window otherwise holds the handler until the connection dies), and the
+// request's TLS state, so Admin can log the client certificate's subject.
+//
+// Mount it around the handlers (or the whole mux). Without it everything
+// still works, but nothing bounds Monitor's sends and Admin logs no
+// certificate.
+func WithTransportInfo(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := &transport{tls: r.TLS, rc: http.NewResponseController(w)}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), transportKey{}, t)))
+		// net/http forbids touching the stream once its handler returned.
+		t.mu.Lock()
+		t.rc = nil
+		t.mu.Unlock()
+	})
+}
+
+type transportKey struct{}
+
+// transport is what WithTransportInfo keeps of one request.
+type transport struct {
+	tls *tls.ConnectionState
+
+	mu sync.Mutex
+	rc *http.ResponseController // nil once the handler returned
+}
+
+// transportFrom returns the request's transport, or nil when
+// WithTransportInfo is not mounted.
+func transportFrom(ctx context.Context) *transport {
+	t, _ := ctx.Value(transportKey{}).(*transport)
+	return t
+}
+
+// setWriteDeadline bounds every write of the response from now on,
+// including one in progress; it reports whether it could.
+func (t *transport) setWriteDeadline(at time.Time) bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.rc != nil && t.rc.SetWriteDeadline(at) == nil
+}
+
+// clientSubject is the subject of the client's verified certificate, or
+// "" without mutual TLS.
+func (t *transport) clientSubject() string {
+	if t == nil || t.tls == nil || len(t.tls.PeerCertificates) == 0 {
+		return ""
+	}
+	return t.tls.PeerCertificates[0].Subject.String()
+}

@@ -1,0 +1,116 @@
+package rpc
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
+)
+
+// serveH2C serves handler behind WithTransportInfo over unencrypted HTTP/2
+// on loopback, as the reporter does by default, and returns its URL and an
+// HTTP/2 client whose streams buffer at most 64 KiB unread.
+func serveH2C(t *testing.T, handler func(...connect.HandlerOption) (string, http.Handler)) (string, *http.Client) {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle(handler())
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: WithTransportInfo(mux), Protocols: &p}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	tr := &http.Transport{Protocols: &p, HTTP2: &http.HTTP2Config{
+		MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10,
+	}}
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		_ = srv.Close()
+	})
+	return "http://" + ln.Addr().String(), &http.Client{Transport: tr}
+}
+
+// hugeReport encodes, compressed or not, to more than a megabyte: far more
+// than a router that does not read lets the worker send.
+func hugeReport() *domain.Report {
+	r := sampleReport()
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for len(r.Ranks) < 1<<14 {
+		rank := r.Ranks[0]
+		rank.DPRank = int64(len(r.Ranks))
+		rank.NumUsedTokens, rank.TokenUsage = rnd.Int64(), rnd.Float64()
+		r.Ranks = append(r.Ranks, rank)
+	}
+	return r
+}
+
+// TestMonitorStuckReaderOnShutdown: a registered router that stops reading
+// (its flow-control window is full, so the handler's send blocks) does not
+// hold its handler past FinalWriteTimeout once the reporter shuts down.
+// This is SetWriteDeadline on an h2c stream, through WithTransportInfo.
+func TestMonitorStuckReaderOnShutdown(t *testing.T) {
+	eachClient(t, func(t *testing.T, proto []connect.ClientOption) {
+		stopping, shutdown := context.WithCancel(context.Background())
+		defer shutdown()
+		reg := &fakeRegistrar{sess: newFakeSession("r1"), calls: make(chan string, 16), stopping: stopping}
+		mon := mustMonitor(t, reg, MonitorOptions{FinalWriteTimeout: 100 * time.Millisecond})
+		url, hc := serveH2C(t, mon.Handler)
+		ctx, cancel := context.WithCancel(testContext(t))
+		defer cancel()
+		client := loadmonitorv1connect.NewLoadMonitorServiceClient(hc, url, proto...)
+		m := &monitorTest{t: t, ctx: testContext(t), cancel: cancel, reg: reg, sess: reg.sess, st: client.Monitor(ctx)}
+		defer func() { _ = m.st.CloseResponse() }()
+		m.register()
+
+		m.deliver(hugeReport()) // the handler blocks sending it: nobody reads
+		shutdown()
+		m.sess.end(domain.Errorf(domain.CodeShuttingDown, "the reporter is shutting down"))
+		m.waitClosed() // the handler returned
+	})
+}
+
+// TestTransportInfo: the handler behind WithTransportInfo finds the
+// client certificate's subject; without mutual TLS, or without the
+// middleware, there is none, and a write deadline cannot be set once the
+// handler returned.
+func TestTransportInfo(t *testing.T) {
+	cert := &x509.Certificate{Subject: pkix.Name{CommonName: "router-7", Organization: []string{"fleet"}}}
+	var got *transport
+	h := WithTransportInfo(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = transportFrom(r.Context()) }))
+	req, _ := http.NewRequest(http.MethodPost, "/", nil)
+	req.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}
+	h.ServeHTTP(nopWriter{}, req)
+	if s := got.clientSubject(); s != "CN=router-7,O=fleet" {
+		t.Errorf("subject %q", s)
+	}
+	if got.setWriteDeadline(time.Now()) {
+		t.Error("a write deadline was set after the handler returned")
+	}
+	req.TLS = nil
+	h.ServeHTTP(nopWriter{}, req)
+	if s := got.clientSubject(); s != "" {
+		t.Errorf("subject %q without TLS", s)
+	}
+	var none *transport
+	if none.clientSubject() != "" || none.setWriteDeadline(time.Now()) || transportFrom(context.Background()) != nil {
+		t.Error("no middleware, yet transport information")
+	}
+}
+
+type nopWriter struct{}
+
+func (nopWriter) Header() http.Header         { return http.Header{} }
+func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (nopWriter) WriteHeader(int)             {}
