@@ -225,3 +225,20 @@ func (m *Metrics) SetBuildInfo(version, revision, goVersion string) {
 	g.Set(1)
 	_ = m.registry.Register(g) // a second call keeps the first build's labels
 }
+
+// WatchMonitor exports the Monitor streams that have not registered yet,
+// and how many streams were ended for sending no register in time or for
+// flooding, read from the Monitor service when scraped.
+func (m *Metrics) WatchMonitor(pending func() int64, firstFrameTimeouts, overBudget func() uint64) {
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "loadreporter_monitor_pending_streams", Help: "Monitor streams open but not registered yet.",
+		}, func() float64 { return float64(pending()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "loadreporter_monitor_first_frame_timeouts_total", Help: "Monitor streams ended for sending no register within --first-frame-timeout.",
+		}, func() float64 { return float64(firstFrameTimeouts()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "loadreporter_monitor_over_budget_total", Help: "Monitor streams ended for sending more frames than --max-frames-per-second / --frame-burst allow.",
+		}, func() float64 { return float64(overBudget()) }),
+	)
+}

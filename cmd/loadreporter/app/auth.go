@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/subtle"
 	"net/http"
+	"strings"
 
 	"connectrpc.com/authn"
 	"connectrpc.com/connect"
+	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
 )
 
 // requireToken demands "Authorization: Bearer <token>" on everything but
@@ -15,14 +17,21 @@ import (
 // clients get status Unauthenticated, Connect clients and browsers a 401
 // with a JSON error; the WWW-Authenticate challenge travels as the error's
 // metadata, so browsers and Connect clients see it as a header.
-func requireToken(token string, next http.Handler, opts ...connect.HandlerOption) http.Handler {
-	want := []byte(token)
+//
+// With an admin token, AdminService calls may carry it instead: the
+// service itself then tells a router's token from the admin's.
+func requireToken(token, adminToken string, next http.Handler, opts ...connect.HandlerOption) http.Handler {
+	want, wantAdmin := []byte(token), []byte(adminToken)
 	check := func(_ context.Context, r *http.Request) (any, error) {
 		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
 			return nil, nil
 		}
 		got, ok := authn.BearerToken(r)
 		if ok && subtle.ConstantTimeCompare([]byte(got), want) == 1 {
+			return nil, nil
+		}
+		if ok && adminToken != "" && strings.HasPrefix(r.URL.Path, "/"+loadreporterv1connect.AdminServiceName+"/") &&
+			subtle.ConstantTimeCompare([]byte(got), wantAdmin) == 1 {
 			return nil, nil
 		}
 		err := authn.Errorf("missing or wrong bearer token")

@@ -11,7 +11,7 @@ import (
 // challenge, gRPC and gRPC-Web callers status 16 (Unauthenticated), the
 // probes need no token, and the right token passes.
 func TestRequireTokenAnswersInTheCallersProtocol(t *testing.T) {
-	h := requireToken("s3cret", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	h := requireToken("s3cret", "", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusTeapot)
 	}))
 	serve := func(method, path, ctype, auth string) *httptest.ResponseRecorder {

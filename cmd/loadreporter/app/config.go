@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
+	"github.com/loadreporter/loadreporter/adapters/rpc"
 	"github.com/loadreporter/loadreporter/adapters/source/sglangzmq"
 	"github.com/loadreporter/loadreporter/adapters/store/memory"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/envflag"
@@ -59,6 +60,13 @@ type Config struct {
 	// host, that requests may carry in Host when no token is set.
 	AllowedHosts      string
 	MaxStreamsPerConn int
+	// Monitor holds the limits of router streams (first frame, frame
+	// budget, final write); its Clock and Logger are set by the providers.
+	Monitor rpc.MonitorOptions
+	// AdminToken, when set, is the only token AdminService accepts.
+	AdminToken string
+	// MaxDPSize bounds --dp-size and AdminService.SetTopology.
+	MaxDPSize int
 	// ReadyRequiresLoad makes /readyz also require a latest report that is
 	// not UNREACHABLE.
 	ReadyRequiresLoad bool
@@ -85,9 +93,14 @@ func DefaultConfig() Config {
 		SimMode:           "normal",
 		PollMaxAge:        pollapi.DefaultMaxAge,
 		MaxStreamsPerConn: 1000,
-		DetailInterval:    sglangzmq.DefaultDetailInterval,
-		LogLevel:          "info",
-		LogFormat:         "text",
+		MaxDPSize:         rpc.DefaultMaxDPSize,
+		Monitor: rpc.MonitorOptions{
+			FirstFrameTimeout: rpc.DefaultFirstFrameTimeout, MaxFramesPerSecond: rpc.DefaultMaxFramesPerSecond,
+			FrameBurst: rpc.DefaultFrameBurst, FinalWriteTimeout: rpc.DefaultFinalWriteTimeout,
+		},
+		DetailInterval: sglangzmq.DefaultDetailInterval,
+		LogLevel:       "info",
+		LogFormat:      "text",
 	}
 }
 
@@ -134,6 +147,12 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.StringVar(&c.AuthToken, "auth-token", c.AuthToken, "bearer token required on every RPC and page")
 	fs.StringVar(&c.AllowedHosts, "allowed-host", c.AllowedHosts, "without --auth-token: host names (comma-separated) requests may name in Host, besides IPs, localhost and the --listen host")
 	fs.BoolVar(&c.ReadyRequiresLoad, "ready-requires-load", c.ReadyRequiresLoad, "/readyz also requires the latest report (at most --poll-max-age old) not to be UNREACHABLE, so traffic is steered away from a worker whose engine is down")
+	fs.DurationVar(&c.Monitor.FirstFrameTimeout, "first-frame-timeout", c.Monitor.FirstFrameTimeout, "a router stream that sends no register within this ends with INVALID_FIRST_FRAME")
+	fs.Float64Var(&c.Monitor.MaxFramesPerSecond, "max-frames-per-second", c.Monitor.MaxFramesPerSecond, "router frames one stream may send per second on average; beyond it the stream ends with RESOURCE_EXHAUSTED")
+	fs.IntVar(&c.Monitor.FrameBurst, "frame-burst", c.Monitor.FrameBurst, "router frames one stream may send at once, above --max-frames-per-second")
+	fs.DurationVar(&c.Monitor.FinalWriteTimeout, "final-write-timeout", c.Monitor.FinalWriteTimeout, "at shutdown, how long a stream's last frame may wait for a router that does not read (keep it below --shutdown-grace)")
+	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "the only bearer token AdminService accepts (so routers' --auth-token cannot change the topology or the sim mode)")
+	fs.IntVar(&c.MaxDPSize, "max-dp-size", c.MaxDPSize, "largest DP size --dp-size and AdminService.SetTopology accept")
 	fs.IntVar(&c.MaxStreamsPerConn, "max-streams-per-conn", c.MaxStreamsPerConn, "HTTP/2 streams one connection may hold open, registered or not")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
@@ -168,8 +187,14 @@ func (c Config) Validate() error {
 	if c.DetailInterval < 0 {
 		return fmt.Errorf("--detail-interval %s: must not be negative (0 turns the detail pull off)", c.DetailInterval)
 	}
-	if c.DPSize < 0 || c.DPSize > 1<<16 {
-		return fmt.Errorf("--dp-size %d: want 0 (learn) to 65536", c.DPSize)
+	if c.MaxDPSize < 1 || c.MaxDPSize > 1<<16 {
+		return fmt.Errorf("--max-dp-size %d: want 1 to 65536", c.MaxDPSize)
+	}
+	if c.DPSize < 0 || c.DPSize > c.MaxDPSize {
+		return fmt.Errorf("--dp-size %d: want 0 (learn) to %d (--max-dp-size)", c.DPSize, c.MaxDPSize)
+	}
+	if c.Monitor.FinalWriteTimeout >= c.ShutdownGrace {
+		return fmt.Errorf("--final-write-timeout %s: must be below --shutdown-grace %s", c.Monitor.FinalWriteTimeout, c.ShutdownGrace)
 	}
 	if c.StaleAfter < 0 {
 		return fmt.Errorf("--stale-after %s: must not be negative", c.StaleAfter)

@@ -259,3 +259,21 @@ func (o observers) SessionsChanged(c map[string]int) {
 		x.SessionsChanged(c)
 	}
 }
+
+// NewMonitor returns the Monitor service with the router-stream limits of
+// the config.
+func NewMonitor(c Config, loop *fireloop.Loop, clk ports.Clock, log *slog.Logger, m *metrics.Metrics) (*rpc.Monitor, error) {
+	o := c.Monitor
+	o.Clock, o.Logger = clk, log
+	mon, err := rpc.NewMonitorWithOptions(loop, o)
+	if err != nil {
+		return nil, err
+	}
+	m.WatchMonitor(mon.PendingStreams, mon.FirstFrameTimeouts, mon.OverBudget)
+	return mon, nil
+}
+
+// NewAdmin returns the admin service, guarded by --admin-token when set.
+func NewAdmin(c Config, sim rpc.SimControl, topology rpc.Topology, log *slog.Logger) (*rpc.Admin, error) {
+	return rpc.NewAdminWithOptions(sim, topology, rpc.AdminOptions{Token: c.AdminToken, MaxDPSize: c.MaxDPSize, Logger: log})
+}

@@ -106,10 +106,12 @@ func NewHandler(c Config, monitor *rpc.Monitor, watch *rpc.Watch, admin *rpc.Adm
 		fmt.Fprintln(w, "ready")
 	})
 	dashboard.Register(mux)
+	// Outermost, so the Monitor handler can bound its sends with write
+	// deadlines and Admin can log the caller's client certificate.
 	if c.AuthToken == "" {
-		return checkHost(c.Listen, splitList(c.AllowedHosts), mux)
+		return rpc.WithTransportInfo(checkHost(c.Listen, splitList(c.AllowedHosts), mux))
 	}
-	return requireToken(c.AuthToken, mux, limit)
+	return rpc.WithTransportInfo(requireToken(c.AuthToken, c.AdminToken, mux, limit))
 }
 
 // NewServer returns the HTTP server for the one port: HTTP/1.1 and HTTP/2

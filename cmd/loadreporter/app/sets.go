@@ -48,9 +48,9 @@ var adapterSet = wire.NewSet(
 // transportSet is everything served on the one port: the RPC services,
 // polling, the dashboard, probes, the handler and the server.
 var transportSet = wire.NewSet(
-	rpc.NewMonitor,
+	NewMonitor,
 	rpc.NewWatch,
-	rpc.NewAdmin,
+	NewAdmin,
 	NewHistoryService,
 	NewPoll,
 	NewDashboard,

@@ -44,10 +44,22 @@ func initializeMain(c Config) (*Main, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	monitor := rpc.NewMonitor(loop, logger)
+	monitor, err := NewMonitor(c, loop, system, logger, metrics)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	watch := rpc.NewWatch(loop)
 	simControl := NewSimControl(source)
-	admin := rpc.NewAdmin(simControl, loop)
+	admin, err := NewAdmin(c, simControl, loop, logger)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	rpcHistory := NewHistoryService(c, history, system)
 	handler := NewPoll(c, loop)
 	webHandler, err := NewDashboard(c, loop, history, system, logger)
@@ -103,10 +115,20 @@ func initializeMainWithEngine(c Config, e Engine) (*Main, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	monitor := rpc.NewMonitor(loop, logger)
+	monitor, err := NewMonitor(c, loop, system, logger, metrics)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	watch := rpc.NewWatch(loop)
 	simControl := NewSimControl(source)
-	admin := rpc.NewAdmin(simControl, loop)
+	admin, err := NewAdmin(c, simControl, loop, logger)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	rpcHistory := NewHistoryService(c, history, system)
 	handler := NewPoll(c, loop)
 	webHandler, err := NewDashboard(c, loop, history, system, logger)

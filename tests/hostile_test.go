@@ -1,0 +1,129 @@
+package tests
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
+	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
+	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
+	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
+)
+
+func setTopology(base, token string, n int32) error {
+	admin := loadreporterv1connect.NewAdminServiceClient(http.DefaultClient, base)
+	req := connect.NewRequest(&lrv1.SetTopologyRequest{DpSize: n})
+	if token != "" {
+		req.Header().Set("Authorization", "Bearer "+token)
+	}
+	_, err := admin.SetTopology(context.Background(), req)
+	return err
+}
+
+// TestAdminTokenSeparatesRoutersFromOperators: with --admin-token, a
+// router's --auth-token cannot change the topology, the admin token can,
+// and the admin token opens nothing but AdminService; --max-dp-size bounds
+// the topology.
+func TestAdminTokenSeparatesRoutersFromOperators(t *testing.T) {
+	c := testConfig()
+	c.AuthToken, c.AdminToken, c.MaxDPSize = "router-token", "admin-token", 64
+	m := startMain(t, c, nil)
+	base := "http://" + m.Addr()
+	if err := setTopology(base, "router-token", 4); connect.CodeOf(err) != connect.CodePermissionDenied {
+		t.Fatalf("a router's token changed the topology: %v", err)
+	}
+	if err := setTopology(base, "admin-token", 4); err != nil {
+		t.Fatalf("the admin token: %v", err)
+	}
+	if err := setTopology(base, "admin-token", 65); connect.CodeOf(err) != connect.CodeInvalidArgument ||
+		!strings.Contains(err.Error(), "--max-dp-size") {
+		t.Fatalf("a topology beyond --max-dp-size: %v", err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer admin-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the admin token opened /metrics: %d", resp.StatusCode)
+	}
+}
+
+// TestHostileRoutersAreEndedAndCounted: a stream that never registers ends
+// after --first-frame-timeout, one that floods frames after its budget,
+// both with their StreamError, and /metrics counts them.
+func TestHostileRoutersAreEndedAndCounted(t *testing.T) {
+	c := testConfig()
+	c.Monitor.FirstFrameTimeout = 200 * time.Millisecond
+	c.Monitor.MaxFramesPerSecond, c.Monitor.FrameBurst = 5, 5
+	m := startMain(t, c, nil)
+	ctx := testCtx(t, 10*time.Second)
+
+	silent := openGRPC(t, ctx, m.Addr())
+	if e := recvError(t, silent); e.GetCode() != "INVALID_FIRST_FRAME" || !strings.Contains(e.GetMessage(), "no register within") {
+		t.Fatalf("a silent stream: %v", e)
+	}
+
+	flood := openGRPC(t, ctx, m.Addr())
+	if err := flood.Send(registerFrame("flooder", 1000, 60000)); err != nil {
+		t.Fatal(err)
+	}
+	recvFrame(t, flood) // registered
+	ka := &pb.RouterFrame{Payload: &pb.RouterFrame_KeepAlive{KeepAlive: &pb.KeepAlive{}}}
+	for range 50 {
+		if flood.Send(ka) != nil {
+			break
+		}
+	}
+	for {
+		f := recvFrame(t, flood)
+		if e := f.GetError(); e != nil {
+			if e.GetCode() != "RESOURCE_EXHAUSTED" {
+				t.Fatalf("a flood: %v", e)
+			}
+			break
+		}
+	}
+	_, metrics := httpGet(t, "http://"+m.Addr()+"/metrics")
+	for _, line := range []string{"loadreporter_monitor_first_frame_timeouts_total 1", "loadreporter_monitor_over_budget_total 1",
+		"loadreporter_monitor_pending_streams 0"} {
+		if !strings.Contains(metrics, line+"\n") {
+			t.Errorf("/metrics lacks %q", line)
+		}
+	}
+}
+
+// TestShutdownWithAStuckStreamLosesNothing: a stream that opened and never
+// registered does not hold the shutdown to its grace, and the history
+// flushes everything recorded (Close reports any unflushed report as an
+// error): Close returns nil well within the grace.
+func TestShutdownWithAStuckStreamLosesNothing(t *testing.T) {
+	c := testConfig()
+	c.ShutdownGrace = 5 * time.Second
+	c.HistoryInterval = 10 * time.Millisecond
+	m, err := app.InitializeMain(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, 10*time.Second)
+	stuck := openGRPC(t, ctx, m.Addr())
+	_ = stuck
+	time.Sleep(300 * time.Millisecond) // a few history records, the stream open
+	start := time.Now()
+	if err := m.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if took := time.Since(start); took > c.ShutdownGrace/2 {
+		t.Fatalf("shutdown took %s with a stuck stream (grace %s)", took, c.ShutdownGrace)
+	}
+}
