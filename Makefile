@@ -28,7 +28,7 @@ test: services
 # the committed corpora, which plain `go test` already replays).
 FUZZTIME ?= 10s
 FUZZ_TARGETS := FuzzParseLoads:./adapters/source/sglanghttp FuzzParseMetrics:./adapters/source/vllm \
-	FuzzAuditArguments:./web
+	FuzzAuditArguments:./web FuzzMonitorFrames:./adapters/rpc
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $${t%%:*} for $(FUZZTIME)"; \
