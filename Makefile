@@ -11,7 +11,7 @@ GO      ?= go
 BUF     := $(GO) tool -modfile=tools/go.mod buf
 LISTEN  ?= 127.0.0.1:8080
 
-.PHONY: run test fuzz test-short generate check-generate lint bench bench-zmq services image
+.PHONY: run test fuzz soak test-short generate check-generate lint bench bench-zmq services image
 
 run:
 	$(GO) run ./cmd/loadreporter serve --listen $(LISTEN)
@@ -34,6 +34,11 @@ fuzz:
 		echo "fuzz $${t%%:*} for $(FUZZTIME)"; \
 		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) $${t#*:} || exit 1; \
 	done
+
+# soak runs the soak test for SOAK (default 3m) and prints its figures.
+SOAK ?= 3m
+soak:
+	$(GO) test ./tests -count=1 -run '^TestSoak$$' -v -args -soak $(SOAK)
 
 test-short:
 	$(GO) test -race -count=1 -short ./...
