@@ -235,6 +235,14 @@ func answer(ctx context.Context, q ports.HistoryQuery, query Query) (Table, erro
 	return Table{}, unknown(query.Name)
 }
 
+// OngoingHelp says what the ongoing column of outages and imbalance means.
+const OngoingHelp = `"at window end" (true in CSV and JSON) when no report inside the window ended the run: ` +
+	`it was still going at the window's end (until, by default now) and may have ended since; ` +
+	`its End is then empty and its Duration runs to its last report in the window`
+
+// OngoingText is what people read in the ongoing column for true.
+const OngoingText = "at window end"
+
 // runColumns begin the tables of runs (outages, imbalance): whose run,
 // from when to when, for how long.
 func runColumns() []Column {
@@ -245,9 +253,14 @@ func runColumns() []Column {
 }
 
 // runCells are the cells of runColumns; end is zero while the run is
-// ongoing.
+// ongoing. An ongoing run is one the window's end cut, not necessarily
+// one going on now: its cell says so.
 func runCells(worker string, start, end time.Time, ongoing bool, d time.Duration) []Cell {
-	return []Cell{textCell(worker), timeCell(start), timeCell(end), boolCell(ongoing), durationCell(d)}
+	on := boolCell(ongoing)
+	if ongoing {
+		on.Text = OngoingText
+	}
+	return []Cell{textCell(worker), timeCell(start), timeCell(end), on, durationCell(d)}
 }
 
 // gapsTable has one row per gap and per restart, in time order; a
