@@ -181,6 +181,10 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 	}
 	for t, err := range audittable.Pages(ctx, q, query) {
 		if err != nil {
+			if c.DatabaseURL != "" {
+				return fmt.Errorf("audit %s: %s", c.Query, dbError(err, c.DatabaseURL))
+			}
+			// The reporter's message: it keeps its database's errors to itself.
 			return fmt.Errorf("audit %s: %s", c.Query, domain.ErrorMessage(err))
 		}
 		if err := enc.Encode(t); err != nil {
