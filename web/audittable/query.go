@@ -32,6 +32,10 @@ const (
 	// DefaultThreshold is the imbalance threshold callers offer when none
 	// is given: one rank's KV cache 20 points fuller than another's.
 	DefaultThreshold = 0.2
+	// DefaultHistoryInterval is serve's default --history-interval: the
+	// gaps interval callers offer when none is given and no reporter can
+	// say its own (a query straight to the database).
+	DefaultHistoryInterval = time.Second
 	// MaxReports bounds a reports query with AllPages (about 28 h of
 	// history at one report a second), so one request cannot read a
 	// whole database.
@@ -236,8 +240,8 @@ func answer(ctx context.Context, q ports.HistoryQuery, query Query) (Table, erro
 }
 
 // OngoingHelp says what the ongoing column of outages and imbalance means.
-const OngoingHelp = `"at window end" (true in CSV and JSON) when no report inside the window ended the run: ` +
-	`it was still going at the window's end (until, by default now) and may have ended since; ` +
+const OngoingHelp = `"at window end" (true in CSV and JSON): no report inside the window ended the run, ` +
+	`so it was still going at the window's end (until, or now) and may have ended since; ` +
 	`its End is then empty and its Duration runs to its last report in the window`
 
 // OngoingText is what people read in the ongoing column for true.
