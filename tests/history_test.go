@@ -181,6 +181,18 @@ func TestOutageAudit(t *testing.T) {
 				t.Fatalf("outages:\n%s", table)
 			}
 
+			// gaps needs no interval: through --target the reporter applies
+			// its own --history-interval, straight from the database serve's
+			// default does.
+			if gaps := audit("gaps", "--since", "10m"); !strings.HasPrefix(gaps, "Kind") {
+				t.Errorf("gaps through --target:\n%s", gaps)
+			}
+			if store == "postgres" {
+				if gaps := cli("gaps", "--since", "10m", "--database-url", c.DatabaseURL); !strings.HasPrefix(gaps, "Kind") {
+					t.Errorf("gaps from the database:\n%s", gaps)
+				}
+			}
+
 			// The dashboard's CSV download of the same window holds the same
 			// bytes as the CLI asking through the reporter's RPC (which
 			// carries milliseconds) and asking the database directly: every
