@@ -14,6 +14,7 @@ LISTEN  ?= 127.0.0.1:8080
 .PHONY: run test fuzz soak test-short generate check-generate lint bench bench-zmq services image
 
 run:
+	@echo "building loadreporter (the first build downloads modules, ~2 min)…"
 	$(GO) run ./cmd/loadreporter serve --listen $(LISTEN)
 
 # services starts what the tests need when the machine has it but it is down.

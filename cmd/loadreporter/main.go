@@ -13,6 +13,8 @@ import (
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/buildinfo"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/cli"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/envflag"
+	"github.com/loadreporter/loadreporter/domain"
 )
 
 const help = `Usage: loadreporter <command> [flags]
@@ -29,24 +31,50 @@ Run 'loadreporter <command> --help' for a command's flags.
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
 	stop()
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 	case err != nil:
-		fmt.Fprintln(os.Stderr, "loadreporter:", err)
+		fmt.Fprintln(os.Stderr, "loadreporter:", errorText(err))
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// errorText is err for the operator: a domain error's message and cause,
+// without the code a program would act on.
+func errorText(err error) string {
+	if de, ok := err.(*domain.Error); ok {
+		if de.Cause != nil {
+			return de.Message + ": " + de.Cause.Error()
+		}
+		return de.Message
+	}
+	return err.Error()
+}
+
+// run runs the command args name with the environment environ (a list of
+// KEY=value). Help asked for (--help) goes to stdout and ends with
+// flag.ErrHelp; everything else a command has to say about its flags goes
+// to stderr: the top-level help when no command is known, and a warning
+// per LOADREPORTER_* variable the command does not read.
+func run(ctx context.Context, args []string, environ []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, help)
 		return errors.New("no command given")
 	}
+	env := envflag.NewEnviron(environ)
+	getenv := env.Getenv
+	// Said once the flags are read, before the command runs.
+	warnUnknown := func() {
+		for _, w := range env.Unknown(args[0]) {
+			fmt.Fprintln(stderr, "loadreporter: warning:", w)
+		}
+	}
 	switch args[0] {
 	case "serve":
-		cfg, err := app.ParseServe(args[1:], getenv, stderr)
+		cfg, err := app.ParseServe(args[1:], getenv, stdout)
+		warnUnknown()
 		if err != nil {
 			return err
 		}
@@ -56,19 +84,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return m.Run(ctx)
 	case "watch":
-		cfg, err := cli.ParseWatch(args[1:], getenv, stderr)
+		cfg, err := cli.ParseWatch(args[1:], getenv, stdout)
+		warnUnknown()
 		if err != nil {
 			return err
 		}
 		return cli.Watch(ctx, cfg, stdout)
 	case "audit":
-		cfg, err := cli.ParseAudit(args[1:], getenv, stderr)
+		cfg, err := cli.ParseAudit(args[1:], getenv, stdout)
+		warnUnknown()
 		if err != nil {
 			return err
 		}
 		return cli.Audit(ctx, cfg, stdout)
 	case "migrate":
-		url, err := cli.ParseMigrate(args[1:], getenv, stderr)
+		url, err := cli.ParseMigrate(args[1:], getenv, stdout)
+		warnUnknown()
 		if err != nil {
 			return err
 		}

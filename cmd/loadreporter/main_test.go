@@ -38,7 +38,7 @@ func TestServeWatchAndInterrupt(t *testing.T) {
 	served := make(chan error, 1)
 	var serveErr syncBuffer
 	go func() {
-		served <- run(serveCtx, []string{"serve", "--listen", addr, "--log-level", "warn"}, func(string) string { return "" }, &bytes.Buffer{}, &serveErr)
+		served <- run(serveCtx, []string{"serve", "--listen", addr, "--log-level", "warn"}, nil, &bytes.Buffer{}, &serveErr)
 	}()
 	defer interrupt()
 
@@ -47,7 +47,7 @@ func TestServeWatchAndInterrupt(t *testing.T) {
 	defer cancel()
 	var werr error
 	for ctx.Err() == nil { // serve may still be binding its port
-		if werr = run(ctx, []string{"watch", "--target", addr, "--interval", "100ms", "--count", "2"}, func(string) string { return "" }, &out, &bytes.Buffer{}); werr == nil {
+		if werr = run(ctx, []string{"watch", "--target", addr, "--interval", "100ms", "--count", "2"}, nil, &out, &bytes.Buffer{}); werr == nil {
 			break
 		}
 		select {
@@ -76,7 +76,7 @@ func TestServeWatchAndInterrupt(t *testing.T) {
 
 func TestUnknownCommand(t *testing.T) {
 	var stderr bytes.Buffer
-	err := run(context.Background(), []string{"frobnicate"}, func(string) string { return "" }, &bytes.Buffer{}, &stderr)
+	err := run(context.Background(), []string{"frobnicate"}, nil, &bytes.Buffer{}, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "frobnicate") || !strings.Contains(stderr.String(), "Commands:") {
 		t.Fatalf("err = %v, stderr %q", err, stderr.String())
 	}

@@ -14,7 +14,7 @@ import (
 func TestVersion(t *testing.T) {
 	for _, arg := range []string{"version", "--version"} {
 		var stdout, stderr bytes.Buffer
-		if err := run(context.Background(), []string{arg}, func(string) string { return "" }, &stdout, &stderr); err != nil {
+		if err := run(context.Background(), []string{arg}, nil, &stdout, &stderr); err != nil {
 			t.Errorf("run %s: %v", arg, err)
 		}
 		if got, want := stdout.String(), buildinfo.String()+"\n"; got != want {

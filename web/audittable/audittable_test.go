@@ -220,7 +220,7 @@ func TestOutages(t *testing.T) {
 		}
 		return strings.Join(s, "|")
 	}
-	if got, want := texts(tab.Rows[0]), addrB+"|2026-11-29 08:00:10|—|yes|10.0 s|STALE, UNREACHABLE|2|gone"; got != want {
+	if got, want := texts(tab.Rows[0]), addrB+"|2026-11-29 08:00:10|—|at window end|10.000 s|STALE, UNREACHABLE|2|gone"; got != want {
 		t.Errorf("row 0 text = %s\nwant %s", got, want)
 	}
 	if got, want := texts(tab.Rows[1]), addrA+"|2026-11-29 08:03:20|2026-11-29 08:04:20|no|1 min|UNREACHABLE|6|"+errA; got != want {
@@ -487,9 +487,9 @@ func TestWriteText(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "" +
-		"Worker          Start                End                  Ongoing  Duration  Statuses            Reports  Last error\n" +
-		"10.0.0.8:30000  2026-11-29 08:00:10  —                    yes      10.0 s    STALE, UNREACHABLE  2        gone\n" +
-		"10.0.0.7:30000  2026-11-29 08:03:20  2026-11-29 08:04:20  no       1 min     UNREACHABLE         6        load snapshot pull timed out\n"
+		"Worker          Start                        End                          Ongoing        Duration  Statuses            Reports  Last error\n" +
+		"10.0.0.8:30000  2026-11-29 08:00:10.000 UTC  —                            at window end  10.000 s  STALE, UNREACHABLE  2        gone\n" +
+		"10.0.0.7:30000  2026-11-29 08:03:20.000 UTC  2026-11-29 08:04:20.000 UTC  no             1 min     UNREACHABLE         6        load snapshot pull timed out\n"
 	if b.String() != want {
 		t.Errorf("text:\n%s\nwant:\n%s", b.String(), want)
 	}

@@ -32,6 +32,10 @@ const (
 	// DefaultThreshold is the imbalance threshold callers offer when none
 	// is given: one rank's KV cache 20 points fuller than another's.
 	DefaultThreshold = 0.2
+	// DefaultHistoryInterval is serve's default --history-interval: the
+	// gaps interval callers offer when none is given and no reporter can
+	// say its own (a query straight to the database).
+	DefaultHistoryInterval = time.Second
 	// MaxReports bounds a reports query with AllPages (about 28 h of
 	// history at one report a second), so one request cannot read a
 	// whole database.
@@ -235,6 +239,14 @@ func answer(ctx context.Context, q ports.HistoryQuery, query Query) (Table, erro
 	return Table{}, unknown(query.Name)
 }
 
+// OngoingHelp says what the ongoing column of outages and imbalance means.
+const OngoingHelp = `"at window end" (true in CSV and JSON): no report inside the window ended the run, ` +
+	`so it was still going at the window's end (until, or now) and may have ended since; ` +
+	`its End is then empty and its Duration runs to its last report in the window`
+
+// OngoingText is what people read in the ongoing column for true.
+const OngoingText = "at window end"
+
 // runColumns begin the tables of runs (outages, imbalance): whose run,
 // from when to when, for how long.
 func runColumns() []Column {
@@ -245,9 +257,14 @@ func runColumns() []Column {
 }
 
 // runCells are the cells of runColumns; end is zero while the run is
-// ongoing.
+// ongoing. An ongoing run is one the window's end cut, not necessarily
+// one going on now: its cell says so.
 func runCells(worker string, start, end time.Time, ongoing bool, d time.Duration) []Cell {
-	return []Cell{textCell(worker), timeCell(start), timeCell(end), boolCell(ongoing), durationCell(d)}
+	on := boolCell(ongoing)
+	if ongoing {
+		on.Text = OngoingText
+	}
+	return []Cell{textCell(worker), timeCell(start), timeCell(end), on, durationCell(d)}
 }
 
 // gapsTable has one row per gap and per restart, in time order; a

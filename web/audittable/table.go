@@ -17,8 +17,9 @@ type Kind int
 const (
 	// KindText is a string; JSON holds it as a string, empty or not.
 	KindText Kind = iota
-	// KindTime is an RFC 3339 time in UTC; people read "2006-01-02
-	// 15:04:05". An empty cell (no such time) is null in JSON.
+	// KindTime is an RFC 3339 time in UTC, to the millisecond; people
+	// read "2006-01-02 15:04:05" on a page and "2006-01-02 15:04:05.000
+	// UTC" in a text table. An empty cell (no such time) is null in JSON.
 	KindTime
 	// KindInt is a whole number; people read it with thousands
 	// separators.
@@ -27,10 +28,12 @@ const (
 	KindRatio
 	// KindRate is a rate (tokens per second); people read one decimal.
 	KindRate
-	// KindDuration is a span in milliseconds (the column's name ends in
-	// _ms); people read its two largest units ("1 min 50 s").
+	// KindDuration is a span in whole milliseconds (the column's name ends
+	// in _ms); people read seconds to the millisecond below a minute
+	// ("0.999 s"), its two largest units above ("1 min 50 s").
 	KindDuration
-	// KindBool is true or false; people read yes or no.
+	// KindBool is true or false; people read yes or no, unless the
+	// column says otherwise (ongoing).
 	KindBool
 	// KindStatus is a report status, or the statuses of an outage joined
 	// by ", "; JSON holds it as a string.
@@ -46,10 +49,19 @@ type Column struct {
 	Kind  Kind
 }
 
+// columnHelp says, by column name, what values mean where the label
+// cannot.
+var columnHelp = map[string]string{"ongoing": OngoingHelp}
+
+// Help says what the column's values mean where its label cannot; empty
+// when the label says it all.
+func (c Column) Help() string { return columnHelp[c.Name] }
+
 // Cell is one value of a Table.
 type Cell struct {
-	// Raw is the value CSV and JSON hold: RFC 3339 times, plain numbers,
-	// durations in milliseconds, true or false. Empty when the value is
+	// Raw is the value CSV and JSON hold: RFC 3339 times to the
+	// millisecond, plain numbers, durations in whole milliseconds, true or
+	// false. Empty when the value is
 	// absent (a rank column of a report without ranks, the end of an
 	// ongoing outage).
 	Raw string
@@ -104,8 +116,10 @@ func ratioCell(f float64) Cell { return Cell{Raw: floatRaw(f), Text: humanize.Pe
 
 func rateCell(f float64) Cell { return Cell{Raw: floatRaw(f), Text: humanize.Decimal(f)} }
 
+// durationCell holds whole milliseconds, as the RPC carries them, so a
+// duration reads the same whichever way it was asked.
 func durationCell(d time.Duration) Cell {
-	return Cell{Raw: strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64), Text: humanize.Duration(d)}
+	return Cell{Raw: strconv.FormatInt(d.Milliseconds(), 10), Text: humanize.Duration(d)}
 }
 
 func boolCell(b bool) Cell {

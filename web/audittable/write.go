@@ -36,7 +36,8 @@ func (t Table) WriteJSON(w io.Writer) error { return write(NewJSONEncoder(w), t)
 
 // WriteText writes t for people, as the dashboard shows it: the column
 // labels, then each row's text, aligned; "(no rows)" when there are none;
-// then the note.
+// then the note. Times name their zone and show milliseconds
+// ("2026-11-30 07:30:00.123 UTC"), since no page heading says UTC.
 func (t Table) WriteText(w io.Writer) error { return write(NewTextEncoder(w), t) }
 
 func write(e Encoder, t Table) error {
@@ -195,6 +196,9 @@ func (e *textEncoder) Encode(t Table) error {
 	for _, row := range t.Rows {
 		for i, c := range row {
 			text[i] = oneLine(c.Text)
+			if t.Columns[i].Kind == KindTime && c.Raw != "" {
+				text[i] = textTime(c.Raw, text[i])
+			}
 		}
 		if _, err := fmt.Fprintln(e.tw, strings.Join(text, "\t")); err != nil {
 			return err

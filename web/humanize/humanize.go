@@ -1,6 +1,7 @@
 package humanize
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -51,17 +52,18 @@ func Decimal(f float64) string {
 	return Thousands(n) + "." + frac
 }
 
-// Duration writes a duration with its two largest units: "450 ms", "12.3 s",
-// "5 min 3 s", "2 h 5 min", "3 d 4 h".
+// Duration writes a duration the one way pages and the CLI show it: below
+// a minute, seconds to the millisecond ("0.450 s", "1.000 s", "12.300 s"),
+// so that values on either side of a second read alike; from a minute on,
+// its two largest units ("5 min 3 s", "2 h 5 min", "3 d 4 h"). A fraction
+// of a millisecond is dropped, never rounded up.
 func Duration(d time.Duration) string {
 	if d < 0 {
 		return "-" + Duration(-d)
 	}
-	if d < time.Second {
-		return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
-	}
 	if d < time.Minute {
-		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
+		ms := d.Milliseconds()
+		return fmt.Sprintf("%d.%03d s", ms/1000, ms%1000)
 	}
 	units := []struct {
 		d    time.Duration

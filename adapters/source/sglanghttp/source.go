@@ -22,7 +22,9 @@ const loadsPath = "/v1/loads"
 type Options struct {
 	// BaseURL is the engine's address (the --engine-url flag), for example
 	// http://127.0.0.1:30000. A path prefix is kept, for engines behind a
-	// proxy that mounts them under one.
+	// proxy that mounts them under one; the endpoint's own URL
+	// (…/v1/loads, with or without a query) is accepted for the base URL
+	// it ends in.
 	BaseURL string
 	// APIKey, when set, is sent as "Authorization: Bearer <APIKey>" (the
 	// --engine-api-key flag).

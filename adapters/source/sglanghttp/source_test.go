@@ -432,8 +432,11 @@ func TestNew(t *testing.T) {
 		// The rest of the URL checks are httpfetch's; these messages carry
 		// this source's words.
 		{name: "empty", opts: Options{}, wantErr: "--engine-url is required for the sglang-http source (for example http://127.0.0.1:30000)"},
-		{name: "query", opts: Options{BaseURL: "http://127.0.0.1:30000/v1/loads?include=core"},
-			wantErr: `--engine-url "http://127.0.0.1:30000/v1/loads?include=core": give the engine's base URL without a query; /v1/loads?include=core is added`},
+		{name: "endpoint URL", opts: Options{BaseURL: "http://127.0.0.1:30000/v1/loads?include=core"}, wantURL: "http://127.0.0.1:30000/v1/loads?include=core"},
+		{name: "endpoint URL without its query", opts: Options{BaseURL: "http://127.0.0.1:30000/v1/loads"}, wantURL: "http://127.0.0.1:30000/v1/loads?include=core"},
+		{name: "no scheme", opts: Options{BaseURL: "127.0.0.1:30000"}, wantErr: `--engine-url "127.0.0.1:30000": add the scheme, e.g. http://127.0.0.1:30000`},
+		{name: "query", opts: Options{BaseURL: "http://127.0.0.1:30000/?include=core"},
+			wantErr: `--engine-url "http://127.0.0.1:30000/?include=core": give the engine's base URL without a query; /v1/loads?include=core is added`},
 		{name: "key with newline", opts: Options{BaseURL: "http://127.0.0.1:30000", APIKey: "a\nb"}, wantErr: "--engine-api-key contains a control character"},
 		{name: "negative body bound", opts: Options{BaseURL: "http://127.0.0.1:30000", MaxBodyBytes: -1}, wantErr: "sglang-http max body bytes must be > 0, got -1"},
 	}

@@ -211,7 +211,7 @@ func TestNewErrors(t *testing.T) {
 		{"ranks beyond the last port", Options{Endpoint: "tcp://127.0.0.1:65534", DPSize: 4},
 			`--zmq-endpoint "tcp://127.0.0.1:65534": ports 65534..65537 do not fit in 1..65535`},
 		{"bad engine URL", Options{EngineURL: "127.0.0.1:30000"},
-			`--engine-url "127.0.0.1:30000": first path segment in URL cannot contain colon`},
+			`--engine-url "127.0.0.1:30000": add the scheme, e.g. http://127.0.0.1:30000`},
 		{"negative detail interval", Options{Endpoint: "tcp://h:1", DPSize: 1, DetailInterval: -time.Second},
 			"--detail-interval must be ≥ 0, got -1s"},
 		{"detail interval without a detail source", Options{Endpoint: "tcp://h:1", DPSize: 1, DetailInterval: time.Second},

@@ -30,7 +30,8 @@ const metricsPath = "/metrics"
 // Options configure a Source.
 type Options struct {
 	// BaseURL is the vLLM server's address (the --engine-url flag), for
-	// example http://127.0.0.1:8000. A path prefix is kept.
+	// example http://127.0.0.1:8000. A path prefix is kept; the endpoint's
+	// own URL (…/metrics) is accepted for the base URL it ends in.
 	BaseURL string
 	// APIKey, when set, is sent as "Authorization: Bearer <APIKey>" (the
 	// --engine-api-key flag).

@@ -444,6 +444,8 @@ func TestNew(t *testing.T) {
 		{name: "trailing slash", opts: Options{BaseURL: "http://127.0.0.1:8000/"}, wantURL: "http://127.0.0.1:8000/metrics"},
 		{name: "path prefix", opts: Options{BaseURL: "https://gw.example/vllm/"}, wantURL: "https://gw.example/vllm/metrics"},
 		{name: "password redacted", opts: Options{BaseURL: "http://u:pw@127.0.0.1:8000"}, wantURL: "http://u:xxxxx@127.0.0.1:8000/metrics"},
+		{name: "metrics URL", opts: Options{BaseURL: "http://127.0.0.1:8000/metrics"}, wantURL: "http://127.0.0.1:8000/metrics"},
+		{name: "metrics URL with a query", opts: Options{BaseURL: "http://127.0.0.1:8000/metrics?name[]=x"}, wantURL: "http://127.0.0.1:8000/metrics"},
 		// The rest of the URL checks are httpfetch's; these messages carry
 		// this source's words.
 		{name: "empty", opts: Options{}, wantErr: "--engine-url is required for the vllm-metrics source (for example http://127.0.0.1:8000)"},
@@ -467,5 +469,21 @@ func TestNew(t *testing.T) {
 				t.Errorf("URL() = %s, want %s", s.URL(), tt.wantURL)
 			}
 		})
+	}
+}
+
+// TestPullCopiedMetricsURL: --engine-url http://host:8000/metrics, the URL
+// people copy, scrapes /metrics, not /metrics/metrics.
+func TestPullCopiedMetricsURL(t *testing.T) {
+	url := sourcetest.Serve(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		serveBody(readFixture(t))(w, r)
+	})
+	snap, err := pull(t, newSource(t, Options{BaseURL: url + "/metrics"}), sourcetest.Wait)
+	if err != nil || len(snap.Ranks) == 0 {
+		t.Fatalf("Pull: %d ranks, %v", len(snap.Ranks), err)
 	}
 }

@@ -15,7 +15,10 @@ import (
 
 // wrapErr classifies a database error: the database could not be reached
 // or refused for now (CodeUnavailable, worth a retry), the caller gave up
-// (its context error, unchanged), or anything else (CodeInternal).
+// (its context error, unchanged), or anything else (CodeInternal). The
+// driver's error is the cause: Error() prints it, for logs and for a CLI
+// that asked the database itself; the message, which a peer may see, never
+// holds it.
 func wrapErr(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
@@ -30,7 +33,19 @@ func wrapErr(ctx context.Context, op string, err error) error {
 	if unavailable(err) {
 		return domain.Wrap(err, domain.CodeUnavailable, "history database unavailable (%s)", op)
 	}
+	if MissingSchema(err) {
+		return domain.Wrap(err, domain.CodeInternal, "history database: %s failed: no history schema", op)
+	}
 	return domain.Wrap(err, domain.CodeInternal, "history database: %s failed", op)
+}
+
+// MissingSchema says err comes from a database without the history schema
+// (PostgreSQL's undefined_table, 42P01, or invalid_schema_name, 3F000):
+// the migrations have not been applied there (Migrate, `loadreporter
+// migrate`).
+func MissingSchema(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000")
 }
 
 func unavailable(err error) bool {

@@ -23,13 +23,16 @@ import (
 
 // AuditConfig is what `loadreporter audit` can be told.
 type AuditConfig struct {
-	Query       string
-	Since       string
-	Until       string
-	Workers     []string
-	Statuses    []domain.Status
-	Ranks       []int64
-	Threshold   float64
+	Query     string
+	Since     string
+	Until     string
+	Workers   []string
+	Statuses  []domain.Status
+	Ranks     []int64
+	Threshold float64
+	// Interval is gaps' history interval (--history-interval); 0 is the
+	// reporter's own through Target, DefaultHistoryInterval through
+	// DatabaseURL.
 	Interval    time.Duration
 	Limit       int
 	Format      string
@@ -63,20 +66,25 @@ func ParseAudit(args []string, getenv func(string) string, out io.Writer) (Audit
 	fs.SetOutput(out)
 	var workers, statuses, ranks []string
 	fs.StringVar(&c.Since, "since", c.Since, "window start: a duration before now (10m, 24h) or an RFC 3339 time")
-	fs.StringVar(&c.Until, "until", c.Until, "window end: a duration before now or an RFC 3339 time (default now)")
-	fs.Var(listFlag{&workers}, "worker", "worker_addr to keep (repeat or comma-separate; default all)")
+	fs.StringVar(&c.Until, "until", c.Until, "window end: a duration before now or an RFC 3339 time (empty: now)")
+	fs.Var(listFlag{&workers}, "worker", "worker_addr to keep (repeat or comma-separate; none: every worker)")
 	fs.Var(listFlag{&statuses}, "status", "reports: statuses to keep (healthy, stale, unreachable)")
 	fs.Var(listFlag{&ranks}, "rank", "reports, rank-stats: dp_ranks to keep")
 	fs.Float64Var(&c.Threshold, "threshold", c.Threshold, "imbalance: token_usage spread across ranks that counts (0..1)")
-	fs.DurationVar(&c.Interval, "interval", c.Interval, "gaps: the history interval (default: the server's)")
-	fs.IntVar(&c.Limit, "limit", c.Limit, fmt.Sprintf("reports: page size (default %d; every page of the window is read, up to %d reports); "+
-		"others: rows at most (default %d); at most %d", audit.DefaultPageSize, audittable.MaxReports, audit.DefaultResultLimit, audit.MaxLimit))
+	fs.DurationVar(&c.Interval, "history-interval", c.Interval, "gaps: the interval the history was recorded at, "+
+		"serve's --history-interval, which it must match (a gap is a silence longer than twice it); "+
+		"0: with --target the reporter's own, with --database-url "+audittable.DefaultHistoryInterval.String()+", what serve records at unless told otherwise")
+	fs.DurationVar(&c.Interval, "interval", c.Interval, "deprecated spelling of --history-interval")
+	fs.IntVar(&c.Limit, "limit", c.Limit, fmt.Sprintf("reports: page size (0: %d; every page of the window is read, up to %d reports); "+
+		"others: rows at most (0: %d); at most %d", audit.DefaultPageSize, audittable.MaxReports, audit.DefaultResultLimit, audit.MaxLimit))
 	fs.StringVar(&c.Format, "format", c.Format, "table, csv or json")
 	fs.StringVar(&c.Target, "target", c.Target, "HOST:PORT of a running loadreporter to ask (its HistoryService)")
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "query PostgreSQL directly instead of --target")
 	fs.StringVar(&c.AuthToken, "auth-token", c.AuthToken, "bearer token the target requires")
+	extra := map[string]string{"database-url": "DATABASE_URL", "interval": envflag.CommandLineOnly}
 	fs.Usage = envflag.Usage(fs, out, "Usage: loadreporter audit <"+strings.Join(audittable.Names(), "|")+"> [flags]\n\n"+
-		"Answers audit queries over the recorded history.", map[string]string{"database-url": "DATABASE_URL"})
+		"Answers audit queries over the recorded history.\n\n"+
+		wrap("Column Ongoing (outages, imbalance): "+audittable.OngoingHelp+".", 78), extra)
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
 			fs.Usage()
@@ -88,7 +96,7 @@ func ParseAudit(args []string, getenv func(string) string, out io.Writer) (Audit
 	if !slices.Contains(audittable.Names(), c.Query) {
 		return c, fmt.Errorf("unknown audit query %q: want one of %s", c.Query, strings.Join(audittable.Names(), ", "))
 	}
-	if err := envflag.Parse(fs, args[1:], getenv, map[string]string{"database-url": "DATABASE_URL"}); err != nil {
+	if err := envflag.Parse(fs, args[1:], getenv, extra); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
@@ -118,6 +126,24 @@ func ParseAudit(args []string, getenv func(string) string, out io.Writer) (Audit
 		}
 	}
 	return c, nil
+}
+
+// wrap breaks text into lines of at most width bytes, between words.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	line := 0
+	for _, w := range strings.Fields(text) {
+		if line > 0 && line+1+len(w) > width {
+			b.WriteByte('\n')
+			line = 0
+		} else if line > 0 {
+			b.WriteByte(' ')
+			line++
+		}
+		b.WriteString(w)
+		line += len(w)
+	}
+	return b.String()
 }
 
 // parseWhen reads a --since/--until value: a duration before now or an
@@ -153,7 +179,12 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 		return err
 	}
 	var q ports.HistoryQuery
+	interval := c.Interval
 	if c.DatabaseURL != "" {
+		if interval == 0 {
+			// Through --target, 0 lets the reporter apply its own.
+			interval = audittable.DefaultHistoryInterval
+		}
 		s, err := postgres.Open(c.DatabaseURL, postgres.Options{MaxConns: 1})
 		if err != nil {
 			return err
@@ -167,7 +198,7 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 	query := audittable.Query{
 		Name: c.Query, Window: audit.Window{Since: since, Until: until},
 		Workers: c.Workers, Statuses: c.Statuses, Ranks: c.Ranks,
-		Threshold: c.Threshold, Interval: c.Interval, Limit: c.Limit,
+		Threshold: c.Threshold, Interval: interval, Limit: c.Limit,
 		AllPages: true, // like the dashboard's CSV download
 	}
 	var enc audittable.Encoder
@@ -181,6 +212,10 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 	}
 	for t, err := range audittable.Pages(ctx, q, query) {
 		if err != nil {
+			if c.DatabaseURL != "" {
+				return fmt.Errorf("audit %s: %s", c.Query, dbError(err, c.DatabaseURL))
+			}
+			// The reporter's message: it keeps its database's errors to itself.
 			return fmt.Errorf("audit %s: %s", c.Query, domain.ErrorMessage(err))
 		}
 		if err := enc.Encode(t); err != nil {

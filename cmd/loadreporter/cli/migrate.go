@@ -23,7 +23,7 @@ func Migrate(ctx context.Context, url string, out io.Writer) error {
 	defer s.Close()
 	applied, err := postgres.Migrate(ctx, s.DB())
 	if err != nil {
-		return fmt.Errorf("migrate %s: %w", envflag.RedactURL(url), err)
+		return fmt.Errorf("migrate %s: %s", envflag.RedactURL(url), dbError(err, url))
 	}
 	if len(applied) == 0 {
 		fmt.Fprintln(out, "schema is up to date")

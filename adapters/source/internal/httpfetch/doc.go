@@ -10,8 +10,10 @@
 // HTTP status with a snippet of the body, a body over the size bound, a body
 // cut short (all domain.CodeSourceFailed). It also validates the base URL
 // and the API key once, at construction (domain.CodeInvalidArgument, naming
-// the flag the operator has to fix), and never shows a password or the API
-// key in a message.
+// the flag the operator has to fix: a URL without its scheme gets one
+// suggested), accepts the endpoint's own URL (…/metrics, …/v1/loads) for
+// the base URL it ends in, and never shows a password or the API key in a
+// message.
 //
 // It must not know any response format (JSON, Prometheus text), snapshots or
 // ranks, the fire loop, the pull budget (that arrives as the context's

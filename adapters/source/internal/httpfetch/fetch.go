@@ -22,7 +22,10 @@ type Options struct {
 	Name string
 	// BaseURL is the server's address as the operator gave it (the value of
 	// URLFlag). A path prefix is kept, for servers behind a proxy that
-	// mounts them under one; a query or a #fragment is refused.
+	// mounts them under one; a #fragment is refused, and so is a query
+	// unless the path ends in Path. A URL whose path ends in Path (the
+	// endpoint's own URL, as people copy it) counts as the base URL before
+	// it: its query, if any, is replaced by Query.
 	BaseURL string
 	// URLFlag is the flag BaseURL comes from, e.g. "--engine-url".
 	URLFlag string
@@ -102,6 +105,9 @@ func parseBaseURL(o Options) (*url.URL, error) {
 		return nil, domain.Errorf(domain.CodeInvalidArgument, "%s is required for the %s source (for example %s)", o.URLFlag, o.Name, o.Example)
 	}
 	u, err := url.Parse(raw)
+	if hint, ok := schemeHint(raw, err, u); ok {
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "%s %q: add the scheme, e.g. %s", o.URLFlag, strings.TrimPrefix(hint, "http://"), hint)
+	}
 	if err != nil {
 		var uerr *url.Error
 		if errors.As(err, &uerr) {
@@ -109,12 +115,15 @@ func parseBaseURL(o Options) (*url.URL, error) {
 		}
 		return nil, domain.Errorf(domain.CodeInvalidArgument, "%s %q: %v", o.URLFlag, raw, err)
 	}
+	// The URL people copy names the endpoint itself (…/metrics,
+	// …/v1/loads?include=core): take it for the base URL it ends in.
+	endpoint := o.Path != "" && strings.HasSuffix(strings.TrimRight(u.Path, "/"), o.Path)
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
 		return nil, domain.Errorf(domain.CodeInvalidArgument, "%s %q: scheme must be http or https", o.URLFlag, u.Redacted())
 	case u.Host == "":
 		return nil, domain.Errorf(domain.CodeInvalidArgument, "%s %q: no host", o.URLFlag, u.Redacted())
-	case u.RawQuery != "" || u.ForceQuery:
+	case (u.RawQuery != "" || u.ForceQuery) && !endpoint:
 		endpoint := o.Path
 		if o.Query != "" {
 			endpoint += "?" + o.Query
@@ -123,7 +132,26 @@ func parseBaseURL(o Options) (*url.URL, error) {
 	case u.Fragment != "":
 		return nil, domain.Errorf(domain.CodeInvalidArgument, "%s %q: must not have a #fragment", o.URLFlag, u.Redacted())
 	}
+	if endpoint {
+		u.Path = strings.TrimSuffix(strings.TrimRight(u.Path, "/"), o.Path)
+		u.RawQuery, u.ForceQuery = "", false
+	}
 	return u, nil
+}
+
+// schemeHint returns raw with "http://" in front (password redacted) when
+// raw lacks a scheme and would be a valid URL with one: "127.0.0.1:30000"
+// does not parse, and "localhost:30000" parses with "localhost" for its
+// scheme.
+func schemeHint(raw string, parseErr error, u *url.URL) (string, bool) {
+	if strings.Contains(raw, "://") || (parseErr == nil && (u.Scheme == "http" || u.Scheme == "https")) {
+		return "", false
+	}
+	withScheme, err := url.Parse("http://" + raw)
+	if err != nil || withScheme.Host == "" {
+		return "", false
+	}
+	return withScheme.Redacted(), true
 }
 
 // URL returns the URL requests go to, with any password redacted.

@@ -1,7 +1,11 @@
 // Package envflag reads a command's flags from the command line and from
 // LOADREPORTER_* environment variables, and prints a usage that names
 // both. The serve command (package app) and the client commands (package
-// cli) share it so every command reads its settings the same way.
+// cli) share it so every command reads its settings the same way, says a
+// refused value the same way (one line: the flag, the value, what is
+// wanted, and a hint to run --help), prints its usage only when asked
+// (--help), and names the LOADREPORTER_* variables it does not read
+// (Environ), instead of ignoring a typo.
 //
 // It knows flag sets and the environment only: nothing about what a flag
 // configures, nor any other package of the project.

@@ -12,6 +12,11 @@ import (
 // Prefix prefixes the environment variable of every flag.
 const Prefix = "LOADREPORTER_"
 
+// CommandLineOnly, as a flag's value in the extra map of Parse and Usage,
+// says the flag has no environment variable: a deprecated alias whose
+// LOADREPORTER_* name means something else to another command.
+const CommandLineOnly = "-"
+
 // Name is the environment variable that sets flag name.
 func Name(name string) string {
 	return Prefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
@@ -19,10 +24,21 @@ func Name(name string) string {
 
 // Parse applies environment variables, then args, to fs. Flags given on
 // the command line win over the environment; extra maps a flag to a second
-// variable it also reads (e.g. DATABASE_URL), with lower precedence.
+// variable it also reads (e.g. DATABASE_URL), with lower precedence, or to
+// CommandLineOnly.
+//
+// Parse prints nothing but the usage, and that only for -h or --help (then
+// it returns flag.ErrHelp). Any other problem is one line naming the flag
+// or variable, the value and what is wanted (`--stale-after "3x": want a
+// duration like 500ms, 3s or 1m`), with a hint to run --help.
 func Parse(fs *flag.FlagSet, args []string, getenv func(string) string, extra map[string]string) error {
+	var valueErr error
+	fs.VisitAll(func(f *flag.Flag) { f.Value = explain(f, &valueErr) })
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
+		if extra[f.Name] == CommandLineOnly {
+			return
+		}
 		name, v := Name(f.Name), getenv(Name(f.Name))
 		if v == "" && extra[f.Name] != "" {
 			name, v = extra[f.Name], getenv(extra[f.Name])
@@ -35,25 +51,47 @@ func Parse(fs *flag.FlagSet, args []string, getenv func(string) string, extra ma
 		}
 	})
 	if len(errs) > 0 {
-		return errors.Join(errs...)
+		return withHint(fs, errors.Join(errs...))
 	}
-	return fs.Parse(args)
+	// The flag package prints the error and the usage on every failure;
+	// the caller prints the error, and the usage is for --help.
+	usage, output := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.Usage = usage
+	fs.SetOutput(output)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
+		return err
+	case valueErr != nil:
+		return withHint(fs, valueErr)
+	}
+	return withHint(fs, rephrase(err))
 }
 
-// Usage prints every flag with its default and environment variable.
+// Usage prints every flag with its default and environment variable; a
+// flag whose default is empty shows its variable only (its help says what
+// empty means).
 func Usage(fs *flag.FlagSet, w io.Writer, synopsis string, extra map[string]string) func() {
 	return func() {
 		fmt.Fprintf(w, "%s\n\nFlags (each also settable as %s<NAME>):\n", synopsis, Prefix)
 		fs.VisitAll(func(f *flag.Flag) {
-			def := f.DefValue
-			if def == "" {
-				def = "none"
-			}
-			env := Name(f.Name)
-			if e := extra[f.Name]; e != "" {
+			env := "env " + Name(f.Name)
+			switch e := extra[f.Name]; e {
+			case CommandLineOnly:
+				env = "command line only"
+			case "":
+			default:
 				env += ", " + e
 			}
-			fmt.Fprintf(w, "  --%s\n        %s (default %s; env %s)\n", f.Name, f.Usage, def, env)
+			if f.DefValue != "" {
+				env = "default " + f.DefValue + "; " + env
+			}
+			fmt.Fprintf(w, "  --%s\n        %s (%s)\n", f.Name, f.Usage, env)
 		})
 	}
 }
