@@ -1,8 +1,9 @@
 // Package orca serves xds.service.orca.v3.OpenRcaService/StreamCoreMetrics
-// (ORCA, gRPC proposal A51) on the reporter's one port, so stock gRPC and
-// Envoy clients — grpc-go's weighted_round_robin with
-// enableOobLoadReport, Envoy's client_side_weighted_round_robin — weigh
-// this worker by the load the fire loop already pulls.
+// (ORCA, gRPC proposal A51) on the reporter's one port, so stock clients of
+// out-of-band ORCA — gRPC's weighted_round_robin with enableOobLoadReport
+// (grpc-go, grpc-java, grpc-c++), Envoy's client_side_weighted_round_robin
+// where it supports enable_oob_load_report — weigh this worker by the load
+// the fire loop already pulls.
 //
 // An ORCA stream is a session like any other (session.KindORCA, "orca" in
 // metrics): it shares the fire loop's pulls and receives the very report
@@ -24,9 +25,10 @@
 //   - application_utilization and cpu_utilization: the busiest rank's
 //     token_usage (KV-cache usage), at least 0.01. KV cache is what an LLM
 //     engine runs out of first; when a rank's cache is full the engine
-//     queues or preempts, and a worker's data-parallel controller hands
-//     requests to every rank, so the busiest rank is where a new request
-//     waits first. Every source reports it (SGLang and vLLM alike). The
+//     queues or preempts, and a worker's data-parallel controller spreads
+//     requests over all its ranks (round robin by default in SGLang), so
+//     the busiest rank is where new requests start to wait. Every source
+//     reports it (SGLang and vLLM alike). The
 //     floor exists because ORCA clients read 0 as "no report" and would keep
 //     the previous weight. cpu_utilization carries the same value for
 //     clients that predate application_utilization; it is not the host's
@@ -59,8 +61,8 @@
 // zero utilization, would instead keep the worker's last weight for WRR's
 // weight expiration period (3 min by default).
 //
-// The package reaches the core only through Core and Stream, which
-// *fireloop.Loop and *fireloop.Subscription satisfy. It must not know how
+// The package reaches the core only through Core (New adapts
+// *fireloop.Loop to it) and Stream (*fireloop.Subscription). It must not know how
 // snapshots are pulled, validated or scheduled, the rules of sessions (the
 // core enforces max-sessions and the interval limits; the handler relays
 // its codes), nor how the server is assembled: routing, TLS, the bearer
