@@ -65,7 +65,7 @@ type Loop struct {
 	seq        uint64
 	latest     *domain.Report
 	closed     bool
-	lastCounts [4]int
+	lastCounts []int // per session.Kinds(), as last told to the observer
 }
 
 // New validates o and returns a Loop; call Run to start its loop.
@@ -222,17 +222,22 @@ func (l *Loop) Run(ctx context.Context) error {
 // countsChanged returns the per-kind session counts when they changed since
 // the last call. l.mu must be held.
 func (l *Loop) countsChanged() map[string]int {
-	var now [4]int
-	for i, k := range session.Kinds() {
-		now[i] = l.table.Count(k)
+	kinds := session.Kinds()
+	if l.lastCounts == nil {
+		l.lastCounts = make([]int, len(kinds)) // all zero: nothing to tell yet
 	}
-	if now == l.lastCounts {
+	changed := false
+	for i, k := range kinds {
+		if n := l.table.Count(k); n != l.lastCounts[i] {
+			l.lastCounts[i], changed = n, true
+		}
+	}
+	if !changed {
 		return nil
 	}
-	l.lastCounts = now
-	out := make(map[string]int, len(now))
-	for i, k := range session.Kinds() {
-		out[k.String()] = now[i]
+	out := make(map[string]int, len(kinds))
+	for i, k := range kinds {
+		out[k.String()] = l.lastCounts[i]
 	}
 	return out
 }

@@ -86,6 +86,15 @@ func (l Limits) Interval(ms int64) (time.Duration, error) {
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
+// ClampInterval returns d clamped into [MinInterval, MaxInterval]: for
+// protocols whose clients expect a too-short interval to be raised to the
+// minimum rather than refused (ORCA's report_interval, as grpc-go's ORCA
+// service does with its own minimum), and a too-long one is lowered to the
+// maximum the schedule supports. A zero or negative d gets the minimum.
+func (l Limits) ClampInterval(d time.Duration) time.Duration {
+	return min(max(d, l.MinInterval), l.MaxInterval)
+}
+
 // Lease validates a requested lease in milliseconds (> 0) and clamps it
 // into [MinLease, MaxLease].
 func (l Limits) Lease(ms int64) (time.Duration, error) {

@@ -97,3 +97,20 @@ func TestLimitsValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestClampInterval(t *testing.T) {
+	l := DefaultLimits()
+	for _, c := range []struct{ in, want time.Duration }{
+		{-time.Second, 10 * time.Millisecond},
+		{0, 10 * time.Millisecond},
+		{time.Millisecond, 10 * time.Millisecond},
+		{10 * time.Millisecond, 10 * time.Millisecond},
+		{250 * time.Millisecond, 250 * time.Millisecond},
+		{time.Minute, time.Minute},
+		{time.Hour, time.Minute},
+	} {
+		if got := l.ClampInterval(c.in); got != c.want {
+			t.Errorf("ClampInterval(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}

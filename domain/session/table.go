@@ -18,6 +18,7 @@ const (
 	KindWatch               // a browser on the Watch stream
 	KindHistory             // the history recorder
 	KindPoll                // a one-shot poller waiting for the next fire
+	KindORCA                // an ORCA StreamCoreMetrics stream (no lease)
 	numKinds
 )
 
@@ -31,12 +32,14 @@ func (k Kind) String() string {
 		return "history"
 	case KindPoll:
 		return "poll"
+	case KindORCA:
+		return "orca"
 	}
 	return "unknown"
 }
 
 // Kinds lists every session kind, for metrics.
-func Kinds() []Kind { return []Kind{KindMonitor, KindWatch, KindHistory, KindPoll} }
+func Kinds() []Kind { return []Kind{KindMonitor, KindWatch, KindHistory, KindPoll, KindORCA} }
 
 // Session is one registered consumer of reports.
 type Session struct {
@@ -110,7 +113,8 @@ type Options struct {
 	// the same id) and a label otherwise.
 	Name   string
 	Config Config
-	// NoLease makes the session live until removed (Watch, History, Poll).
+	// NoLease makes the session live until removed (Watch, History, Poll,
+	// ORCA).
 	NoLease bool
 	// OneShot ends the session after its first report (Poll).
 	OneShot bool

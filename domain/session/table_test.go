@@ -227,3 +227,26 @@ func TestUpdateWithTheSameIntervalStillMovesTheDeadline(t *testing.T) {
 		t.Fatalf("next %v, want now + interval = 1300ms", s.Next().Sub(epoch))
 	}
 }
+
+// TestORCASessions: an ORCA session holds no lease, counts against
+// MaxSessions under its own kind and is served at its own deadlines.
+func TestORCASessions(t *testing.T) {
+	l := DefaultLimits()
+	l.MaxSessions = 2
+	tb := NewTable(l, Aligned, epoch)
+	orca := Options{Kind: KindORCA, Name: "orca", Config: Config{Interval: 100 * time.Millisecond}, NoLease: true}
+	s := mustAdd(t, tb, orca, ms(0))
+	mustAdd(t, tb, monitor("r", 100*time.Millisecond, time.Second), ms(0))
+	if _, _, err := tb.Add(orca, ms(0)); domain.ErrorCode(err) != domain.CodeResourceExhausted {
+		t.Fatalf("third session: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if tb.Count(KindORCA) != 1 || KindORCA.String() != "orca" {
+		t.Fatalf("count %d, name %q", tb.Count(KindORCA), KindORCA)
+	}
+	if d, _ := tb.Deliver(report(1), ms(0)); d[KindORCA] != 1 || d[KindMonitor] != 1 {
+		t.Fatalf("delivered %v", d)
+	}
+	if got := tb.ExpireLeases(ms(10_000)); len(got) != 1 || got[0] == s || !tb.Live(s) {
+		t.Fatal("only the Monitor session's lease may expire")
+	}
+}
