@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/grpchealth"
 
+	"github.com/loadreporter/loadreporter/adapters/orca"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/domain/recorder"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
@@ -155,6 +156,7 @@ func (m *Main) close() error {
 	start := time.Now()
 	m.health.SetStatus("", grpchealth.StatusNotServing)
 	m.health.SetStatus(loadmonitorv1connect.LoadMonitorServiceName, grpchealth.StatusNotServing)
+	m.health.SetStatus(orca.ServiceName, grpchealth.StatusNotServing)
 	m.loop.Shutdown()
 	// The grace is shared out so that no phase can eat the next one's:
 	// streams first, then the fire loop, and the history's flush keeps a

@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/grpcreflect"
 
 	"github.com/loadreporter/loadreporter/adapters/metrics"
+	"github.com/loadreporter/loadreporter/adapters/orca"
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/adapters/rpc"
 	"github.com/loadreporter/loadreporter/domain"
@@ -32,7 +33,7 @@ type Health = grpchealth.StaticChecker
 func NewHealth() *Health {
 	return grpchealth.NewStaticChecker(loadmonitorv1connect.LoadMonitorServiceName,
 		loadreporterv1connect.WatchServiceName, loadreporterv1connect.AdminServiceName,
-		loadreporterv1connect.HistoryServiceName)
+		loadreporterv1connect.HistoryServiceName, orca.ServiceName)
 }
 
 // Readiness answers /readyz: ready once the port accepts sessions and,
@@ -77,7 +78,7 @@ func (r *Readiness) check(ctx context.Context) string {
 const MaxRequestBytes = 64 << 10
 
 // NewHandler assembles everything served on the one port.
-func NewHandler(c Config, monitor *rpc.Monitor, watch *rpc.Watch, admin *rpc.Admin, history *rpc.History,
+func NewHandler(c Config, monitor *rpc.Monitor, watch *rpc.Watch, admin *rpc.Admin, history *rpc.History, orcaSvc *orca.Service,
 	poll *pollapi.Handler, dashboard *web.Handler, health *Health, m *metrics.Metrics, ready *Readiness) http.Handler {
 	mux := http.NewServeMux()
 	// Every request of our services is a few hundred bytes: refuse a peer
@@ -87,11 +88,12 @@ func NewHandler(c Config, monitor *rpc.Monitor, watch *rpc.Watch, admin *rpc.Adm
 	mux.Handle(watch.Handler(limit))
 	mux.Handle(admin.Handler(limit))
 	mux.Handle(history.Handler(limit))
+	mux.Handle(orcaSvc.Handler(limit))
 	mux.Handle(pollapi.Route, poll)
 	mux.Handle(grpchealth.NewHandler(health))
 	reflector := grpcreflect.NewStaticReflector(loadmonitorv1connect.LoadMonitorServiceName,
 		loadreporterv1connect.WatchServiceName, loadreporterv1connect.AdminServiceName,
-		loadreporterv1connect.HistoryServiceName, grpchealth.HealthV1ServiceName)
+		loadreporterv1connect.HistoryServiceName, orca.ServiceName, grpchealth.HealthV1ServiceName)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle("GET /metrics", m.Handler())

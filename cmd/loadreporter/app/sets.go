@@ -7,6 +7,7 @@ import (
 	"github.com/google/wire"
 
 	"github.com/loadreporter/loadreporter/adapters/clock"
+	"github.com/loadreporter/loadreporter/adapters/orca"
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/adapters/rpc"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
@@ -49,6 +50,8 @@ var adapterSet = wire.NewSet(
 // polling, the dashboard, probes, the handler and the server.
 var transportSet = wire.NewSet(
 	NewMonitor,
+	orca.New,
+	wire.Value(orca.Options{}),
 	rpc.NewWatch,
 	NewAdmin,
 	NewHistoryService,

@@ -8,6 +8,7 @@ package app
 
 import (
 	"github.com/loadreporter/loadreporter/adapters/clock"
+	"github.com/loadreporter/loadreporter/adapters/orca"
 	"github.com/loadreporter/loadreporter/adapters/rpc"
 )
 
@@ -61,6 +62,14 @@ func initializeMain(c Config) (*Main, func(), error) {
 		return nil, nil, err
 	}
 	rpcHistory := NewHistoryService(c, history, system)
+	options := _wireOptionsValue
+	service, err := orca.New(loop, options)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	handler := NewPoll(c, loop)
 	webHandler, err := NewDashboard(c, loop, history, system, logger)
 	if err != nil {
@@ -71,7 +80,7 @@ func initializeMain(c Config) (*Main, func(), error) {
 	}
 	v := NewHealth()
 	readiness := NewReadiness(c, loop)
-	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, handler, webHandler, v, metrics, readiness)
+	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, service, handler, webHandler, v, metrics, readiness)
 	server, err := NewServer(c, httpHandler, logger)
 	if err != nil {
 		cleanup3()
@@ -88,7 +97,8 @@ func initializeMain(c Config) (*Main, func(), error) {
 }
 
 var (
-	_wireSystemValue = clock.System{}
+	_wireSystemValue  = clock.System{}
+	_wireOptionsValue = orca.Options{}
 )
 
 // initializeMainWithEngine wires the service around a given engine.
@@ -130,6 +140,13 @@ func initializeMainWithEngine(c Config, e Engine) (*Main, func(), error) {
 		return nil, nil, err
 	}
 	rpcHistory := NewHistoryService(c, history, system)
+	options := _wireOptionsValue
+	service, err := orca.New(loop, options)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	handler := NewPoll(c, loop)
 	webHandler, err := NewDashboard(c, loop, history, system, logger)
 	if err != nil {
@@ -139,7 +156,7 @@ func initializeMainWithEngine(c Config, e Engine) (*Main, func(), error) {
 	}
 	v := NewHealth()
 	readiness := NewReadiness(c, loop)
-	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, handler, webHandler, v, metrics, readiness)
+	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, service, handler, webHandler, v, metrics, readiness)
 	server, err := NewServer(c, httpHandler, logger)
 	if err != nil {
 		cleanup2()
