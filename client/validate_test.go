@@ -4,15 +4,16 @@ import (
 	"errors"
 	"math"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 )
 
-// rank is a valid rank at dp_rank i.
+// rank is a valid rank at dp_rank i, snapshotted now.
 func rank(i int32) *pb.RankLoad {
-	return &pb.RankLoad{DpRank: i, SnapshotTimeUnixMs: 1_700_000_000_000, NumRunningReqs: 3, NumWaitingReqs: 1,
+	return &pb.RankLoad{DpRank: i, SnapshotTimeUnixMs: time.Now().UnixMilli(), NumRunningReqs: 3, NumWaitingReqs: 1,
 		NumWaitingUncachedTokens: 100, NumUsedTokens: 1000, NumTotalTokens: 1000, MaxTotalNumTokens: 4000,
 		MaxRunningRequests: 256, TokenUsage: 0.25, GenThroughput: 120, CacheHitRate: 0.5, Utilization: 0.4}
 }
