@@ -63,7 +63,10 @@ type session struct {
 	stale     timer
 	renew     time.Duration // keep-alive period
 	granted   time.Duration // lease granted by the ack
-	healthy   bool
+	// updatedLease is the lease of the latest update_config on this
+	// stream (0: none), which the ack may not reflect.
+	updatedLease time.Duration
+	healthy      bool
 }
 
 // session opens one stream and runs it until it ends.
@@ -169,6 +172,9 @@ func (s *session) onFrame(f *pb.WorkerFrame) (end sessionEnd, over bool) {
 		s.renew = w.deps.renewAfter(max(time.Millisecond, time.Duration(p.Registered.GetRenewAfterMs())*time.Millisecond))
 		stopTimer(s.keepAlive)
 		s.keepAlive = w.deps.clock.NewTimer(s.renew)
+		if s.updatedLease > 0 { // an update raced the ack
+			s.shortenRenew()
+		}
 		st.connected = true
 		s.resetIdle()
 		w.publish(st)
@@ -214,25 +220,35 @@ func (s *session) send(f *pb.RouterFrame) {
 }
 
 // update applies a config change now and for later registrations. The
-// worker sends no new ack: the keep-alive period shrinks to a third of
-// the new lease when that is shorter, which is safe whatever it grants.
+// frame goes out even before the ack: the worker reads it after the
+// register it follows.
 func (s *session) update(u updateRequest) {
 	w, st := s.w, s.st
-	frame := st.apply(u)
-	if st.connected {
-		s.send(frame)
-		if u.lease > 0 {
-			if r := w.deps.renewAfter(max(time.Millisecond, u.lease/3)); r < s.renew {
-				s.renew = r
-				stopTimer(s.keepAlive)
-				s.keepAlive = w.deps.clock.NewTimer(r)
-			}
-			s.granted = min(s.granted, u.lease)
+	s.send(st.apply(u))
+	if u.lease > 0 {
+		s.updatedLease = u.lease
+		if s.renew > 0 {
+			s.shortenRenew()
 		}
+		s.granted = min(s.granted, u.lease)
 	}
 	u.reply <- nil
 	s.armStale()
 	w.publish(st)
+}
+
+// shortenRenew fits the keep-alive period to a lease update. The worker
+// acknowledges no update, but whatever it grants is at least the smaller
+// of the request and its previous grant (both are clamped into the same
+// bounds), so a third of that, when shorter, is always in time.
+func (s *session) shortenRenew() {
+	r := s.w.deps.renewAfter(max(time.Millisecond, s.updatedLease/3))
+	if r >= s.renew {
+		return
+	}
+	s.renew = r
+	stopTimer(s.keepAlive)
+	s.keepAlive = s.w.deps.clock.NewTimer(r)
 }
 
 // stop ends the stream politely: stop, half-close, and wait (bounded)

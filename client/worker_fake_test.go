@@ -255,9 +255,22 @@ func TestUpdateConfig(t *testing.T) {
 		t.Fatal("no backoff timer")
 	}
 	clk.Advance(5 * time.Millisecond)
-	reg := fw.next(ctx, t).register(ctx, t, 3000, 1000)
+	fs = fw.next(ctx, t)
+	reg := fs.frameOf(ctx, t).GetRegister()
 	if reg.GetReportIntervalMs() != 200 || reg.GetLeaseTtlMs() != 3000 {
 		t.Fatalf("re-registered with %v", reg)
+	}
+	// An update before the ack goes out at once, and the ack (which
+	// reflects only the register) cannot stretch the keep-alives past it.
+	if err := w.UpdateConfig(ctx, 0, 600*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if u := fs.frameOf(ctx, t).GetUpdateConfig(); u.GetLeaseTtlMs() != 600 {
+		t.Fatalf("update_config %v", u)
+	}
+	fs.send(t, ackFrame(3000, 1000))
+	if err := clk.waitTimer(ctx, clk.Now().Add(200*time.Millisecond)); err != nil {
+		t.Fatal("keep-alive not at a third of the updated lease")
 	}
 }
 
