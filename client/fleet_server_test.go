@@ -29,6 +29,7 @@ func TestFleetAgainstRealWorkers(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	o := fastOptions(ProtocolGRPC)
 	o.Registerer = reg
+	o.StaleAfterIntervals = 40 // a slow race-detector run does not age a view between two asserts
 	f, err := newFleet(o, deps{}, rand.New(rand.NewPCG(1, 2)))
 	if err != nil {
 		t.Fatal(err)

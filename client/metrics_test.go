@@ -16,9 +16,10 @@ func TestMetricsShareOneRegisterer(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	o := fastOptions(ProtocolConnect)
 	o.Registerer = reg
+	o.StaleAfterIntervals = 1000 // one report stays fresh for the whole test
 	w1 := dialT(t, fw.addr, o, deps{})
 	fs := fw.next(ctx, t)
-	fs.register(ctx, t, 1000, 300)
+	fs.register(ctx, t, 60_000, 20_000)
 	fs.report(t, healthy("a", 1, 2))
 	waitWorker(ctx, t, w1, "fresh", isState(Fresh))
 	o.RouterID = "router-b"

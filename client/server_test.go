@@ -63,6 +63,7 @@ func TestRealWorker(t *testing.T) {
 			reg := prometheus.NewPedanticRegistry()
 			o := fastOptions(p)
 			o.Registerer = reg
+			o.StaleAfterIntervals = 20 // a slow race-detector run does not age a view between two asserts
 			w := dialT(t, m.Addr(), o, deps{})
 			views, cancel := w.Subscribe()
 			defer cancel()
@@ -76,8 +77,8 @@ func TestRealWorker(t *testing.T) {
 				t.Fatal(err)
 			}
 			v = waitView(ctx, t, views, "reports after the update", seqAtLeast(w.View().Report.GetSequenceId()+2))
-			if want := v.ReceivedAt.Add(300 * time.Millisecond); !v.StaleAt.Equal(want) {
-				t.Fatalf("StaleAt %v, want 3 new intervals after receipt %v", v.StaleAt, want)
+			if want := v.ReceivedAt.Add(20 * 100 * time.Millisecond); !v.StaleAt.Equal(want) {
+				t.Fatalf("StaleAt %v, want 20 new intervals after receipt %v", v.StaleAt, want)
 			}
 			if got := gauge(t, reg, "loadreporter_client_worker_state", "state", "fresh"); got != 1 {
 				t.Fatalf("state{fresh} = %v", got)
@@ -134,14 +135,18 @@ func TestWorkerRestartedOnTheSamePort(t *testing.T) {
 	ctx := testCtx(t, 20*time.Second)
 	m1 := startServer(t, nil)
 	addr := m1.Addr()
-	w := dialT(t, addr, fastOptions(ProtocolGRPC), deps{})
+	o := fastOptions(ProtocolGRPC)
+	o.Registerer = prometheus.NewPedanticRegistry()
+	w := dialT(t, addr, o, deps{})
 	views, cancel := w.Subscribe()
 	defer cancel()
 	before := waitView(ctx, t, views, "fresh", isState(Fresh)).Report
 	if err := m1.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitView(ctx, t, views, "disconnected by the shutdown", reasonHas(Disconnected, "SHUTTING_DOWN"))
+	// Latest wins: the SHUTTING_DOWN view may be gone by the time we read,
+	// replaced by "connection refused"; the reconnects metric keeps it.
+	waitView(ctx, t, views, "disconnected", isState(Disconnected))
 	startServer(t, func(c *app.Config) { c.Listen = addr })
 	after := waitView(ctx, t, views, "fresh from the new process", func(v *View) bool {
 		return v.State == Fresh && v.Report.GetSourceInstanceId() != before.GetSourceInstanceId()
@@ -152,9 +157,15 @@ func TestWorkerRestartedOnTheSamePort(t *testing.T) {
 	if n := w.Rejected()[RejectSequence]; n != 0 {
 		t.Fatalf("%d reports of the new process rejected as out of sequence", n)
 	}
-	if w.Reconnects() == 0 || w.Err() != nil {
-		t.Fatalf("%d reconnects, Err %v", w.Reconnects(), w.Err())
+	if n := counterValue(t, w.metrics.reconnects.WithLabelValues(addr, "SHUTTING_DOWN")); n != 1 || w.Err() != nil {
+		t.Fatalf("reconnects{SHUTTING_DOWN} = %v, Err %v", n, w.Err())
 	}
+}
+
+// reconnectedFor is true once w reconnected after a stream ended with
+// reason (w needs a Registerer).
+func reconnectedFor(t *testing.T, w *Worker, reason string) bool {
+	return counterValue(t, w.metrics.reconnects.WithLabelValues(w.Addr(), reason)) >= 1
 }
 
 // A network cut (a proxy that turns into a black hole): the view turns
@@ -183,7 +194,9 @@ func TestNetworkCut(t *testing.T) {
 func TestReplacedByAnotherRouter(t *testing.T) {
 	ctx := testCtx(t, 15*time.Second)
 	m := startServer(t, nil)
-	w := dialT(t, m.Addr(), fastOptions(ProtocolConnect), deps{})
+	o := fastOptions(ProtocolConnect)
+	o.Registerer = prometheus.NewPedanticRegistry()
+	w := dialT(t, m.Addr(), o, deps{})
 	views, cancel := w.Subscribe()
 	defer cancel()
 	waitView(ctx, t, views, "fresh", isState(Fresh))
@@ -193,8 +206,9 @@ func TestReplacedByAnotherRouter(t *testing.T) {
 		RouterId: "router-a", ReportIntervalMs: 50, LeaseTtlMs: 10_000}}}); err != nil {
 		t.Fatal(err)
 	}
-	waitView(ctx, t, views, "replaced", reasonHas(Disconnected, "REPLACED"))
-	waitView(ctx, t, views, "fresh again", isState(Fresh))
+	waitView(ctx, t, views, "fresh after REPLACED", func(v *View) bool {
+		return v.State == Fresh && reconnectedFor(t, w, "REPLACED")
+	})
 	for {
 		f, err := other.Receive()
 		if err != nil {
@@ -240,11 +254,9 @@ func TestLeaseExpiredReconnects(t *testing.T) {
 	views, cancel := w.Subscribe()
 	defer cancel()
 	waitView(ctx, t, views, "fresh", isState(Fresh))
-	waitView(ctx, t, views, "lease expired", reasonHas(Disconnected, "LEASE_EXPIRED"))
-	waitView(ctx, t, views, "fresh again", isState(Fresh))
-	if n := counterValue(t, w.metrics.reconnects.WithLabelValues(m.Addr(), "LEASE_EXPIRED")); n < 1 {
-		t.Fatalf("reconnects{LEASE_EXPIRED} = %v", n)
-	}
+	waitView(ctx, t, views, "fresh after LEASE_EXPIRED", func(v *View) bool {
+		return v.State == Fresh && reconnectedFor(t, w, "LEASE_EXPIRED")
+	})
 }
 
 // The bearer token is sent; without it the worker refuses, and the view

@@ -111,20 +111,21 @@ func (w *Worker) session(st *loopState) sessionEnd {
 	return s.loop(frames)
 }
 
-// sendFrames sends queued frames in order until ctx ends; a nil frame
-// half-closes the stream. A failed send shows on the receive side.
+// sendFrames sends queued frames in order until a nil frame, a failed
+// send (which shows on the receive side) or the end of ctx, and then
+// half-closes the stream. The half-close matters even on a cancelled
+// stream: net/http's HTTP/2 transport notices the cancellation only once
+// it has stopped reading the request body, and until then a Receive on a
+// silent stream would block for ever.
 func sendFrames(ctx context.Context, stream interface {
 	Send(*pb.RouterFrame) error
 	CloseRequest() error
 }, out <-chan *pb.RouterFrame) {
+	defer func() { _ = stream.CloseRequest() }()
 	for {
 		select {
 		case f := <-out:
-			if f == nil {
-				_ = stream.CloseRequest()
-				return
-			}
-			if stream.Send(f) != nil {
+			if f == nil || stream.Send(f) != nil {
 				return
 			}
 		case <-ctx.Done():

@@ -39,7 +39,7 @@ func TestRejectsWhatSGLangsRouterRejects(t *testing.T) {
 	defer cancel()
 
 	fs := fw.next(ctx, t)
-	got := fs.register(ctx, t, 1000, 10_000)
+	got := fs.register(ctx, t, 60_000, 20_000)
 	if got.GetRouterId() != "router-a" || got.GetReportIntervalMs() != 50 || got.GetLeaseTtlMs() != 1000 {
 		t.Fatalf("register %v", got)
 	}
@@ -189,7 +189,7 @@ func TestSlowSubscriberLatestWins(t *testing.T) {
 	fast, cancelFast := w.Subscribe()
 	defer cancelFast()
 	fs := fw.next(ctx, t)
-	fs.register(ctx, t, 1000, 300)
+	fs.register(ctx, t, 60_000, 20_000)
 	const n = 200
 	for i := range uint64(n) {
 		fs.report(t, healthy("a", i+1, 4))
@@ -282,11 +282,11 @@ func TestCloseSendsStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := fw.next(ctx, t)
-	fs.register(ctx, t, 1000, 300)
-	fs.report(t, healthy("a", 1, 1))
 	views, cancel := w.Subscribe()
 	defer cancel()
+	fs := fw.next(ctx, t)
+	fs.register(ctx, t, 60_000, 20_000)
+	fs.report(t, healthy("a", 1, 1))
 	waitView(ctx, t, views, "fresh", isState(Fresh))
 	closed := make(chan error, 1)
 	go func() { closed <- w.Close() }()
@@ -352,5 +352,37 @@ func TestReplacedReconnects(t *testing.T) {
 		if got := counterValue(t, w.metrics.reconnects.WithLabelValues(fw.addr, reason)); got != want {
 			t.Errorf("reconnects{reason=%s} = %v, want %v", reason, got, want)
 		}
+	}
+}
+
+// A stream on which nothing arrives for a lease is abandoned, even though
+// the worker never ends it, and the Worker registers again.
+func TestSilentStreamIsAbandoned(t *testing.T) {
+	ctx := testCtx(t, 10*time.Second)
+	fw := startFakeWorker(t)
+	clk := newFakeClock(time.UnixMilli(1_700_000_000_000))
+	w := dialT(t, fw.addr, fastOptions(ProtocolGRPC), deps{clock: clk, rand: func() float64 { return 0.5 }})
+	views, cancel := w.Subscribe()
+	defer cancel()
+	silent := fw.next(ctx, t)
+	silent.register(ctx, t, 1000, 300_000)
+	waitView(ctx, t, views, "registered", isState(Stale))
+	// A lease (1s) and two intervals (2×50ms) after the ack.
+	if err := clk.waitTimer(ctx, clk.Now().Add(1100*time.Millisecond)); err != nil {
+		t.Fatal("no idle timer")
+	}
+	clk.Advance(1100 * time.Millisecond)
+	v := waitView(ctx, t, views, "abandoned", isState(Disconnected))
+	if v.Reason != "no registered stream: no frame for 1.1s" {
+		t.Fatalf("reason %q", v.Reason)
+	}
+	if err := clk.waitTimer(ctx, clk.Now().Add(5*time.Millisecond)); err != nil {
+		t.Fatal("no backoff timer")
+	}
+	clk.Advance(5 * time.Millisecond)
+	fw.next(ctx, t).register(ctx, t, 60_000, 20_000)
+	waitView(ctx, t, views, "registered again", isState(Stale))
+	if w.Reconnects() != 1 {
+		t.Fatalf("%d reconnects", w.Reconnects())
 	}
 }
