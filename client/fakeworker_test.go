@@ -23,12 +23,20 @@ type fakeWorker struct {
 	quit    chan struct{}
 }
 
-// fakeStream is one router stream as the fake worker sees it.
+// fakeStream is one router stream as the fake worker sees it. Only the
+// handler's goroutine sends (the race detector cannot see that a frame
+// the test sent was on the wire before the handler returned).
 type fakeStream struct {
-	st   *connect.BidiStream[pb.RouterFrame, pb.WorkerFrame]
 	recv chan *pb.RouterFrame // closed at the router's half-close or error
+	out  chan outgoing        // frames for the handler to send
 	end  chan error           // the handler returns what arrives here
 	stop chan struct{}        // closed at the router's stop: the handler returns nil
+	done chan struct{}        // closed when the handler has returned
+}
+
+type outgoing struct {
+	f    *pb.WorkerFrame
+	sent chan error
 }
 
 func startFakeWorker(t *testing.T) *fakeWorker {
@@ -57,9 +65,12 @@ func startFakeWorker(t *testing.T) *fakeWorker {
 	return fw
 }
 
-// Monitor hands the stream to the test and returns when told to.
+// Monitor hands the stream to the test, sends what it is given and
+// returns when told to.
 func (fw *fakeWorker) Monitor(ctx context.Context, st *connect.BidiStream[pb.RouterFrame, pb.WorkerFrame]) error {
-	fs := &fakeStream{st: st, recv: make(chan *pb.RouterFrame, 1024), end: make(chan error, 1), stop: make(chan struct{})}
+	fs := &fakeStream{recv: make(chan *pb.RouterFrame, 1024), out: make(chan outgoing), end: make(chan error, 1),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	defer close(fs.done)
 	go func() {
 		defer close(fs.recv)
 		for {
@@ -83,16 +94,20 @@ func (fw *fakeWorker) Monitor(ctx context.Context, st *connect.BidiStream[pb.Rou
 	case <-fw.quit:
 		return errors.New("fake worker closed")
 	}
-	var err error
-	select {
-	case err = <-fs.end:
-	case <-fs.stop:
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-fw.quit:
-		err = errors.New("fake worker closed")
+	for {
+		select {
+		case o := <-fs.out:
+			o.sent <- st.Send(o.f)
+		case err := <-fs.end:
+			return err
+		case <-fs.stop:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-fw.quit:
+			return errors.New("fake worker closed")
+		}
 	}
-	return err
 }
 
 // next is the next router stream.
@@ -132,7 +147,13 @@ func (fs *fakeStream) frameOf(ctx context.Context, t *testing.T) *pb.RouterFrame
 
 func (fs *fakeStream) send(t *testing.T, f *pb.WorkerFrame) {
 	t.Helper()
-	if err := fs.st.Send(f); err != nil {
+	o := outgoing{f: f, sent: make(chan error, 1)}
+	select {
+	case fs.out <- o:
+	case <-fs.done:
+		t.Fatal("fake worker send: the stream has ended")
+	}
+	if err := <-o.sent; err != nil {
 		t.Fatalf("fake worker send: %v", err)
 	}
 }

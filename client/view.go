@@ -136,14 +136,16 @@ type subscribers struct {
 	closed bool
 }
 
-// add registers a channel holding first (the current view, if any).
-func (s *subscribers) add(first *View) (<-chan *View, func()) {
+// add registers a channel holding the current view (if any). current is
+// read under the lock that publish holds, so no view published meanwhile
+// is lost to the new subscriber.
+func (s *subscribers) add(current func() *View) (<-chan *View, func()) {
 	ch := make(chan *View, 1)
-	if first != nil {
-		ch <- first
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if first := current(); first != nil {
+		ch <- first
+	}
 	if s.closed {
 		close(ch)
 		return ch, func() {}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,7 +77,7 @@ func TestStateAt(t *testing.T) {
 func TestSubscribersLatestWins(t *testing.T) {
 	var s subscribers
 	first := &View{Addr: "first"}
-	slow, cancelSlow := s.add(first)
+	slow, cancelSlow := s.add(func() *View { return first })
 	defer cancelSlow()
 	var last *View
 	for i := range 1000 {
@@ -96,18 +97,42 @@ func TestSubscribersLatestWins(t *testing.T) {
 	if _, ok := <-slow; ok {
 		t.Fatal("cancel closes the channel")
 	}
-	other, cancelOther := s.add(nil)
+	other, cancelOther := s.add(func() *View { return nil })
 	defer cancelOther()
 	s.close()
 	if _, ok := <-other; ok {
 		t.Fatal("close closes every channel")
 	}
-	late, cancelLate := s.add(last)
+	late, cancelLate := s.add(func() *View { return last })
 	defer cancelLate()
 	if v, ok := <-late; !ok || v != last {
 		t.Fatal("a subscription after close gets the last view")
 	}
 	if _, ok := <-late; ok {
 		t.Fatal("and then a closed channel")
+	}
+}
+
+// A view published while a subscription is being made reaches it: the
+// current view is read under the lock publish takes.
+func TestSubscribeLosesNoConcurrentView(t *testing.T) {
+	var s subscribers
+	v1, v2 := &View{Addr: "v1"}, &View{Addr: "v2"}
+	var latest atomic.Pointer[View]
+	latest.Store(v1)
+	published := make(chan struct{})
+	ch, cancel := s.add(func() *View {
+		cur := latest.Load()
+		go func() { // a publisher racing the subscription
+			defer close(published)
+			latest.Store(v2)
+			s.publish(v2)
+		}()
+		return cur
+	})
+	defer cancel()
+	<-published
+	if got := <-ch; got != v2 {
+		t.Fatalf("subscriber holds %s, want the view published meanwhile", got.Addr)
 	}
 }

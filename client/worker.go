@@ -157,7 +157,7 @@ func (w *Worker) View() *View { return w.view.Load() }
 // delays the Worker. The channel is closed when the Worker stops or
 // cancel is called.
 func (w *Worker) Subscribe() (views <-chan *View, cancel func()) {
-	return w.subs.add(w.View())
+	return w.subs.add(w.View)
 }
 
 // Done is closed when the Worker has stopped: Close, or a permanent error
