@@ -143,8 +143,9 @@ type Pick struct {
 
 // PickResult is what Pick chose, and from which views.
 type PickResult struct {
-	// Picks are the chosen workers, best first by draw order; fewer than
-	// asked when fewer qualify.
+	// Picks are the chosen workers in the order drawn: the first is the
+	// choice for this request, the others fallbacks (a retry, a hedge).
+	// Fewer than asked when fewer qualify.
 	Picks []Pick
 	// State is the state of every picked view: Fresh unless no worker is.
 	State State

@@ -70,8 +70,9 @@ type Worker struct {
 	err       error // set before done is closed
 }
 
-// Dial starts watching the worker at addr ("host:port", or a base URL
-// with http:// or https://). It returns at once: the first View is
+// Dial starts watching the worker at addr ("host:port", dialed with TLS
+// when Options.TLS is set, or a base URL with http:// or https://). It
+// returns at once: the first View is
 // Disconnected until the worker acknowledges the registration. Its error
 // is only about opts. Close the Worker when done.
 func Dial(addr string, opts Options) (*Worker, error) {
@@ -96,7 +97,7 @@ func dial(addr string, opts Options, d deps) (*Worker, error) {
 		updates: make(chan updateRequest), closing: make(chan struct{}), done: make(chan struct{})}
 	hc := o.HTTPClient
 	if hc == nil {
-		hc, w.ownsRPC = newHTTPClient(o), true
+		hc, w.ownsRPC = newHTTPClient(addr, o), true
 	}
 	if c, ok := hc.(interface{ CloseIdleConnections() }); ok {
 		w.idle = c
@@ -117,7 +118,8 @@ func dial(addr string, opts Options, d deps) (*Worker, error) {
 // newHTTPClient is an HTTP/2-only client that pings a connection from
 // which nothing arrived for half a lease and drops it when the ping goes
 // unanswered, so a silently cut network is noticed within about a lease.
-func newHTTPClient(o Options) *http.Client {
+// It speaks TLS with o.TLS, or the system roots for an https:// address.
+func newHTTPClient(addr string, o Options) *http.Client {
 	var p http.Protocols
 	ping := max(o.Lease/2, 100*time.Millisecond)
 	tr := &http.Transport{
@@ -125,10 +127,13 @@ func newHTTPClient(o Options) *http.Client {
 		DialContext: (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		HTTP2:       &http.HTTP2Config{SendPingTimeout: ping, PingTimeout: ping},
 	}
-	if o.TLS != nil {
+	switch {
+	case o.TLS != nil:
 		p.SetHTTP2(true)
 		tr.TLSClientConfig = o.TLS.Clone()
-	} else {
+	case strings.HasPrefix(addr, "https://"):
+		p.SetHTTP2(true)
+	default:
 		p.SetUnencryptedHTTP2(true)
 	}
 	return &http.Client{Transport: tr}
