@@ -105,12 +105,12 @@ type Backoff struct {
 	Jitter float64
 }
 
-// DefaultBackoff is the backoff of a zero Backoff.
-var DefaultBackoff = Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 1.6, Jitter: 0.2}
+// defaultBackoff is what a zero Backoff means.
+var defaultBackoff = Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 1.6, Jitter: 0.2}
 
 // normalized fills defaults and clamps into range.
 func (b Backoff) normalized() Backoff {
-	d := DefaultBackoff
+	d := defaultBackoff
 	if b.Initial > 0 {
 		d.Initial = max(b.Initial, time.Millisecond)
 	}

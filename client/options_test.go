@@ -12,7 +12,7 @@ func TestOptionsDefaultsAndRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.ReportInterval != DefaultReportInterval || o.Lease != DefaultLease || o.StaleAfterIntervals != 3 ||
-		o.MaxSnapshotAge != DefaultMaxSnapshotAge || o.Backoff != DefaultBackoff || o.Logger == nil {
+		o.MaxSnapshotAge != DefaultMaxSnapshotAge || o.Backoff != defaultBackoff || o.Logger == nil {
 		t.Fatalf("defaults not filled: %+v", o)
 	}
 	o, err = Options{RouterID: "r", ReportInterval: 1500 * time.Microsecond}.normalized()
