@@ -1,0 +1,260 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
+)
+
+// Fleet watches many workers with one Options and picks among them. Add
+// and Remove may run at any time; Pick and Views read without blocking
+// on them.
+type Fleet struct {
+	opts Options
+	deps deps
+
+	mu      sync.Mutex // serialises Add, Remove and Close
+	closed  bool
+	workers atomic.Pointer[[]*Worker] // sorted by address, never modified
+
+	rndMu sync.Mutex
+	rnd   *rand.Rand
+}
+
+// NewFleet returns an empty Fleet whose workers all use opts (one
+// RouterID for the whole fleet is what a router wants: it is per worker).
+func NewFleet(opts Options) (*Fleet, error) {
+	return newFleet(opts, deps{}, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
+}
+
+func newFleet(opts Options, d deps, rnd *rand.Rand) (*Fleet, error) {
+	o, err := opts.normalized()
+	if err != nil {
+		return nil, err
+	}
+	d = d.withDefaults()
+	if d.metrics == nil && o.Registerer != nil {
+		if d.metrics, err = newMetrics(o.Registerer); err != nil {
+			return nil, err
+		}
+	}
+	f := &Fleet{opts: o, deps: d, rnd: rnd}
+	f.workers.Store(new([]*Worker{}))
+	return f, nil
+}
+
+// Add dials the worker at addr; an address already in the fleet is an
+// error.
+func (f *Fleet) Add(addr string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return errors.New("client: fleet closed")
+	}
+	cur := *f.workers.Load()
+	i, found := slices.BinarySearchFunc(cur, addr, func(w *Worker, a string) int { return strings.Compare(w.addr, a) })
+	if found {
+		return fmt.Errorf("client: worker %s is already in the fleet", addr)
+	}
+	w, err := dial(addr, f.opts, f.deps)
+	if err != nil {
+		return err
+	}
+	next := slices.Insert(slices.Clone(cur), i, w)
+	f.workers.Store(&next)
+	return nil
+}
+
+// Remove closes and forgets the worker at addr; false when it was not in
+// the fleet.
+func (f *Fleet) Remove(addr string) bool {
+	f.mu.Lock()
+	cur := *f.workers.Load()
+	i := slices.IndexFunc(cur, func(w *Worker) bool { return w.addr == addr })
+	if i < 0 {
+		f.mu.Unlock()
+		return false
+	}
+	w := cur[i]
+	next := slices.Delete(slices.Clone(cur), i, i+1)
+	f.workers.Store(&next)
+	f.mu.Unlock()
+	_ = w.Close()
+	return true
+}
+
+// Worker is the worker at addr, or nil.
+func (f *Fleet) Worker(addr string) *Worker {
+	for _, w := range *f.workers.Load() {
+		if w.addr == addr {
+			return w
+		}
+	}
+	return nil
+}
+
+// Workers are the fleet's workers, sorted by address.
+func (f *Fleet) Workers() []*Worker { return slices.Clone(*f.workers.Load()) }
+
+// Views are the workers' latest views, sorted by address.
+func (f *Fleet) Views() []*View {
+	ws := *f.workers.Load()
+	vs := make([]*View, len(ws))
+	for i, w := range ws {
+		vs[i] = w.View()
+	}
+	return vs
+}
+
+// Close closes every worker; the fleet then takes no more.
+func (f *Fleet) Close() error {
+	f.mu.Lock()
+	f.closed = true
+	ws := *f.workers.Load()
+	f.workers.Store(new([]*Worker{}))
+	f.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Go(func() { _ = w.Close() })
+	}
+	wg.Wait()
+	return nil
+}
+
+// Pick is one chosen worker.
+type Pick struct {
+	// Worker is the chosen worker.
+	Worker *Worker
+	// View is the view it was chosen on.
+	View *View
+	// Score is Score(View.Report): lower is less loaded; +Inf without ranks.
+	Score float64
+	// BestRank is the least loaded dp_rank, for routers that address a
+	// rank themselves; -1 without ranks.
+	BestRank int32
+}
+
+// PickResult is what Pick chose, and from which views.
+type PickResult struct {
+	// Picks are the chosen workers in the order drawn: the first is the
+	// choice for this request, the others fallbacks (a retry, a hedge).
+	// Fewer than asked when fewer qualify.
+	Picks []Pick
+	// State is the state of every picked view: Fresh unless no worker is.
+	State State
+	// Degraded says no worker was Fresh, so the picks come from the best
+	// state there was (Stale, then Unreachable, then Disconnected) and may
+	// route on old or no load data.
+	Degraded bool
+	// Reason says why the result is degraded or empty.
+	Reason string
+}
+
+type candidate struct {
+	w     *Worker
+	v     *View
+	score float64
+	best  int32
+}
+
+// Pick chooses up to n distinct workers by the power of two choices: for
+// each pick, two workers are drawn at random from those not yet picked
+// and the one with the lower Score wins (the first drawn on a tie). Only
+// Fresh views qualify (judged now, on the fleet's clock), unless no worker
+// is Fresh: then the best state present qualifies, and the result says
+// Degraded.
+func (f *Fleet) Pick(n int) PickResult {
+	ws := *f.workers.Load()
+	if len(ws) == 0 || n <= 0 {
+		return PickResult{State: Disconnected, Reason: "no workers to pick from"}
+	}
+	now := f.deps.clock.Now()
+	tier := Disconnected
+	var pool []candidate
+	for _, w := range ws {
+		v := w.View()
+		s := v.StateAt(now)
+		if s < tier {
+			continue
+		}
+		if s > tier {
+			tier, pool = s, pool[:0]
+		}
+		score, best := Score(v.Report)
+		pool = append(pool, candidate{w: w, v: v, score: score, best: best})
+	}
+	res := PickResult{State: tier}
+	if tier != Fresh {
+		res.Degraded = true
+		res.Reason = fmt.Sprintf("no worker is fresh: picking among %d %s of %d", len(pool), tier, len(ws))
+	}
+	f.rndMu.Lock()
+	defer f.rndMu.Unlock()
+	for len(res.Picks) < n && len(pool) > 0 {
+		i := f.twoChoices(pool)
+		c := pool[i]
+		res.Picks = append(res.Picks, Pick{Worker: c.w, View: c.v, Score: c.score, BestRank: c.best})
+		pool = slices.Delete(pool, i, i+1)
+	}
+	return res
+}
+
+// twoChoices draws two distinct candidates and returns the less loaded.
+func (f *Fleet) twoChoices(pool []candidate) int {
+	if len(pool) == 1 {
+		return 0
+	}
+	i := f.rnd.IntN(len(pool))
+	j := f.rnd.IntN(len(pool) - 1)
+	if j >= i {
+		j++
+	}
+	if pool[j].score < pool[i].score {
+		return j
+	}
+	return i
+}
+
+// Score is the load score Pick ranks workers by, an estimate of how long
+// a new request waits, modelled on SMG's least-load policy. Per rank:
+//
+//	rank = (num_running_reqs + num_waiting_reqs) / max(1, max_running_requests)
+//	     + num_waiting_uncached_tokens / max(1, max_total_num_tokens)
+//
+// the first term is the share of the rank's request slots spoken for
+// (above 1 once requests queue), the second the prefill work queued
+// ahead, as a share of the KV cache. The worker's score is the mean over
+// its ranks (SGLang's data-parallel controller spreads requests over
+// ranks, so a request lands on an average rank, not the best one); best is
+// the rank with the lowest score, for routers that pick the rank
+// themselves. Lower is better. A report without ranks (nil, UNREACHABLE)
+// scores +Inf with best -1.
+func Score(r *pb.LoadReport) (score float64, best int32) {
+	ranks := r.GetRanks()
+	if len(ranks) == 0 {
+		return math.Inf(1), -1
+	}
+	lowest := math.Inf(1)
+	for _, k := range ranks {
+		s := RankScore(k)
+		score += s
+		if s < lowest {
+			lowest, best = s, k.GetDpRank()
+		}
+	}
+	return score / float64(len(ranks)), best
+}
+
+// RankScore is one rank's term of Score.
+func RankScore(k *pb.RankLoad) float64 {
+	slots := float64(k.GetNumRunningReqs()+k.GetNumWaitingReqs()) / float64(max(1, k.GetMaxRunningRequests()))
+	queued := float64(k.GetNumWaitingUncachedTokens()) / float64(max(1, k.GetMaxTotalNumTokens()))
+	return slots + queued
+}
