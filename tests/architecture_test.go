@@ -372,6 +372,17 @@ var rules = []rule{
 		},
 	},
 	{
+		// The public package for routers: what a router author imports must
+		// not drag the service's internals along.
+		folder: "client",
+		may: "client/... may import the standard library, gen/... and third-party modules, never domain, ports, " +
+			"adapters, web or cmd; its test code may boot the service through cmd/loadreporter/app and its ports",
+		allows: func(_ layout, _ string, d dep, test bool) bool {
+			return d.std() || d.thirdParty() || d.in("gen") || d.in("client") ||
+				test && (d.in("cmd/loadreporter/app") || d.in("domain") || d.port())
+		},
+	},
+	{
 		folder: "migrations",
 		may:    "migrations may import the standard library only",
 		allows: func(_ layout, _ string, d dep, _ bool) bool { return d.std() },
