@@ -37,6 +37,7 @@ func New(c Config) (*Main, error) {
 	m := &Main{cfg: c, fleet: f}
 	mux := http.NewServeMux()
 	mux.HandleFunc(LoadsRoute, m.serveLoads)
+	mux.HandleFunc(PageRoute, m.servePage)
 	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return m, nil
 }
