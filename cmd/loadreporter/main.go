@@ -13,6 +13,7 @@ import (
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/buildinfo"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/cli"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/fleet"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/envflag"
 	"github.com/loadreporter/loadreporter/domain"
 )
@@ -22,6 +23,7 @@ const help = `Usage: loadreporter <command> [flags]
 Commands:
   serve   serve load reports (Monitor, health, metrics) on one port
   watch   dial a worker as a router and print its reports live
+  fleet   watch many workers as a router and serve their loads (page and JSON)
   audit   query the recorded history: reports, outages, rank-stats, gaps, imbalance
   migrate apply the PostgreSQL history schema
   version print the version and build (also --version)
@@ -90,6 +92,17 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 			return err
 		}
 		return cli.Watch(ctx, cfg, stdout)
+	case "fleet":
+		cfg, err := fleet.Parse(args[1:], getenv, stdout)
+		warnUnknown()
+		if err != nil {
+			return err
+		}
+		m, err := fleet.New(cfg)
+		if err != nil {
+			return err
+		}
+		return m.Run(ctx)
 	case "audit":
 		cfg, err := cli.ParseAudit(args[1:], getenv, stdout)
 		warnUnknown()

@@ -3,26 +3,23 @@ package cli
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
-
+	"github.com/loadreporter/loadreporter/client"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/envflag"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
-	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 )
 
 // WatchConfig is what `loadreporter watch` can be told.
 type WatchConfig struct {
 	Target    string
+	Targets   []string // set: print a fleet table of these workers instead
 	Interval  time.Duration
 	Lease     time.Duration
 	RouterID  string
@@ -40,19 +37,30 @@ func ParseWatch(args []string, getenv func(string) string, out io.Writer) (Watch
 	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&c.Target, "target", c.Target, "HOST:PORT of the worker's loadreporter")
+	var targets string
+	fs.StringVar(&targets, "targets", "", "comma-separated HOST:PORTs: print a fleet table of these workers, refreshed every --interval, instead of one worker's reports")
 	fs.DurationVar(&c.Interval, "interval", c.Interval, "report interval to ask for")
 	fs.DurationVar(&c.Lease, "lease", c.Lease, "lease to ask for (keep-alives go at the granted renew_after)")
 	fs.StringVar(&c.RouterID, "router-id", c.RouterID, "router_id to register as")
 	fs.StringVar(&c.AuthToken, "auth-token", c.AuthToken, "bearer token the worker requires")
 	fs.BoolVar(&c.TLS, "tls", c.TLS, "dial with TLS")
 	fs.BoolVar(&c.Insecure, "tls-insecure", c.Insecure, "with --tls: do not verify the server certificate")
-	fs.IntVar(&c.Count, "count", c.Count, "exit after this many reports (0: until interrupted)")
-	fs.Usage = envflag.Usage(fs, out, "Usage: loadreporter watch [flags]\n\nDials a worker as a router and prints each report, one line per rank.", nil)
+	fs.IntVar(&c.Count, "count", c.Count, "exit after this many reports, or fleet tables with --targets (0: until interrupted)")
+	fs.Usage = envflag.Usage(fs, out, "Usage: loadreporter watch [flags]\n\nDials a worker as a router and prints each report, one line per rank;\nwith --targets, prints a table of the fleet, one line per worker.", nil)
 	if err := envflag.Parse(fs, args, getenv, nil); err != nil {
 		return c, err
 	}
 	if _, _, err := net.SplitHostPort(c.Target); err != nil {
 		return c, fmt.Errorf("--target %q: want HOST:PORT", c.Target)
+	}
+	for t := range strings.SplitSeq(targets, ",") {
+		if t = strings.TrimSpace(t); t == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(t); err != nil {
+			return c, fmt.Errorf("--targets: %q: want HOST:PORT", t)
+		}
+		c.Targets = append(c.Targets, t)
 	}
 	if c.Interval < time.Millisecond || c.Lease < time.Millisecond {
 		return c, fmt.Errorf("--interval and --lease must be at least 1ms")
@@ -60,101 +68,68 @@ func ParseWatch(args []string, getenv func(string) string, out io.Writer) (Watch
 	return c, nil
 }
 
-// Watch registers with the worker as a router and writes every report to
-// out until ctx ends, Count reports arrived, or the worker ends the stream.
+// Watch registers with the worker as a router (through package client)
+// and writes every report to out until ctx ends or Count reports arrived;
+// with Targets it prints a fleet table instead (see watchFleet). A stream
+// that ends is reopened with backoff, as a router would; only a worker
+// refusing the configuration for good ends the watch with an error.
 func Watch(ctx context.Context, c WatchConfig, out io.Writer) error {
-	client := loadmonitorv1connect.NewLoadMonitorServiceClient(watchHTTPClient(c), watchBaseURL(c), connect.WithGRPC())
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream := client.Monitor(ctx)
-	if c.AuthToken != "" {
-		stream.RequestHeader().Set("Authorization", "Bearer "+c.AuthToken)
+	if len(c.Targets) > 0 {
+		return watchFleet(ctx, c, out, isTerminal(out))
 	}
-	err := stream.Send(&pb.RouterFrame{Payload: &pb.RouterFrame_Register{Register: &pb.RegisterRequest{
-		RouterId: c.RouterID, ReportIntervalMs: c.Interval.Milliseconds(), LeaseTtlMs: c.Lease.Milliseconds(),
-	}}})
+	w, err := client.Dial(c.Target, c.clientOptions())
 	if err != nil {
-		// A failed send says little ("EOF"); the receive side has the cause.
-		if _, rerr := stream.Receive(); rerr != nil && !errors.Is(rerr, io.EOF) {
-			err = rerr
-		}
-		return fmt.Errorf("register with %s: %w", c.Target, err)
+		return err
 	}
-	keepAlive := make(chan time.Duration, 1)
-	keepAliveDone := make(chan struct{})
-	go func() {
-		defer close(keepAliveDone)
-		sendKeepAlives(ctx, stream, keepAlive)
-	}()
-	defer func() {
-		cancel()
-		<-keepAliveDone
-	}()
-	reports := 0
+	defer w.Close()
+	views, cancel := w.Subscribe()
+	defer cancel()
+	var (
+		last       *pb.LoadReport
+		registered bool
+		reports    int
+	)
 	for {
-		f, err := stream.Receive()
-		if err != nil {
-			if errors.Is(err, io.EOF) || ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("monitor stream from %s: %w", c.Target, err)
-		}
-		switch p := f.GetPayload().(type) {
-		case *pb.WorkerFrame_Registered:
-			fmt.Fprintf(out, "registered as %q: lease %d ms, renew after %d ms\n",
-				c.RouterID, p.Registered.GetLeaseTtlMs(), p.Registered.GetRenewAfterMs())
-			keepAlive <- time.Duration(p.Registered.GetRenewAfterMs()) * time.Millisecond
-		case *pb.WorkerFrame_Report:
-			fmt.Fprint(out, FormatReport(p.Report))
-			reports++
-			if c.Count > 0 && reports >= c.Count {
-				_ = stream.Send(&pb.RouterFrame{Payload: &pb.RouterFrame_Stop{Stop: &pb.StopRequest{}}})
-				return stream.CloseRequest()
-			}
-		case *pb.WorkerFrame_Error:
-			return fmt.Errorf("worker ended the stream: %s: %s", p.Error.GetCode(), p.Error.GetMessage())
-		}
-	}
-}
-
-func sendKeepAlives(ctx context.Context, stream *connect.BidiStreamForClient[pb.RouterFrame, pb.WorkerFrame], every <-chan time.Duration) {
-	var period time.Duration
-	select {
-	case period = <-every:
-	case <-ctx.Done():
-		return
-	}
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
+		var v *client.View
+		var ok bool
 		select {
-		case <-t.C:
-			if stream.Send(&pb.RouterFrame{Payload: &pb.RouterFrame_KeepAlive{KeepAlive: &pb.KeepAlive{}}}) != nil {
-				return
-			}
 		case <-ctx.Done():
-			return
+			return nil
+		case v, ok = <-views:
+		}
+		if !ok {
+			if err := w.Err(); err != nil {
+				return fmt.Errorf("worker ended the stream: %w", err)
+			}
+			return nil
+		}
+		switch {
+		case v.State != client.Disconnected && !registered:
+			registered = true
+			fmt.Fprintf(out, "registered as %q with %s: interval %d ms, lease %d ms asked\n",
+				c.RouterID, c.Target, c.Interval.Milliseconds(), c.Lease.Milliseconds())
+		case v.State == client.Disconnected && registered:
+			registered = false
+			fmt.Fprintf(out, "disconnected from %s: %s (reconnecting)\n", c.Target, v.Reason)
+		}
+		if v.Report == nil || v.Report == last {
+			continue
+		}
+		last = v.Report
+		fmt.Fprint(out, FormatReport(v.Report))
+		if reports++; c.Count > 0 && reports >= c.Count {
+			return nil // the deferred Close sends stop
 		}
 	}
 }
 
-func watchBaseURL(c WatchConfig) string {
+// clientOptions are the client's options for c's flags.
+func (c WatchConfig) clientOptions() client.Options {
+	o := client.Options{RouterID: c.RouterID, ReportInterval: c.Interval, Lease: c.Lease, BearerToken: c.AuthToken}
 	if c.TLS {
-		return "https://" + c.Target
+		o.TLS = &tls.Config{InsecureSkipVerify: c.Insecure} //nolint:gosec // opt-in flag
 	}
-	return "http://" + c.Target
-}
-
-func watchHTTPClient(c WatchConfig) *http.Client {
-	var p http.Protocols
-	tr := &http.Transport{Protocols: &p}
-	if c.TLS {
-		p.SetHTTP2(true)
-		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: c.Insecure} //nolint:gosec // opt-in flag
-	} else {
-		p.SetUnencryptedHTTP2(true)
-	}
-	return &http.Client{Transport: tr}
+	return o
 }
 
 // FormatReport renders a report as a header line and one line per rank.

@@ -1,0 +1,101 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/loadreporter/loadreporter/client"
+)
+
+// Main is the fleet command's composition: the client fleet and the HTTP
+// server in front of it. New, then Start (or Run), then Close.
+type Main struct {
+	cfg    Config
+	fleet  *client.Fleet
+	srv    *http.Server
+	ln     net.Listener
+	served chan error
+}
+
+// New dials every target (returning at once: the views start
+// Disconnected) and builds the server; it listens only on Start.
+func New(c Config) (*Main, error) {
+	f, err := client.NewFleet(c.clientOptions())
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range c.Targets {
+		if err := f.Add(t); err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+	}
+	m := &Main{cfg: c, fleet: f}
+	mux := http.NewServeMux()
+	mux.HandleFunc(LoadsRoute, m.serveLoads)
+	mux.HandleFunc(PageRoute, m.servePage)
+	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return m, nil
+}
+
+// Start listens on Listen and serves in the background.
+func (m *Main) Start() error {
+	ln, err := net.Listen("tcp", m.cfg.Listen)
+	if err != nil {
+		return err
+	}
+	m.ln, m.served = ln, make(chan error, 1)
+	go func() { m.served <- m.srv.Serve(ln) }()
+	return nil
+}
+
+// Addr is the address the fleet view is served on, once started.
+func (m *Main) Addr() string { return m.ln.Addr().String() }
+
+// Run starts the server if needed, serves until ctx ends or the server
+// fails, then closes everything.
+func (m *Main) Run(ctx context.Context) error {
+	if m.ln == nil {
+		if err := m.Start(); err != nil {
+			_ = m.fleet.Close()
+			return err
+		}
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-m.served:
+		m.served <- err // Close reports it
+	}
+	return m.Close()
+}
+
+// Close stops serving (letting requests in flight finish, briefly) and
+// closes every worker's stream. It is safe to call more than once.
+func (m *Main) Close() error {
+	var err error
+	if m.ln != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err = m.srv.Shutdown(ctx)
+		if serr := <-m.served; !errors.Is(serr, http.ErrServerClosed) {
+			err = errors.Join(err, serr)
+		}
+		m.served <- http.ErrServerClosed
+	}
+	return errors.Join(err, m.fleet.Close())
+}
+
+// answer is the fleet's answer now.
+func (m *Main) answer() Answer {
+	return answerOf(time.Now(), m.fleet.Views(), m.cfg.dashboard)
+}
+
+func (m *Main) serveLoads(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(m.answer())
+}

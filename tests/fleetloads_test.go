@@ -1,0 +1,100 @@
+package tests
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/fleet"
+)
+
+// startFleet runs `loadreporter fleet` over addrs on an ephemeral port;
+// it is closed at cleanup.
+func startFleet(t *testing.T, addrs []string) *fleet.Main {
+	t.Helper()
+	cfg, err := fleet.Parse([]string{"--targets", strings.Join(addrs, ","), "--listen", "127.0.0.1:0", "--interval", "100ms"},
+		func(string) string { return "" }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := fleet.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(); err != nil {
+		_ = m.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("fleet close: %v", err)
+		}
+	})
+	return m
+}
+
+// getFleetLoads fetches and decodes GET /v1/fleet/loads.
+func getFleetLoads(t *testing.T, addr string) fleet.Answer {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/v1/fleet/loads")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a fleet.Answer
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || resp.StatusCode != http.StatusOK ||
+		resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("GET /v1/fleet/loads: %d %v", resp.StatusCode, err)
+	}
+	return a
+}
+
+// TestFleetLoads: the fleet command serves every worker's latest report
+// in the /v1/loads envelope with its state and age; the worker put into
+// error mode turns Unreachable and drops out of the aggregate, which
+// covers the Fresh workers only.
+func TestFleetLoads(t *testing.T) {
+	_, addrs := startWorkers(t, 3)
+	f := startFleet(t, addrs)
+	wait := testCtx(t, 15*time.Second)
+
+	var a fleet.Answer
+	eventually(t, wait, "three fresh workers", func() bool {
+		a = getFleetLoads(t, f.Addr())
+		return a.Aggregate.FreshWorkers == 3
+	})
+	if len(a.Workers) != 3 || a.Aggregate.Workers != 3 || a.Aggregate.DPRankCount != 12 || a.Aggregate.TotalTokens <= 0 {
+		t.Fatalf("answer: %+v", a)
+	}
+	for _, w := range a.Workers {
+		if w.State != "fresh" || w.Reason != "" || w.AgeMs == nil || *w.AgeMs < 0 || *w.AgeMs > 1000 ||
+			w.Dashboard != "http://"+w.Target+"/" || w.Loads == nil || w.Loads.Status != "HEALTHY" ||
+			w.Loads.DPRankCount != 4 || len(w.Loads.Loads) != 4 || w.Loads.Loads[3].DPRank != 3 {
+			t.Fatalf("worker: %+v", w)
+		}
+	}
+
+	setSimMode(t, addrs[1], "error")
+	eventually(t, wait, addrs[1]+" unreachable", func() bool {
+		a = getFleetLoads(t, f.Addr())
+		for _, w := range a.Workers {
+			if w.Target == addrs[1] {
+				return w.State == "unreachable"
+			}
+		}
+		t.Fatalf("%s missing from %+v", addrs[1], a)
+		return false
+	})
+	for _, w := range a.Workers {
+		if w.Target == addrs[1] {
+			if w.Loads == nil || w.Loads.Status != "UNREACHABLE" || len(w.Loads.Loads) != 0 || w.Reason == "" {
+				t.Fatalf("unreachable worker: %+v", w)
+			}
+		}
+	}
+	if a.Aggregate.FreshWorkers != 2 || a.Aggregate.DPRankCount != 8 {
+		t.Fatalf("aggregate after one unreachable: %+v", a.Aggregate)
+	}
+}
