@@ -1,5 +1,6 @@
 // Package cli holds loadreporter's client commands: watch (dial a worker
-// as a router and print its reports), audit (query the recorded history
+// as a router through package client and print its reports, or a table
+// of several workers with --targets), audit (query the recorded history
 // through a running loadreporter or PostgreSQL) and migrate (apply the
 // history schema). Each has a Parse function for its flags and
 // LOADREPORTER_* variables and a function that runs it.
