@@ -172,8 +172,11 @@ func (ru rollups) merge(stored []*minuteRow, storedRanks []*rankRow) {
 		}
 	}
 	for _, r := range storedRanks {
+		// A stored rank the new reports lack is written back as it is.
 		if n := ru.ranks[r.rankKey]; n != nil {
 			n.merge(r)
+		} else {
+			ru.ranks[r.rankKey] = r
 		}
 	}
 	for _, m := range ru.minutes {
