@@ -4,7 +4,9 @@
 // migrations with goose (Migrate), taking over a schema that the runner
 // before goose migrated.
 //
-// A report is one row of history_reports, its ranks parallel arrays in it.
+// A report is one row of history_reports, its ranks packed in it (a
+// bytea of fixed-width records, see pack.go; binary COPY passes a bytea
+// through where an array costs the server a call per element).
 // Beside the reports the store keeps two rollups, written in the same
 // transaction as the reports they summarise: history_minutes (per worker
 // and UTC minute: counts, first and last report, statuses, largest step,
@@ -33,8 +35,8 @@
 // database/sql view of a *pgxpool.Pool or *pgx.Conn.
 //
 // Files follow the paths through the package: store.go (Open, New, Ping),
-// append.go and copy.go (the write path), rollup.go and rollup_sql.go (the
-// rollups, computed and stored), partition.go (daily partitions),
+// append.go and copy.go (the write path), pack.go (packed columns),
+// rollup.go and rollup_sql.go (the rollups, computed and stored), partition.go (daily partitions),
 // retention.go (DeleteBefore), query.go and timeline.go (what the audit
 // queries share), usage.go (the exact percentile) and one query_*.go per
 // audit query, migrate*.go (goose, and taking over from the runner before

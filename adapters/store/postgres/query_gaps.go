@@ -15,7 +15,7 @@ import (
 // than the gap threshold ($5, µs) or more than one source instance; the
 // steps and source changes between minutes come from their first and last
 // reports.
-var gapsSQL = timelineSQL(`max_step > $5 OR cardinality(sources) > 1`)
+var gapsSQL = timelineSQL(`max_step > $5 OR first_source <> last_source OR cardinality(sources) > 1`)
 
 // Gaps returns recording gaps and restarts. See ports.HistoryQuery.
 func (s *Store) Gaps(ctx context.Context, q audit.GapsQuery) (audit.GapsResult, error) {

@@ -27,11 +27,9 @@ WHERE minute >= $1 AND minute < $2
   AND (cardinality($4::integer[]) = 0 OR dp_rank = ANY($4::integer[]))`
 
 const rankEdgesSQL = `
-SELECT worker_addr, k.dp, k.usage, k.waiting, k.gen
-FROM history_reports, unnest(dp_rank, token_usage, num_waiting_reqs, gen_throughput) AS k(dp, usage, waiting, gen)
+SELECT worker_addr, ranks FROM history_reports
 WHERE ((report_time >= $1 AND report_time < $2) OR (report_time >= $3 AND report_time < $4))
-  AND (cardinality($5::text[]) = 0 OR worker_addr = ANY($5::text[]))
-  AND (cardinality($6::integer[]) = 0 OR k.dp = ANY($6::integer[]))`
+  AND (cardinality($5::text[]) = 0 OR worker_addr = ANY($5::text[])) AND ranks IS NOT NULL`
 
 // rankAcc accumulates one (worker, rank).
 type rankAcc struct {
@@ -141,19 +139,27 @@ func readRankEdges(ctx context.Context, tx pgx.Tx, a, b audit.Window, workers []
 	if !a.Since.Before(a.Until) && !b.Since.Before(b.Until) {
 		return nil
 	}
-	rows, err := tx.Query(ctx, rankEdgesSQL, a.Since, a.Until, b.Since, b.Until, workers, ranks)
+	rows, err := tx.Query(ctx, rankEdgesSQL, a.Since, a.Until, b.Since, b.Until, workers)
 	if err != nil {
 		return err
 	}
 	var (
-		g          rankGroup
-		usage, gen float64
-		wait       int64
+		worker string
+		packed []byte
 	)
-	_, err = pgx.ForEachRow(rows, []any{&g.worker, &g.dp, &usage, &wait, &gen}, func() error {
-		r := acc(g)
-		r.add(1, usage, usage, wait, gen)
-		r.edge = append(r.edge, usage)
+	_, err = pgx.ForEachRow(rows, []any{&worker, &packed}, func() error {
+		ks, err := unpackRanks(packed)
+		if err != nil {
+			return err
+		}
+		for _, k := range ks {
+			if len(ranks) > 0 && !slices.Contains(ranks, int32(k.DPRank)) {
+				continue
+			}
+			r := acc(rankGroup{worker, int32(k.DPRank)})
+			r.add(1, k.TokenUsage, k.TokenUsage, k.NumWaitingReqs, k.GenThroughput)
+			r.edge = append(r.edge, k.TokenUsage)
+		}
 		return nil
 	})
 	return err

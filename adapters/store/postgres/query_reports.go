@@ -94,19 +94,10 @@ func scanReport(row pgx.CollectableRow) (*domain.Report, error) {
 		reptime              time.Time
 		lastErr, model, zone *string
 		spread               float64
-		dp                   []int32
-		snap                 []time.Time
-		ints                 [7][]int64
-		floats               [4][]float64
+		ranks                []byte
 	)
-	dest := []any{&r.Worker.Addr, &reptime, &r.SourceInstanceID, &seq, &st, &lastErr, &wt, &model, &zone, &spread, &dp, &snap}
-	for i := range ints {
-		dest = append(dest, &ints[i])
-	}
-	for i := range floats {
-		dest = append(dest, &floats[i])
-	}
-	if err := row.Scan(dest...); err != nil {
+	if err := row.Scan(&r.Worker.Addr, &reptime, &r.SourceInstanceID, &seq, &st, &lastErr, &wt, &model, &zone,
+		&spread, &ranks); err != nil {
 		return nil, err
 	}
 	r.ReportTime = reptime.UTC()
@@ -114,15 +105,9 @@ func scanReport(row pgx.CollectableRow) (*domain.Report, error) {
 	r.Status = domain.Status(st)
 	r.Worker.Type = domain.WorkerType(wt)
 	r.LastError, r.Worker.Model, r.Worker.Zone = deref(lastErr), deref(model), deref(zone)
-	for i, d := range dp {
-		r.Ranks = append(r.Ranks, domain.RankLoad{
-			DPRank: int64(d), SnapshotTime: snap[i].UTC(),
-			NumRunningReqs: ints[0][i], NumWaitingReqs: ints[1][i], NumWaitingUncachedTokens: ints[2][i],
-			NumUsedTokens: ints[3][i], NumTotalTokens: ints[4][i], MaxTotalNumTokens: ints[5][i], MaxRunningRequests: ints[6][i],
-			TokenUsage: floats[0][i], GenThroughput: floats[1][i], CacheHitRate: floats[2][i], Utilization: floats[3][i],
-		})
-	}
-	return &r, nil
+	var err error
+	r.Ranks, err = unpackRanks(ranks)
+	return &r, err
 }
 
 func deref(s *string) string {

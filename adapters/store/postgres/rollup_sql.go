@@ -3,7 +3,9 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -107,16 +109,12 @@ func compareMinuteKeys(a, b minuteKey) int {
 var minuteColumns = []string{
 	"worker_addr", "minute", "reports", "unhealthy", "status_mask", "last_error",
 	"first_time", "last_time", "first_source", "last_source", "max_step",
-	"min_spread", "max_spread", "peak_time",
-	"sources", "offsets", "source_index", "sequence_ids", "statuses", "errors", "spreads",
+	"min_spread", "max_spread", "peak_time", "sources", "errors", "entries",
 }
-
-// minuteEntryColumns are the per-report columns of history_minutes.
-const minuteEntryColumns = `minute, sources, offsets, source_index, sequence_ids, statuses, errors, spreads`
 
 // readStoredMinutes reads the stored history_minutes rows of ks.
 func readStoredMinutes(ctx context.Context, tx pgx.Tx, ks minuteKeys) ([]*minuteRow, error) {
-	rows, err := tx.Query(ctx, `SELECT worker_addr, `+minuteEntryColumns+`
+	rows, err := tx.Query(ctx, `SELECT worker_addr, minute, sources, errors, entries
 		FROM history_minutes m JOIN unnest($1::text[], $2::timestamptz[]) AS k(w, m)
 		  ON m.worker_addr = k.w AND m.minute = k.m
 		WHERE m.minute >= $3 AND m.minute <= $4`, ks.workers, ks.minutes, ks.lo, ks.hi)
@@ -125,46 +123,18 @@ func readStoredMinutes(ctx context.Context, tx pgx.Tx, ks minuteKeys) ([]*minute
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*minuteRow, error) {
 		m := &minuteRow{}
-		var ec entryColumns
-		if err := row.Scan(append([]any{&m.worker}, ec.dest()...)...); err != nil {
+		var (
+			sources, errs []string
+			packed        []byte
+		)
+		if err := row.Scan(&m.worker, &m.minute, &sources, &errs, &packed); err != nil {
 			return nil, err
 		}
-		m.minute = ec.minute.UTC()
-		m.entries = ec.entries()
-		return m, nil
+		m.minute = m.minute.UTC()
+		var err error
+		m.entries, err = unpackEntries(m.minute, packed, sources, errs)
+		return m, err
 	})
-}
-
-// entryColumns scans the per-report columns of a history_minutes row.
-type entryColumns struct {
-	minute   time.Time
-	sources  []string
-	offsets  []int32
-	index    []int32
-	seqs     []int64
-	statuses []int16
-	errs     []*string
-	spreads  []float64
-}
-
-func (c *entryColumns) dest() []any {
-	return []any{&c.minute, &c.sources, &c.offsets, &c.index, &c.seqs, &c.statuses, &c.errs, &c.spreads}
-}
-
-func (c *entryColumns) entries() []entry {
-	es := make([]entry, len(c.offsets))
-	base := c.minute.UTC()
-	for i := range es {
-		e := entry{
-			t:      base.Add(time.Duration(c.offsets[i]) * time.Microsecond),
-			source: c.sources[c.index[i]-1], seq: c.seqs[i], status: c.statuses[i], spread: c.spreads[i],
-		}
-		if c.errs[i] != nil {
-			e.err = *c.errs[i]
-		}
-		es[i] = e
-	}
-	return es
 }
 
 // readStoredRanks reads the stored history_rank_minutes rows of ks.
@@ -192,27 +162,15 @@ func copyMinutes(ctx context.Context, tx pgx.Tx, keys []minuteKey, ms map[minute
 	for _, k := range keys {
 		m := ms[k]
 		s := m.summary()
-		var sources []string
-		for _, e := range m.entries {
-			if !slices.Contains(sources, e.source) {
-				sources = append(sources, e.source)
-			}
-		}
-		slices.Sort(sources)
-		n := len(m.entries)
-		offsets, index := make([]int32, n), make([]int32, n)
-		seqs, statuses := make([]int64, n), make([]int16, n)
-		errs, spreads := make([]*string, n), make([]float64, n)
-		for i, e := range m.entries {
-			offsets[i] = int32(e.t.Sub(m.minute) / time.Microsecond)
-			index[i] = int32(slices.Index(sources, e.source) + 1)
-			seqs[i], statuses[i], errs[i], spreads[i] = e.seq, e.status, nullIfEmpty(e.err), e.spread
+		packed, sources, errs := packEntries(m.minute, m.entries)
+		if len(sources) > math.MaxUint16 || len(errs) > math.MaxUint16 {
+			return fmt.Errorf("worker %q has %d source instances and %d errors in the minute of %s; at most %d each",
+				m.worker, len(sources), len(errs), m.minute.Format(time.RFC3339), math.MaxUint16)
 		}
 		rows = append(rows, []any{
 			m.worker, m.minute, s.reports, s.unhealthy, s.statusMask, nullIfEmpty(s.lastError),
 			s.firstTime, s.lastTime, s.firstSource, s.lastSource, s.maxStep.Microseconds(),
-			s.minSpread, s.maxSpread, s.peakTime,
-			sources, offsets, index, seqs, statuses, errs, spreads,
+			s.minSpread, s.maxSpread, s.peakTime, sources, errs, packed,
 		})
 	}
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"history_minutes"}, minuteColumns, pgx.CopyFromRows(rows))

@@ -34,11 +34,8 @@ func timelineSQL(detail string) string {
 	return `
 SELECT worker_addr, minute, reports, unhealthy, status_mask, coalesce(last_error, ''),
        first_time, last_time, first_source, last_source, max_step, min_spread, max_spread, peak_time,
-       detailed,
-       CASE WHEN detailed THEN sources END, CASE WHEN detailed THEN offsets END,
-       CASE WHEN detailed THEN source_index END, CASE WHEN detailed THEN sequence_ids END,
-       CASE WHEN detailed THEN statuses END, CASE WHEN detailed THEN errors END,
-       CASE WHEN detailed THEN spreads END
+       detailed, CASE WHEN detailed THEN sources END, CASE WHEN detailed THEN errors END,
+       CASE WHEN detailed THEN entries END
 FROM (
     SELECT *, (minute < $1 OR minute + interval '1 minute' > $2 OR (` + detail + `)) AS detailed
     FROM history_minutes
@@ -86,22 +83,24 @@ func readTimeline(ctx context.Context, tx pgx.Tx, sql string, w audit.Window, wo
 
 func scanMinuteRead(rows pgx.Rows, w audit.Window) (minuteRead, error) {
 	var (
-		m       minuteRead
-		maxStep int64
-		ec      entryColumns
+		m             minuteRead
+		maxStep       int64
+		sources, errs []string
+		packed        []byte
 	)
-	dest := []any{&m.worker, &m.minute, &m.reports, &m.unhealthy, &m.statusMask, &m.lastError,
+	if err := rows.Scan(&m.worker, &m.minute, &m.reports, &m.unhealthy, &m.statusMask, &m.lastError,
 		&m.firstTime, &m.lastTime, &m.firstSource, &m.lastSource, &maxStep, &m.minSpread, &m.maxSpread, &m.peakTime,
-		&m.detailed}
-	dest = append(dest, ec.dest()[1:]...)
-	if err := rows.Scan(dest...); err != nil {
+		&m.detailed, &sources, &errs, &packed); err != nil {
 		return m, err
 	}
 	m.minute, m.firstTime, m.lastTime, m.peakTime = m.minute.UTC(), m.firstTime.UTC(), m.lastTime.UTC(), m.peakTime.UTC()
 	m.maxStep = time.Duration(maxStep) * time.Microsecond
 	if m.detailed {
-		ec.minute = m.minute
-		for _, e := range ec.entries() {
+		es, err := unpackEntries(m.minute, packed, sources, errs)
+		if err != nil {
+			return m, err
+		}
+		for _, e := range es {
 			if w.Contains(e.t) {
 				m.entries = append(m.entries, e)
 			}
