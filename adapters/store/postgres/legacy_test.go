@@ -8,17 +8,115 @@ package postgres_test
 
 import (
 	"context"
+	"os"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/loadreporter/loadreporter/adapters/store/postgres"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
 )
 
 // legacyStore is the store as it was with migration 0001 only.
 type legacyStore struct{ db *pgxpool.Pool }
+
+// legacySchema applies testdata/legacy_0001_history.sql (0001 as
+// released) to the schema of pool, with daily partitions for days.
+func legacySchema(ctx context.Context, pool *pgxpool.Pool, days ...time.Time) error {
+	sql, err := os.ReadFile("testdata/legacy_0001_history.sql")
+	if err != nil {
+		return err
+	}
+	if _, err := pool.Exec(ctx, string(sql)); err != nil {
+		return err
+	}
+	for _, d := range days {
+		for _, t := range []string{"history_reports", "history_ranks"} {
+			name := pgx.Identifier{t + "_p" + d.Format("20060102")}.Sanitize()
+			if _, err := pool.Exec(ctx, `CREATE TABLE `+name+` PARTITION OF `+t+` FOR VALUES FROM ('`+
+				d.Format(time.DateOnly)+` 00:00:00+00') TO ('`+d.AddDate(0, 0, 1).Format(time.DateOnly)+` 00:00:00+00')`); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// newLegacyStore returns a legacyStore on a fresh schema with 0001's
+// tables and the daily partitions of the benchmark's reports.
+func newLegacyStore(ctx context.Context, t testing.TB) *legacyStore {
+	t.Helper()
+	dbURL, _ := freshSchema(t)
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	first, last := benchReport(0, benchStart).ReportTime, benchReport(max(*benchReports-1, 0), benchStart).ReportTime
+	var days []time.Time
+	for d := first.Truncate(24 * time.Hour); !d.After(last); d = d.AddDate(0, 0, 1) {
+		days = append(days, d)
+	}
+	if err := legacySchema(ctx, pool, days...); err != nil {
+		t.Fatalf("0001 schema: %v", err)
+	}
+	return &legacyStore{db: pool}
+}
+
+// DB returns the store's pool.
+func (s *legacyStore) DB() postgres.DB { return s.db }
+
+// copyLegacy writes the benchmark's reports [from, to) into s's tables
+// with COPY (untimed: only to have the whole data set in 0001's layout).
+func copyLegacy(ctx context.Context, t testing.TB, s *legacyStore, from, to int) {
+	t.Helper()
+	const chunk = 50000
+	for lo := from; lo < to; lo += chunk {
+		hi := min(lo+chunk, to)
+		var rs []*domain.Report
+		for i := lo; i < hi; i++ {
+			rs = append(rs, benchReport(i, benchStart))
+		}
+		if err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error { return copyLegacyRows(ctx, tx, rs) }); err != nil {
+			t.Fatalf("copy into 0001's layout: %v", err)
+		}
+	}
+}
+
+func copyLegacyRows(ctx context.Context, tx pgx.Tx, rs []*domain.Report) error {
+	var b batch
+	b.add(rs)
+	reports := make([][]any, len(b.rw))
+	for i := range reports {
+		reports[i] = []any{b.rw[i], b.rt[i], b.rs[i], b.rq[i], b.rst[i], nullable(b.re[i]), b.rwt[i], nullable(b.rm[i]),
+			nullable(b.rz[i]), b.rsp[i]}
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"history_reports"}, []string{"worker_addr", "report_time",
+		"source_instance_id", "sequence_id", "status", "last_error", "worker_type", "model", "zone", "token_usage_spread"},
+		pgx.CopyFromRows(reports)); err != nil {
+		return err
+	}
+	ranks := make([][]any, len(b.kw))
+	for i := range ranks {
+		ranks[i] = []any{b.kw[i], b.kt[i], b.ks[i], b.kq[i], b.kd[i], b.kst[i], b.krun[i], b.kwait[i], b.kunc[i], b.kused[i],
+			b.ktot[i], b.kmax[i], b.kmr[i], b.kusage[i], b.kgen[i], b.kcache[i], b.kutil[i]}
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"history_ranks"}, []string{"worker_addr", "report_time", "source_instance_id",
+		"sequence_id", "dp_rank", "snapshot_time", "num_running_reqs", "num_waiting_reqs", "num_waiting_uncached_tokens",
+		"num_used_tokens", "num_total_tokens", "max_total_num_tokens", "max_running_requests", "token_usage", "gen_throughput",
+		"cache_hit_rate", "utilization"}, pgx.CopyFromRows(ranks))
+	return err
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
 
 // Append is the old Append: one INSERT … SELECT FROM unnest for reports and
 // ranks.
