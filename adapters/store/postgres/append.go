@@ -34,12 +34,12 @@ func (s *Store) Append(ctx context.Context, reports []*domain.Report) error {
 		return wrapErr(ctx, "append", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if err := lockWorkers(ctx, tx, rs); err != nil {
-		return wrapErr(ctx, "append: lock workers", err)
-	}
 	inserted, err := insertReports(ctx, tx, rs)
 	if err != nil {
 		return wrapErr(ctx, "append", err)
+	}
+	if err := lockWorkers(ctx, tx, inserted); err != nil {
+		return wrapErr(ctx, "append: lock workers", err)
 	}
 	if err := rollUp(ctx, tx, inserted); err != nil {
 		return wrapErr(ctx, "append: roll up", err)
@@ -91,9 +91,11 @@ func compareReports(a, b *domain.Report) int {
 
 func micro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
-// lockWorkers takes a transaction lock per worker of the batch, in one
-// order, so that appends for the same worker take turns: the rollups of a
-// minute are read, merged and written by one transaction at a time.
+// lockWorkers takes a transaction lock per worker of rs, in one order, so
+// that appends for the same worker take turns to merge their reports into
+// the rollups (a minute's rows are read, merged and written by one
+// transaction at a time). Append takes them after its COPY: appends of the
+// same workers copy their reports at the same time and only merge in turn.
 func lockWorkers(ctx context.Context, tx pgx.Tx, rs []*domain.Report) error {
 	var workers []string
 	for _, r := range rs {

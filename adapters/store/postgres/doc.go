@@ -16,11 +16,11 @@
 // into UTC days; the store creates the partitions a batch needs before
 // writing it, and retention drops a day of reports and rollups together.
 //
-// Append takes a lock per worker of the batch (so one transaction at a
-// time merges a worker's minutes), writes the reports with one COPY (when
-// a retried batch holds reports already stored, the COPY fails on the
-// primary key and the missing reports are written instead), then reads
-// the rollup rows of the batch's minutes, merges the new reports into them
+// Append writes the reports with one COPY (when a retried batch holds
+// reports already stored, the COPY fails on the primary key and the
+// missing reports are written instead), takes a lock per worker of what it
+// wrote (so one transaction at a time merges a worker's minutes), then
+// reads the rollup rows of those minutes, merges the new reports into them
 // in Go and writes them back. Reports pages read history_reports; the
 // other audit queries read the rollups: minutes that lie inside the window
 // and are uniform for the question are used whole, the others (and those
