@@ -115,39 +115,40 @@ func lockWorkers(ctx context.Context, tx pgx.Tx, rs []*domain.Report) error {
 const workerLock = 0x6c727772 // "lrwr"
 
 // insertReports writes rs (normalized) and returns those it wrote. The
-// usual batch is all new and goes in with one COPY; when a report is
-// already stored (a retried batch) the COPY fails on the primary key, and
-// the reports not stored yet are written instead.
+// usual batch is all new and goes in with one COPY. When a report is
+// already stored (a retried batch, or another append of the same report
+// that committed while this COPY waited for it), the COPY fails on the
+// primary key, and the reports not stored yet are copied instead; each
+// such failure means another transaction stored some of the batch, so the
+// tries are bounded.
 func insertReports(ctx context.Context, tx pgx.Tx, rs []*domain.Report) ([]*domain.Report, error) {
-	if _, err := tx.Exec(ctx, `SAVEPOINT append_copy`); err != nil {
-		return nil, err
-	}
-	err := copyReports(ctx, tx, rs)
-	if err == nil {
-		_, err = tx.Exec(ctx, `RELEASE SAVEPOINT append_copy`)
-		return rs, err
-	}
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "23505" { // unique_violation
-		return nil, err
-	}
-	if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT append_copy`); err != nil {
-		return nil, err
-	}
-	fresh, err := notStored(ctx, tx, rs)
-	if err != nil || len(fresh) == 0 {
-		return nil, err
-	}
-	if err := copyReports(ctx, tx, fresh); err != nil {
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-			// Someone other than a Store (which holds the worker locks)
-			// wrote one of these reports meanwhile: the next try skips it.
-			return nil, domain.Errorf(domain.CodeUnavailable, "history: a report of the batch was written concurrently; retry")
+	for try := 1; ; try++ {
+		if _, err := tx.Exec(ctx, `SAVEPOINT append_copy`); err != nil {
+			return nil, err
 		}
-		return nil, err
+		err := copyReports(ctx, tx, rs)
+		if err == nil {
+			_, err = tx.Exec(ctx, `RELEASE SAVEPOINT append_copy`)
+			return rs, err
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "23505" { // unique_violation
+			return nil, err
+		}
+		if try == maxCopyTries {
+			return nil, domain.Errorf(domain.CodeUnavailable, "history: reports of the batch kept being written concurrently; retry")
+		}
+		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT append_copy`); err != nil {
+			return nil, err
+		}
+		if rs, err = notStored(ctx, tx, rs); err != nil || len(rs) == 0 {
+			return nil, err
+		}
 	}
-	return fresh, nil
 }
+
+// maxCopyTries bounds the COPYs of one Append.
+const maxCopyTries = 10
 
 // notStored returns the reports of rs that the table does not hold.
 func notStored(ctx context.Context, tx pgx.Tx, rs []*domain.Report) ([]*domain.Report, error) {
