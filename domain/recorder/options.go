@@ -9,9 +9,10 @@ import (
 )
 
 // Defaults of Options. Batches are large so that the writer keeps up with
-// a fleet (50 000 reports a second, issue 14): a PostgreSQL Append costs
-// about the same per batch whatever its size, and a batch is only as large
-// as what waits, so a quiet recorder still writes every MaxDelay. The
+// a fleet (50 000 reports a second, issue 14): much of what an Append costs
+// the store is paid per batch (a transaction, a rollup row per worker and
+// minute), and a batch is only as large as what waits, so a quiet recorder
+// still writes small batches every MaxDelay. The
 // buffer holds a few batches while one is written.
 const (
 	DefaultBufferSize   = 50_000
