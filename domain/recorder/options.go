@@ -8,10 +8,15 @@ import (
 	"github.com/loadreporter/loadreporter/ports"
 )
 
-// Defaults of Options.
+// Defaults of Options. Batches are large so that the writer keeps up with
+// a fleet (50 000 reports a second, issue 14): much of what an Append costs
+// the store is paid per batch (a transaction, a rollup row per worker and
+// minute), and a batch is only as large as what waits, so a quiet recorder
+// still writes small batches every MaxDelay. The
+// buffer holds a few batches while one is written.
 const (
-	DefaultBufferSize   = 10_000
-	DefaultBatchSize    = 500
+	DefaultBufferSize   = 50_000
+	DefaultBatchSize    = 10_000
 	DefaultMaxDelay     = 250 * time.Millisecond
 	DefaultWriteTimeout = 5 * time.Second
 	DefaultMinBackoff   = 100 * time.Millisecond

@@ -7,7 +7,11 @@
 // The history contract is HistoryStore (history.go) over one fixture
 // (history_fixture.go), in a file per part: appending (history_append.go),
 // reports and paging, outages, rank statistics, gaps, imbalance, empty
-// windows and argument errors (history_args.go), and retention.
+// windows and argument errors (history_args.go), and retention; and over a
+// longer generated history (history_reference.go), appended out of order,
+// whose every query must agree with a brute-force reference, so that
+// stores that summarise time (by minute) are checked where minutes are
+// whole, cut by the window, or uniform.
 //
 // It is test support: only _test.go files may import it. It must not know
 // any adapter.

@@ -30,4 +30,5 @@ func HistoryStore(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Run("EmptyWindow", func(t *testing.T) { t.Parallel(); testEmptyWindow(t, loaded(t, newStore)) })
 	t.Run("ArgumentErrors", func(t *testing.T) { t.Parallel(); testArgumentErrors(t, newStore(t)) })
 	t.Run("Retention", func(t *testing.T) { t.Parallel(); testRetention(t, newStore(t)) })
+	t.Run("LongHistoryAgreesWithReference", func(t *testing.T) { t.Parallel(); testAgainstReference(t, newStore(t)) })
 }

@@ -1,15 +1,23 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
+	"errors"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
 )
 
-// Append stores reports with their ranks in one transaction; reports that
-// are already stored are skipped. See ports.HistoryStore.
+// Append stores reports with their ranks, and the rollups of the minutes
+// they fall in, in one transaction; reports that are already stored are
+// skipped. See ports.HistoryStore.
 func (s *Store) Append(ctx context.Context, reports []*domain.Report) error {
 	if err := audit.ValidateReports(reports); err != nil {
 		return err
@@ -17,133 +25,179 @@ func (s *Store) Append(ctx context.Context, reports []*domain.Report) error {
 	if len(reports) == 0 {
 		return nil
 	}
-	if err := s.ensureDays(ctx, reports); err != nil {
+	rs := normalized(reports)
+	if err := s.ensureDays(ctx, rs); err != nil {
 		return wrapErr(ctx, "create partitions", err)
 	}
-	var b batch
-	b.add(reports)
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return wrapErr(ctx, "append", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, insertReportsAndRanks, b.args()...); err != nil {
+	inserted, err := insertReports(ctx, tx, rs)
+	if err != nil {
 		return wrapErr(ctx, "append", err)
+	}
+	if err := lockWorkers(ctx, tx, inserted); err != nil {
+		return wrapErr(ctx, "append: lock workers", err)
+	}
+	if err := rollUp(ctx, tx, inserted); err != nil {
+		return wrapErr(ctx, "append: roll up", err)
 	}
 	return wrapErr(ctx, "append commit", tx.Commit(ctx))
 }
 
-// batch holds reports and their ranks as the column arrays that
-// insertReportsAndRanks unnests: one element per report (r…) and one per
-// rank (k…).
-type batch struct {
-	rw, rs, re, rm, rz []string
-	rt                 []time.Time
-	rq                 []int64
-	rst, rwt           []int16
-	rsp                []float64
-
-	kw, ks                                    []string
-	kt, kst                                   []time.Time
-	kq                                        []int64
-	kd                                        []int32
-	krun, kwait, kunc, kused, ktot, kmax, kmr []int64
-	kusage, kgen, kcache, kutil               []float64
-}
-
-// add appends reports to the batch. A report twice in one batch is
-// written once (its ranks too).
-func (b *batch) add(reports []*domain.Report) {
+// normalized copies reports the way the database keeps them (times in UTC
+// to the microsecond, a rank without a snapshot time taking the report's,
+// ranks ordered by dp_rank), drops repeats of a report within the batch,
+// and orders the batch by worker and report order, so that concurrent
+// batches take their locks and write their rows in one order.
+func normalized(reports []*domain.Report) []*domain.Report {
 	type identity struct {
 		source string
 		seq    uint64
 	}
 	seen := make(map[identity]bool, len(reports))
+	out := make([]*domain.Report, 0, len(reports))
 	for _, r := range reports {
 		id := identity{r.SourceInstanceID, r.SequenceID}
 		if seen[id] {
 			continue
 		}
 		seen[id] = true
-		t := r.ReportTime.UTC()
-		b.addReport(r, t)
-		for _, k := range r.Ranks {
-			b.addRank(r, t, k)
+		c := *r
+		c.ReportTime = micro(r.ReportTime)
+		c.Ranks = make([]domain.RankLoad, len(r.Ranks))
+		for i, k := range r.Ranks {
+			if k.SnapshotTime.IsZero() {
+				k.SnapshotTime = c.ReportTime
+			}
+			k.SnapshotTime = micro(k.SnapshotTime)
+			c.Ranks[i] = k
+		}
+		slices.SortFunc(c.Ranks, func(a, b domain.RankLoad) int { return cmp.Compare(a.DPRank, b.DPRank) })
+		out = append(out, &c)
+	}
+	slices.SortFunc(out, compareReports)
+	return out
+}
+
+// compareReports orders reports by worker, then as a worker's reports are
+// ordered (report time, source instance, sequence).
+func compareReports(a, b *domain.Report) int {
+	return cmp.Or(strings.Compare(a.Worker.Addr, b.Worker.Addr), a.ReportTime.Compare(b.ReportTime),
+		strings.Compare(a.SourceInstanceID, b.SourceInstanceID), cmp.Compare(a.SequenceID, b.SequenceID))
+}
+
+func micro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// lockWorkers takes a transaction lock per worker of rs, in one order, so
+// that appends for the same worker take turns to merge their reports into
+// the rollups (a minute's rows are read, merged and written by one
+// transaction at a time). Append takes them after its COPY: appends of the
+// same workers copy their reports at the same time and only merge in turn.
+func lockWorkers(ctx context.Context, tx pgx.Tx, rs []*domain.Report) error {
+	var workers []string
+	for _, r := range rs {
+		if len(workers) == 0 || workers[len(workers)-1] != r.Worker.Addr {
+			workers = append(workers, r.Worker.Addr)
+		}
+	}
+	_, err := tx.Exec(ctx, `
+		SELECT pg_advisory_xact_lock(k) FROM (
+		    SELECT DISTINCT hashtextextended(current_schema() || '/' || w, $2) AS k
+		    FROM unnest($1::text[]) AS w ORDER BY 1) s`, workers, workerLock)
+	return err
+}
+
+// workerLock seeds the hash of the per-worker lock keys, so they stay
+// apart from other users of 64-bit advisory locks.
+const workerLock = 0x6c727772 // "lrwr"
+
+// insertReports writes rs (normalized) and returns those it wrote. The
+// usual batch is all new and goes in with one COPY. When a report is
+// already stored (a retried batch, or another append of the same report
+// that committed while this COPY waited for it), the COPY fails on the
+// primary key, and the reports not stored yet are copied instead; each
+// such failure means another transaction stored some of the batch, so the
+// tries are bounded.
+func insertReports(ctx context.Context, tx pgx.Tx, rs []*domain.Report) ([]*domain.Report, error) {
+	for try := 1; ; try++ {
+		if _, err := tx.Exec(ctx, `SAVEPOINT append_copy`); err != nil {
+			return nil, err
+		}
+		err := copyReports(ctx, tx, rs)
+		if err == nil {
+			_, err = tx.Exec(ctx, `RELEASE SAVEPOINT append_copy`)
+			return rs, err
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "23505" { // unique_violation
+			return nil, err
+		}
+		if try == maxCopyTries {
+			return nil, domain.Errorf(domain.CodeUnavailable, "history: reports of the batch kept being written concurrently; retry")
+		}
+		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT append_copy`); err != nil {
+			return nil, err
+		}
+		if rs, err = notStored(ctx, tx, rs); err != nil || len(rs) == 0 {
+			return nil, err
 		}
 	}
 }
 
-func (b *batch) addReport(r *domain.Report, t time.Time) {
-	b.rw = append(b.rw, r.Worker.Addr)
-	b.rt = append(b.rt, t)
-	b.rs = append(b.rs, r.SourceInstanceID)
-	b.rq = append(b.rq, int64(r.SequenceID))
-	b.rst = append(b.rst, int16(r.Status))
-	b.re = append(b.re, r.LastError)
-	b.rwt = append(b.rwt, int16(r.Worker.Type))
-	b.rm = append(b.rm, r.Worker.Model)
-	b.rz = append(b.rz, r.Worker.Zone)
-	b.rsp = append(b.rsp, audit.Spread(r))
-}
+// maxCopyTries bounds the COPYs of one Append.
+const maxCopyTries = 10
 
-// addRank appends one rank of r, reported at t (UTC); a rank without a
-// snapshot time takes the report's.
-func (b *batch) addRank(r *domain.Report, t time.Time, k domain.RankLoad) {
-	snap := k.SnapshotTime
-	if snap.IsZero() {
-		snap = t
+// notStored returns the reports of rs that the table does not hold.
+func notStored(ctx context.Context, tx pgx.Tx, rs []*domain.Report) ([]*domain.Report, error) {
+	ws, ss := make([]string, len(rs)), make([]string, len(rs))
+	ts, qs := make([]time.Time, len(rs)), make([]int64, len(rs))
+	lo, hi := rs[0].ReportTime, rs[0].ReportTime
+	for i, r := range rs {
+		ws[i], ts[i], ss[i], qs[i] = r.Worker.Addr, r.ReportTime, r.SourceInstanceID, int64(r.SequenceID)
+		lo, hi = minTime(lo, r.ReportTime), maxTime(hi, r.ReportTime)
 	}
-	b.kw = append(b.kw, r.Worker.Addr)
-	b.kt = append(b.kt, t)
-	b.ks = append(b.ks, r.SourceInstanceID)
-	b.kq = append(b.kq, int64(r.SequenceID))
-	b.kd = append(b.kd, int32(k.DPRank))
-	b.kst = append(b.kst, snap.UTC())
-	b.krun = append(b.krun, k.NumRunningReqs)
-	b.kwait = append(b.kwait, k.NumWaitingReqs)
-	b.kunc = append(b.kunc, k.NumWaitingUncachedTokens)
-	b.kused = append(b.kused, k.NumUsedTokens)
-	b.ktot = append(b.ktot, k.NumTotalTokens)
-	b.kmax = append(b.kmax, k.MaxTotalNumTokens)
-	b.kmr = append(b.kmr, k.MaxRunningRequests)
-	b.kusage = append(b.kusage, k.TokenUsage)
-	b.kgen = append(b.kgen, k.GenThroughput)
-	b.kcache = append(b.kcache, k.CacheHitRate)
-	b.kutil = append(b.kutil, k.Utilization)
+	rows, err := tx.Query(ctx, `
+		SELECT h.source_instance_id, h.sequence_id FROM history_reports h
+		JOIN unnest($1::text[], $2::timestamptz[], $3::text[], $4::bigint[]) AS k(w, t, s, q)
+		  ON h.worker_addr = k.w AND h.report_time = k.t AND h.source_instance_id = k.s AND h.sequence_id = k.q
+		WHERE h.report_time >= $5 AND h.report_time <= $6`, ws, ts, ss, qs, lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	type identity struct {
+		source string
+		seq    int64
+	}
+	stored := map[identity]bool{}
+	var id identity
+	if _, err := pgx.ForEachRow(rows, []any{&id.source, &id.seq}, func() error {
+		stored[id] = true
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var fresh []*domain.Report
+	for _, r := range rs {
+		if !stored[identity{r.SourceInstanceID, int64(r.SequenceID)}] {
+			fresh = append(fresh, r)
+		}
+	}
+	return fresh, nil
 }
 
-// args are the parameters of insertReportsAndRanks, $1 to $27 in order.
-func (b *batch) args() []any {
-	return []any{b.rw, b.rt, b.rs, b.rq, b.rst, b.re, b.rwt, b.rm, b.rz, b.rsp,
-		b.kw, b.kt, b.ks, b.kq, b.kd, b.kst, b.krun, b.kwait, b.kunc, b.kused, b.ktot, b.kmax, b.kmr,
-		b.kusage, b.kgen, b.kcache, b.kutil}
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
-// insertReportsAndRanks writes a batch in one statement. Reports already
-// stored are skipped by the primary key (ON CONFLICT DO NOTHING), and only
-// the ranks of the reports actually inserted are written: rank rows exist
-// only together with their report (Append, retention and the default
-// partition clean-up change both in one transaction), so the rank insert
-// needs no conflict check, which makes it markedly cheaper.
-const insertReportsAndRanks = `
-WITH new AS (
-    INSERT INTO history_reports
-        (worker_addr, report_time, source_instance_id, sequence_id, status, last_error, worker_type, model, zone,
-         token_usage_spread)
-    SELECT w, t, s, q, st, NULLIF(e, ''), wt, NULLIF(m, ''), NULLIF(z, ''), sp
-    FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::bigint[], $5::smallint[],
-                $6::text[], $7::smallint[], $8::text[], $9::text[], $10::float8[]) AS u(w, t, s, q, st, e, wt, m, z, sp)
-    ON CONFLICT DO NOTHING
-    RETURNING worker_addr, report_time, source_instance_id, sequence_id
-)
-INSERT INTO history_ranks
-    (worker_addr, report_time, source_instance_id, sequence_id, dp_rank, snapshot_time,
-     num_running_reqs, num_waiting_reqs, num_waiting_uncached_tokens, num_used_tokens,
-     num_total_tokens, max_total_num_tokens, max_running_requests,
-     token_usage, gen_throughput, cache_hit_rate, utilization)
-SELECT k.* FROM unnest($11::text[], $12::timestamptz[], $13::text[], $14::bigint[], $15::integer[], $16::timestamptz[],
-                       $17::bigint[], $18::bigint[], $19::bigint[], $20::bigint[], $21::bigint[], $22::bigint[], $23::bigint[],
-                       $24::float8[], $25::float8[], $26::float8[], $27::float8[])
-         AS k(w, t, s, q, dp, snap, run, wait, unc, used, tot, maxt, maxr, usage, gen, hit, util)
-JOIN new ON new.worker_addr = k.w AND new.report_time = k.t
-        AND new.source_instance_id = k.s AND new.sequence_id = k.q`
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

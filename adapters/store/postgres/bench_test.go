@@ -4,21 +4,31 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/loadreporter/loadreporter/adapters/clock"
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
+	"github.com/loadreporter/loadreporter/domain/recorder"
 )
 
 var (
-	benchReports  = flag.Int("bench-reports", 20000, "reports BenchmarkHistory writes in batches (8 ranks each)")
+	benchReports  = flag.Int("bench-reports", 20000, "reports BenchmarkHistory writes (8 ranks each)")
 	benchWorkers  = flag.Int("bench-workers", 10, "workers the benchmark's reports are spread over")
 	benchRowByRow = flag.Int("bench-rowbyrow", 2000, "reports BenchmarkHistory writes row by row for comparison")
-	benchBatch    = flag.Int("bench-batch", 500, "reports per Append in BenchmarkHistory")
+	benchBatch    = flag.Int("bench-batch", recorder.DefaultBatchSize, "reports per Append in BenchmarkHistory's batched writes")
+	benchOld      = flag.Int("bench-old-reports", -1, "reports written with migration 0001's layout and code, timed (-1: all; the rest is copied in untimed)")
+	benchRate     = flag.Int("bench-rate", 50000, "reports a second fed to the recorder in BenchmarkHistory's paced run")
+	benchRepeat   = flag.Int("bench-repeat", 3, "runs of each query; the median is printed")
 )
 
 // benchReport is report i of a synthetic fleet: each worker reports once a
@@ -54,14 +64,19 @@ func benchReport(i int, start time.Time) *domain.Report {
 	return r
 }
 
+var benchStart = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+
+// rowsOf is the rows a report takes in migration 0001's layout.
 func rowsOf(r *domain.Report) int { return 1 + len(r.Ranks) }
 
-// BenchmarkHistory writes -bench-reports reports in batches through
-// Store.Append and -bench-rowbyrow reports one INSERT per row (each report
-// in its own transaction), prints rows/s for both, then times each audit
-// query over the batched data set. It runs once whatever b.N is:
+// BenchmarkHistory measures history at fleet scale (issue 14), once
+// whatever b.N is: the write rates of today's store (batched Appends, and
+// through the recorder, paced and flat out), of migration 0001's layout
+// and code, and of row-by-row inserts; then every audit query, for one
+// worker and for the fleet, over the same reports in both layouts, side by
+// side, checking that both answer the same. A 1 000 000-report run writes
+// them four times (about a quarter of an hour here):
 //
-//	go test ./adapters/store/postgres -run '^$' -bench History -benchtime 1x
 //	go test ./adapters/store/postgres -run '^$' -bench History -benchtime 1x -timeout 2h \
 //	    -args -bench-reports 1000000 -bench-workers 100
 func BenchmarkHistory(b *testing.B) {
@@ -70,147 +85,199 @@ func BenchmarkHistory(b *testing.B) {
 	}
 	ctx, cancel := context.WithTimeout(b.Context(), 3*time.Hour)
 	defer cancel()
-	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	out := os.Stdout
-
-	// Batched.
-	s, _ := newStore(b)
 	n := *benchReports
+	fmt.Fprintf(out, "history benchmark: %d reports × 8 ranks of %d workers (%d rows in 0001's layout)\n",
+		n, *benchWorkers, countRows(n))
+
+	s, _ := newStore(b)
 	b.ResetTimer()
-	began := time.Now()
+	batched := writeBatched(ctx, b, s.Append, n)
+	b.StopTimer()
+	printRate(out, fmt.Sprintf("write batched, %d reports per Append", *benchBatch), n, batched)
+	b.ReportMetric(float64(n)/batched.Seconds(), "batched-reports/s")
+
+	benchRecorder(ctx, b, out, n)
+
+	old := newLegacyStore(ctx, b)
+	m := n
+	if *benchOld >= 0 {
+		m = min(*benchOld, n)
+	}
+	oldTime := writeBatched(ctx, b, old.Append, m)
+	printRate(out, fmt.Sprintf("write batched, 0001 layout, %d reports per Append", *benchBatch), m, oldTime)
+	if m < n {
+		copyLegacy(ctx, b, old, m, n)
+	}
+	benchRowByRowWrites(ctx, b, out, batched, n)
+
+	for _, st := range []interface{ DB() postgres.DB }{s, old} {
+		for _, t := range []string{"history_reports", "history_ranks", "history_minutes", "history_rank_minutes"} {
+			analyze(ctx, b, st.DB(), t)
+		}
+	}
+	printSizes(ctx, b, out, s.DB(), old.DB())
+	benchQueries(ctx, b, out, s, old)
+}
+
+func countRows(n int) int {
 	rows := 0
+	for i := range n {
+		rows += rowsOf(benchReport(i, benchStart))
+	}
+	return rows
+}
+
+func printRate(out io.Writer, what string, n int, d time.Duration) {
+	fmt.Fprintf(out, "%-58s %8d reports in %8s: %7.0f reports/s\n", what+":", n, d.Round(time.Millisecond), float64(n)/d.Seconds())
+}
+
+// writeBatched appends reports [0, n) in batches of -bench-batch.
+func writeBatched(ctx context.Context, b *testing.B, appendFn func(context.Context, []*domain.Report) error, n int) time.Duration {
+	began := time.Now()
 	batch := make([]*domain.Report, 0, *benchBatch)
 	for i := range n {
-		r := benchReport(i, start)
-		rows += rowsOf(r)
-		batch = append(batch, r)
+		batch = append(batch, benchReport(i, benchStart))
 		if len(batch) == cap(batch) || i == n-1 {
-			if err := s.Append(ctx, batch); err != nil {
+			if err := appendFn(ctx, batch); err != nil {
 				b.Fatalf("Append: %v", err)
 			}
 			batch = batch[:0]
 		}
 	}
-	batched := time.Since(began)
-	b.StopTimer()
-	batchedRate := float64(rows) / batched.Seconds()
-	fmt.Fprintf(out, "batched:    %d reports, %d rows in %s: %.0f rows/s (%.0f reports/s, %d reports per Append)\n",
-		n, rows, batched.Round(time.Millisecond), batchedRate, float64(n)/batched.Seconds(), *benchBatch)
+	return time.Since(began)
+}
 
-	// Row by row, in a schema of its own.
-	rb, _ := newStore(b)
-	m := min(*benchRowByRow, n)
-	// Partitions first, so both runs write into the same shape of table.
-	if err := rb.Append(ctx, []*domain.Report{benchReport(0, start), benchReport(m-1, start)}); err != nil {
-		b.Fatalf("Append: %v", err)
-	}
-	began = time.Now()
-	rows = 0
-	for i := 2; i < m+2; i++ {
-		r := benchReport(i, start)
-		rows += rowsOf(r)
-		if err := insertRowByRow(ctx, rb, r); err != nil {
-			b.Fatalf("row by row: %v", err)
+// benchRecorder feeds n reports through the recorder with its default
+// options, into a store of its own: paced at -bench-rate (does it keep
+// up, or drop?), then as fast as they come with a buffer that holds them
+// all (how fast can it go?).
+func benchRecorder(ctx context.Context, b *testing.B, out io.Writer, n int) {
+	for _, paced := range []bool{true, false} {
+		s, _ := newStore(b)
+		o := recorder.Options{Store: s, Clock: clock.System{}, MaxBackoff: time.Second}
+		what := fmt.Sprintf("write through the recorder, fed %d/s", *benchRate)
+		if !paced {
+			o.BufferSize = n
+			what = "write through the recorder, fed flat out"
 		}
-	}
-	single := time.Since(began)
-	singleRate := float64(rows) / single.Seconds()
-	fmt.Fprintf(out, "row by row: %d reports, %d rows in %s: %.0f rows/s (%.0f reports/s)\n",
-		m, rows, single.Round(time.Millisecond), singleRate, float64(m)/single.Seconds())
-	fmt.Fprintf(out, "batched writing is %.1f× row by row\n", batchedRate/singleRate)
-	b.ReportMetric(batchedRate, "batched-rows/s")
-	b.ReportMetric(singleRate, "rowbyrow-rows/s")
-
-	// Audit queries over the batched set, with fresh statistics as a
-	// long-running database would have.
-	execIn(b, s, `ANALYZE history_reports`)
-	execIn(b, s, `ANALYZE history_ranks`)
-	last := benchReport(n-1, start).ReportTime
-	all := audit.Window{Since: start, Until: last.Add(time.Second)}
-	one := []string{benchReport(0, start).Worker.Addr}
-	queries := []struct {
-		name string
-		run  func() (int, error)
-	}{
-		{"reports, first page of 100, all workers", func() (int, error) {
-			p, err := s.Reports(ctx, audit.ReportsQuery{Window: all})
-			return len(p.Reports), err
-		}},
-		{"reports, one worker, UNREACHABLE, page of 1000", func() (int, error) {
-			p, err := s.Reports(ctx, audit.ReportsQuery{Window: all, Workers: one, Statuses: []domain.Status{domain.StatusUnreachable}, Limit: 1000})
-			return len(p.Reports), err
-		}},
-		{"reports, last page of 100, newest first", func() (int, error) {
-			p, err := s.Reports(ctx, audit.ReportsQuery{Window: all, Descending: true})
-			return len(p.Reports), err
-		}},
-		{"outages, one worker", func() (int, error) {
-			o, err := s.Outages(ctx, audit.OutagesQuery{Window: all, Workers: one, Limit: audit.MaxLimit})
-			return len(o.Outages), err
-		}},
-		{"outages, all workers", func() (int, error) {
-			o, err := s.Outages(ctx, audit.OutagesQuery{Window: all, Limit: audit.MaxLimit})
-			return len(o.Outages), err
-		}},
-		{"rank stats, all workers", func() (int, error) {
-			st, err := s.RankStats(ctx, audit.RankStatsQuery{Window: all, Limit: audit.MaxLimit})
-			return len(st.Stats), err
-		}},
-		{"rank stats, one worker, last hour", func() (int, error) {
-			st, err := s.RankStats(ctx, audit.RankStatsQuery{Window: audit.Window{Since: last.Add(-time.Hour), Until: all.Until}, Workers: one})
-			return len(st.Stats), err
-		}},
-		{"gaps and restarts, all workers", func() (int, error) {
-			g, err := s.Gaps(ctx, audit.GapsQuery{Window: all, Interval: time.Second, Limit: audit.MaxLimit})
-			return len(g.Gaps) + len(g.Restarts), err
-		}},
-		{"imbalance > 0.5, all workers", func() (int, error) {
-			im, err := s.Imbalance(ctx, audit.ImbalanceQuery{Window: all, Threshold: .5, Limit: audit.MaxLimit})
-			return len(im.Spans), err
-		}},
-		{"imbalance > 0.5, one worker", func() (int, error) {
-			im, err := s.Imbalance(ctx, audit.ImbalanceQuery{Window: all, Workers: one, Threshold: .5, Limit: audit.MaxLimit})
-			return len(im.Spans), err
-		}},
-	}
-	for _, q := range queries {
-		began := time.Now()
-		got, err := q.run()
+		rec, err := recorder.New(o)
 		if err != nil {
-			b.Fatalf("%s: %v", q.name, err)
+			b.Fatal(err)
 		}
-		fmt.Fprintf(out, "query %-48s %6d rows in %s\n", q.name+":", got, time.Since(began).Round(time.Microsecond))
+		rec.Start()
+		var (
+			mu        sync.Mutex
+			maxLag    time.Duration
+			maxBuffer int
+			done      = make(chan struct{})
+		)
+		go func() { // samples the lag
+			for {
+				st := rec.Stats()
+				mu.Lock()
+				maxLag, maxBuffer = max(maxLag, st.Lag), max(maxBuffer, st.Buffered)
+				mu.Unlock()
+				select {
+				case <-done:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		}()
+		began := time.Now()
+		for i := range n {
+			if paced && i%500 == 0 {
+				time.Sleep(time.Until(began.Add(time.Duration(float64(i) / float64(*benchRate) * float64(time.Second)))))
+			}
+			rec.Record(benchReport(i, benchStart))
+		}
+		fed := time.Since(began)
+		if err := rec.Close(ctx); err != nil {
+			b.Fatalf("recorder Close: %v", err)
+		}
+		elapsed := time.Since(began)
+		close(done)
+		st := rec.Stats()
+		mu.Lock()
+		printRate(out, what, int(st.Written), elapsed)
+		fmt.Fprintf(out, "    fed in %s, %d batches, %d dropped, %d failed writes, lag up to %s, up to %d reports held\n",
+			fed.Round(time.Millisecond), st.Batches, st.Dropped, st.Failures, maxLag.Round(time.Millisecond), maxBuffer)
+		mu.Unlock()
 	}
 }
 
-// insertRowByRow is the naive writer the batched one is measured against:
-// one INSERT statement per row, one transaction per report.
-func insertRowByRow(ctx context.Context, s *postgres.Store, r *domain.Report) error {
-	tx, err := s.DB().Begin(ctx)
-	if err != nil {
-		return err
+// benchRowByRowWrites writes reports one INSERT per row, a transaction a
+// report: in 0001's layout (a row per report and per rank, into a schema
+// of its own) and in today's (a row per report, no rollups).
+func benchRowByRowWrites(ctx context.Context, b *testing.B, out io.Writer, batched time.Duration, n int) {
+	m := min(*benchRowByRow, n)
+	old := newLegacyStore(ctx, b)
+	began := time.Now()
+	for i := range m {
+		if err := insertRowByRow(ctx, old.db, benchReport(i, benchStart)); err != nil {
+			b.Fatalf("row by row: %v", err)
+		}
 	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `INSERT INTO history_reports
+	oldTime := time.Since(began)
+	printRate(out, "write row by row, 0001 layout (9 INSERTs a report)", m, oldTime)
+	s, _ := newStore(b)
+	if err := s.Append(ctx, []*domain.Report{benchReport(m, benchStart)}); err != nil { // partitions
+		b.Fatal(err)
+	}
+	began = time.Now()
+	for i := range m {
+		if err := insertReportRow(ctx, s.DB(), benchReport(i, benchStart)); err != nil {
+			b.Fatalf("row by row: %v", err)
+		}
+	}
+	newTime := time.Since(began)
+	printRate(out, "write row by row, 0002 layout (1 INSERT a report)", m, newTime)
+	perOld, perBatched := oldTime.Seconds()/float64(m), batched.Seconds()/float64(n)
+	fmt.Fprintf(out, "batched writing is %.1f× row by row (0001 layout), %.1f× row by row (0002 layout)\n",
+		perOld/perBatched, newTime.Seconds()/float64(m)/perBatched)
+}
+
+// insertRowByRow is the naive writer the batched one is measured against:
+// one INSERT statement per row of 0001's layout, one transaction per
+// report.
+func insertRowByRow(ctx context.Context, db *pgxpool.Pool, r *domain.Report) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO history_reports
 		(worker_addr, report_time, source_instance_id, sequence_id, status, last_error, worker_type, model, zone, token_usage_spread)
 		VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), $7, NULLIF($8, ''), NULLIF($9, ''), $10) ON CONFLICT DO NOTHING`,
-		r.Worker.Addr, r.ReportTime, r.SourceInstanceID, int64(r.SequenceID), int16(r.Status), r.LastError,
-		int16(r.Worker.Type), r.Worker.Model, r.Worker.Zone, audit.Spread(r)); err != nil {
-		return err
-	}
-	for _, k := range r.Ranks {
-		if _, err := tx.Exec(ctx, `INSERT INTO history_ranks
+			r.Worker.Addr, r.ReportTime, r.SourceInstanceID, int64(r.SequenceID), int16(r.Status), r.LastError,
+			int16(r.Worker.Type), r.Worker.Model, r.Worker.Zone, audit.Spread(r)); err != nil {
+			return err
+		}
+		for _, k := range r.Ranks {
+			if _, err := tx.Exec(ctx, `INSERT INTO history_ranks
 			(worker_addr, report_time, source_instance_id, sequence_id, dp_rank, snapshot_time,
 			 num_running_reqs, num_waiting_reqs, num_waiting_uncached_tokens, num_used_tokens,
 			 num_total_tokens, max_total_num_tokens, max_running_requests,
 			 token_usage, gen_throughput, cache_hit_rate, utilization)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) ON CONFLICT DO NOTHING`,
-			r.Worker.Addr, r.ReportTime, r.SourceInstanceID, int64(r.SequenceID), int32(k.DPRank), k.SnapshotTime,
-			k.NumRunningReqs, k.NumWaitingReqs, k.NumWaitingUncachedTokens, k.NumUsedTokens,
-			k.NumTotalTokens, k.MaxTotalNumTokens, k.MaxRunningRequests,
-			k.TokenUsage, k.GenThroughput, k.CacheHitRate, k.Utilization); err != nil {
-			return err
+				r.Worker.Addr, r.ReportTime, r.SourceInstanceID, int64(r.SequenceID), int32(k.DPRank), k.SnapshotTime,
+				k.NumRunningReqs, k.NumWaitingReqs, k.NumWaitingUncachedTokens, k.NumUsedTokens,
+				k.NumTotalTokens, k.MaxTotalNumTokens, k.MaxRunningRequests,
+				k.TokenUsage, k.GenThroughput, k.CacheHitRate, k.Utilization); err != nil {
+				return err
+			}
 		}
-	}
-	return tx.Commit(ctx)
+		return nil
+	})
+}
+
+// insertReportRow is the naive writer in today's layout: one INSERT of the
+// report row (ranks packed with history_report_ranks' layout), one
+// transaction per report, no rollups.
+func insertReportRow(ctx context.Context, db postgres.DB, r *domain.Report) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO history_reports
+		(worker_addr, report_time, source_instance_id, sequence_id, status, last_error, worker_type, model, zone, token_usage_spread, ranks)
+		VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), $7, NULLIF($8, ''), NULLIF($9, ''), $10, $11) ON CONFLICT DO NOTHING`,
+			r.Worker.Addr, r.ReportTime, r.SourceInstanceID, int64(r.SequenceID), int16(r.Status), r.LastError,
+			int16(r.Worker.Type), r.Worker.Model, r.Worker.Zone, audit.Spread(r), postgres.PackRanks(r.Ranks))
+		return err
+	})
 }

@@ -1,29 +1,46 @@
 // Package postgres keeps report history in PostgreSQL through pgx and
-// answers the audit queries in SQL (SPEC §5). It implements
-// ports.HistoryStore and ports.HistoryQuery and applies the embedded
-// migrations of package migrations with goose (Migrate), taking over a
-// schema that the runner before goose migrated.
+// answers the audit queries (SPEC §5). It implements ports.HistoryStore
+// and ports.HistoryQuery and applies the embedded migrations of package
+// migrations with goose (Migrate), taking over a schema that the runner
+// before goose migrated.
 //
-// Reports go to two tables range-partitioned by report_time into UTC days;
-// the store creates the partitions a batch needs before writing it, and
-// retention drops whole partitions. A batch is one statement in one
-// transaction: INSERT … SELECT FROM unnest(arrays) ON CONFLICT DO NOTHING
-// for the reports, and the ranks of the reports actually inserted, so a
-// retried batch never duplicates anything. Audit queries are computed by
-// the database (window functions for runs and gaps, percentile_cont), and
-// every value from a query is a bind parameter; the only text the store
-// builds into SQL is partition names and bounds, made from a date it
-// formats itself, and the names of its own tables.
+// A report is one row of history_reports, its ranks packed in it (a
+// bytea of fixed-width records, see pack.go; binary COPY passes a bytea
+// through where an array costs the server a call per element).
+// Beside the reports the store keeps two rollups, written in the same
+// transaction as the reports they summarise: history_minutes (per worker
+// and UTC minute: counts, first and last report, statuses, largest step,
+// spread range, and per report the few columns runs and gaps need) and
+// history_rank_minutes (per worker, minute and rank: sums, maxima and the
+// minute's token_usage values in order). Every table is range-partitioned
+// into UTC days; the store creates the partitions a batch needs before
+// writing it, and retention drops a day of reports and rollups together.
+//
+// Append writes the reports with one COPY (when a retried batch holds
+// reports already stored, the COPY fails on the primary key and the
+// missing reports are written instead), takes a lock per worker of what it
+// wrote (so one transaction at a time merges a worker's minutes), then
+// reads the rollup rows of those minutes, merges the new reports into them
+// in Go and writes them back. Reports pages read history_reports; the
+// other audit queries read the rollups: minutes that lie inside the window
+// and are uniform for the question are used whole, the others (and those
+// the window cuts) report by report; the minutes the window cuts are read
+// from history_reports for rank statistics. Every value from a query is a
+// bind parameter; the only text the store builds into SQL is partition
+// names and bounds, made from a date it formats itself, and the names of
+// its own tables.
 //
 // The store needs only transactions from its database (DB): a
 // *pgxpool.Pool fits, and Open makes one. Migrate hands goose a
 // database/sql view of a *pgxpool.Pool or *pgx.Conn.
 //
 // Files follow the paths through the package: store.go (Open, New, Ping),
-// append.go (the write path), partition.go (daily partitions),
-// retention.go (DeleteBefore), query.go (what the audit queries share) and
-// one query_*.go per audit query, migrate*.go (goose, and taking over
-// from the runner before it).
+// append.go and copy.go (the write path), pack.go (packed columns),
+// rollup.go and rollup_sql.go (the rollups, computed and stored), partition.go (daily partitions),
+// retention.go (DeleteBefore), query.go and timeline.go (what the audit
+// queries share), usage.go (the exact percentile) and one query_*.go per
+// audit query, migrate*.go (goose, and taking over from the runner before
+// it).
 //
 // It must not know about the fire loop, transports or the recorder that
 // calls it, and it must not decide policy (retention period, history

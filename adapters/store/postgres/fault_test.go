@@ -275,9 +275,15 @@ func TestWriterSurvivesCutConnections(t *testing.T) {
 	kept := st.Recorded - st.Dropped
 	reports := queryInt(t, direct, `SELECT count(*) FROM history_reports WHERE source_instance_id = 'fault-test'`)
 	distinct := queryInt(t, direct, `SELECT count(DISTINCT sequence_id) FROM history_reports WHERE source_instance_id = 'fault-test'`)
-	ranks := queryInt(t, direct, `SELECT count(*) FROM history_ranks WHERE source_instance_id = 'fault-test'`)
-	incomplete := queryInt(t, direct, `SELECT count(*) FROM (SELECT sequence_id FROM history_ranks
-		WHERE source_instance_id = 'fault-test' GROUP BY sequence_id HAVING count(*) <> 8) x`)
+	ranks := queryInt(t, direct, `SELECT coalesce(sum(length(ranks) / 100), 0) FROM history_reports WHERE source_instance_id = 'fault-test'`)
+	incomplete := queryInt(t, direct, `SELECT count(*) FROM history_reports
+		WHERE source_instance_id = 'fault-test' AND coalesce(length(ranks), 0) <> 800`)
+	// The rollups hold each stored report once, and its 8 ranks.
+	rolled := queryInt(t, direct, `SELECT coalesce(sum(reports), 0) FROM history_minutes WHERE worker_addr = '10.0.0.9:30000'`)
+	rolledRanks := queryInt(t, direct, `SELECT coalesce(sum(reports), 0) FROM history_rank_minutes WHERE worker_addr = '10.0.0.9:30000'`)
+	if rolled != kept || rolledRanks != 8*kept {
+		t.Errorf("rollups count %d reports and %d rank rows; want %d and %d", rolled, rolledRanks, kept, 8*kept)
+	}
 	if reports != kept || distinct != kept {
 		t.Errorf("database holds %d reports (%d distinct); want exactly the %d not dropped", reports, distinct, kept)
 	}

@@ -5,15 +5,19 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
+	"github.com/loadreporter/loadreporter/ports"
+	"github.com/loadreporter/loadreporter/ports/porttest"
 )
 
 // migrateTheOldWay does what the runner before goose did to an empty
@@ -57,36 +61,34 @@ func migrateTheOldWay(ctx context.Context, t *testing.T, dbURL string) {
 	}
 }
 
-// schemaState describes what Migrate must leave alone: the relations of
-// the schema other than goose's own, and what the store answers.
-func schemaState(ctx context.Context, t *testing.T, s *postgres.Store) []string {
+// answers describes what a store answers about the contract's fixture:
+// every report with its ranks, and each audit query.
+func answers(ctx context.Context, t *testing.T, s ports.HistoryQuery) []string {
 	t.Helper()
-	tx, err := s.DB().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
+	w := audit.Window{Since: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC), Until: time.Date(2026, 3, 2, 11, 0, 0, 0, time.UTC)}
+	cut := audit.Window{Since: time.Date(2026, 3, 2, 10, 0, 3, 0, time.UTC), Until: time.Date(2026, 3, 2, 10, 0, 22, 0, time.UTC)}
+	var out []string
+	add := func(v any, err error) {
+		if err != nil {
+			t.Fatalf("query: %v", err)
+		}
+		out = append(out, fmt.Sprintf("%+v", v))
 	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	rows, err := tx.Query(ctx, `SELECT relkind::text || ' ' || relname FROM pg_class
-		WHERE relnamespace = current_schema()::regnamespace AND relname NOT LIKE 'goose\_db\_version%'
-		ORDER BY relname`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	state, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, err := s.Reports(ctx, audit.ReportsQuery{Window: audit.Window{Since: time.Unix(0, 0), Until: time.Now().Add(time.Hour)}})
+	page, err := s.Reports(ctx, audit.ReportsQuery{Window: w, Limit: audit.MaxLimit})
 	if err != nil {
 		t.Fatalf("Reports: %v", err)
 	}
 	for _, r := range page.Reports {
-		state = append(state, fmt.Sprintf("%s#%d %s %s", r.SourceInstanceID, r.SequenceID, r.ReportTime, r.Status))
-		for _, k := range r.Ranks {
-			state = append(state, fmt.Sprintf("  rank %d usage %g", k.DPRank, k.TokenUsage))
-		}
+		out = append(out, fmt.Sprintf("%+v", *r))
 	}
-	return state
+	add(s.Outages(ctx, audit.OutagesQuery{Window: w}))
+	add(s.Outages(ctx, audit.OutagesQuery{Window: cut}))
+	add(s.RankStats(ctx, audit.RankStatsQuery{Window: w}))
+	add(s.RankStats(ctx, audit.RankStatsQuery{Window: cut}))
+	add(s.Gaps(ctx, audit.GapsQuery{Window: w, Interval: time.Second}))
+	add(s.Imbalance(ctx, audit.ImbalanceQuery{Window: w}))
+	add(s.Imbalance(ctx, audit.ImbalanceQuery{Window: cut, Threshold: .5}))
+	return out
 }
 
 func TestMigrateTakesOverTheOldRunnersSchema(t *testing.T) {
@@ -102,16 +104,26 @@ func TestMigrateTakesOverTheOldRunnersSchema(t *testing.T) {
 	if v, err := postgres.AppliedMigrations(ctx, s.DB()); err != nil || !slices.Equal(v, []int{1}) {
 		t.Fatalf("AppliedMigrations before the take-over = %v, %v; want [1] (from the old table)", v, err)
 	}
-	r := &domain.Report{SourceInstanceID: "old", SequenceID: 1, ReportTime: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC),
-		Worker: domain.Worker{Addr: "w"}, Status: domain.StatusHealthy,
-		Ranks: []domain.RankLoad{{DPRank: 0, TokenUsage: .5}, {DPRank: 1, TokenUsage: .25}}}
-	if err := s.Append(ctx, []*domain.Report{r}); err != nil {
-		t.Fatalf("Append: %v", err)
+	// History written the old way (no daily partitions: all of it in the
+	// default partitions).
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
 	}
-	before := schemaState(ctx, t, s)
+	defer pool.Close()
+	old := &legacyStore{db: pool}
+	if err := old.Append(ctx, porttest.Fixture()); err != nil {
+		t.Fatalf("old Append: %v", err)
+	}
+	before := answers(ctx, t, old)
 
-	// Three processes start on the old schema together.
-	var wg sync.WaitGroup
+	// Three processes start on the old schema together: 0001 is not
+	// applied again, and 0002 once.
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		applied []string
+	)
 	for range 3 {
 		p, err := postgres.Open(dbURL, postgres.Options{MaxConns: 1})
 		if err != nil {
@@ -119,19 +131,26 @@ func TestMigrateTakesOverTheOldRunnersSchema(t *testing.T) {
 		}
 		defer p.Close()
 		wg.Go(func() {
-			if names, err := postgres.Migrate(ctx, p.DB()); err != nil || len(names) != 0 {
-				t.Errorf("Migrate on the old schema applied %v, %v; want nothing", names, err)
+			names, err := postgres.Migrate(ctx, p.DB())
+			if err != nil {
+				t.Errorf("Migrate on the old schema: %v", err)
 			}
+			mu.Lock()
+			applied = append(applied, names...)
+			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	equalState(t, "after the take-over", schemaState(ctx, t, s), before)
-	goose := func() int64 { return queryInt(t, s, `SELECT count(*) FROM goose_db_version`) }
-	if n := queryInt(t, s, `SELECT count(*) FROM goose_db_version WHERE version_id = 1 AND is_applied`); n != 1 || goose() != 2 {
-		t.Errorf("goose_db_version holds version 1 %d times in %d rows; want once, beside version 0", n, goose())
+	if !slices.Equal(applied, []string{"0002_history_scale.sql"}) {
+		t.Errorf("migrating the old schema applied %v, want 0002 once", applied)
 	}
-	if v, err := postgres.AppliedMigrations(ctx, s.DB()); err != nil || !slices.Equal(v, []int{1}) {
-		t.Errorf("AppliedMigrations after the take-over = %v, %v; want [1]", v, err)
+	equalState(t, "after the take-over", answers(ctx, t, s), before)
+	goose := func() int64 { return queryInt(t, s, `SELECT count(*) FROM goose_db_version`) }
+	if n := queryInt(t, s, `SELECT count(*) FROM goose_db_version WHERE version_id = 1 AND is_applied`); n != 1 || goose() != 3 {
+		t.Errorf("goose_db_version holds version 1 %d times in %d rows; want once, beside versions 0 and 2", n, goose())
+	}
+	if v, err := postgres.AppliedMigrations(ctx, s.DB()); err != nil || !slices.Equal(v, []int{1, 2}) {
+		t.Errorf("AppliedMigrations after the take-over = %v, %v; want [1 2]", v, err)
 	}
 	if n := queryInt(t, s, `SELECT count(*) FROM loadreporter_migrations`); n != 1 {
 		t.Errorf("the old version table holds %d rows, want its 1 left in place", n)
@@ -141,16 +160,18 @@ func TestMigrateTakesOverTheOldRunnersSchema(t *testing.T) {
 	if err != nil || len(names) != 0 {
 		t.Errorf("second Migrate applied %v, %v; want nothing", names, err)
 	}
-	if goose() != 2 {
-		t.Errorf("second Migrate left %d rows in goose_db_version, want 2", goose())
+	// Writing another worker's report on that day creates the day's
+	// partitions, which take the migrated rows and their minutes' rollups
+	// (made again from the reports, not counted twice).
+	other := &domain.Report{SourceInstanceID: "new", SequenceID: 1, ReportTime: time.Date(2026, 3, 2, 10, 30, 0, 0, time.UTC),
+		Worker: domain.Worker{Addr: "10.0.0.3:30000"}, Status: domain.StatusHealthy}
+	if err := s.Append(ctx, []*domain.Report{other}); err != nil {
+		t.Fatalf("Append: %v", err)
 	}
-	equalState(t, "after a second Migrate", schemaState(ctx, t, s), before)
-}
-
-func equalState(t *testing.T, what string, got, want []string) {
-	t.Helper()
-	if !slices.Equal(got, want) {
-		t.Errorf("%s the schema changed:\n got %q\nwant %q", what, got, want)
+	after := slices.DeleteFunc(answers(ctx, t, s), func(l string) bool { return strings.Contains(l, "SourceInstanceID:new") })
+	equalState(t, "after writing to the migrated day", after, before)
+	if n := queryInt(t, s, `SELECT count(*) FROM history_minutes_default`); n != 0 {
+		t.Errorf("%d minute rollups left in the default partition", n)
 	}
 }
 
@@ -164,10 +185,17 @@ func TestMigrateOnOneConnection(t *testing.T) {
 	}
 	defer func() { _ = conn.Close(ctx) }()
 	names, err := postgres.Migrate(ctx, conn)
-	if err != nil || !slices.Equal(names, []string{"0001_history.sql"}) {
+	if err != nil || !slices.Equal(names, []string{"0001_history.sql", "0002_history_scale.sql"}) {
 		t.Errorf("Migrate(*pgx.Conn) = %v, %v", names, err)
 	}
-	if v, err := postgres.AppliedMigrations(ctx, conn); err != nil || !slices.Equal(v, []int{1}) {
+	if v, err := postgres.AppliedMigrations(ctx, conn); err != nil || !slices.Equal(v, []int{1, 2}) {
 		t.Errorf("AppliedMigrations(*pgx.Conn) = %v, %v", v, err)
+	}
+}
+
+func equalState(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s the answers changed:\n got %q\nwant %q", what, got, want)
 	}
 }

@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -10,8 +12,17 @@ import (
 	"github.com/loadreporter/loadreporter/domain"
 )
 
-// Partitioned tables, and the prefix of their daily partitions' names.
-var partitioned = []string{"history_reports", "history_ranks"}
+// partitionedTable is a table partitioned by day on column; its daily
+// partitions are named <table>_pYYYYMMDD.
+type partitionedTable struct{ table, column string }
+
+// partitioned are the tables partitioned by day: the reports and their
+// rollups, so that a day of history is created and dropped as a whole.
+var partitioned = []partitionedTable{
+	{"history_reports", "report_time"},
+	{"history_minutes", "minute"},
+	{"history_rank_minutes", "minute"},
+}
 
 const dayFormat = "20060102"
 
@@ -83,8 +94,9 @@ func (s *Store) ensurePartition(ctx context.Context, day time.Time) error {
 	// function formats itself.
 	bounds := fmt.Sprintf(`FOR VALUES FROM ('%s 00:00:00+00') TO ('%s 00:00:00+00')`,
 		from.Format(time.DateOnly), to.Format(time.DateOnly))
-	for _, parent := range partitioned {
-		name := parent + "_p" + day.Format(dayFormat)
+	var moved []*domain.Report
+	for _, p := range partitioned {
+		name := p.table + "_p" + day.Format(dayFormat)
 		var exists bool
 		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists); err != nil {
 			return err
@@ -92,24 +104,51 @@ func (s *Store) ensurePartition(ctx context.Context, day time.Time) error {
 		if exists {
 			continue
 		}
-		p, def, id := ident(parent), ident(parent+"_default"), ident(name)
-		stmts := []string{
-			`CREATE TABLE ` + id + ` (LIKE ` + p + ` INCLUDING DEFAULTS)`,
-			`WITH moved AS (DELETE FROM ` + def + ` WHERE report_time >= $1 AND report_time < $2 RETURNING *)
-			 INSERT INTO ` + id + ` SELECT * FROM moved`,
-			`ALTER TABLE ` + p + ` ATTACH PARTITION ` + id + ` ` + bounds,
+		rs, err := createPartition(ctx, tx, p, name, from, to, bounds)
+		if err != nil {
+			return err
 		}
-		for i, q := range stmts {
-			var args []any
-			if i == 1 {
-				args = []any{from, to}
-			}
-			if _, err := tx.Exec(ctx, q, args...); err != nil {
-				return err
-			}
+		moved = append(moved, rs...)
+	}
+	// Reports someone else wrote into the default partition may lack
+	// rollups (or have them, if a migration made them): their minutes are
+	// rolled up again, in the same transaction.
+	if len(moved) > 0 {
+		slices.SortFunc(moved, compareReports)
+		if err := lockWorkers(ctx, tx, moved); err != nil {
+			return err
+		}
+		if err := rebuildRollups(ctx, tx, moved); err != nil {
+			return err
 		}
 	}
 	return tx.Commit(ctx)
+}
+
+// createPartition creates the partition name of p for [from, to), moves
+// into it the rows of its day that the default partition caught, attaches
+// it, and returns the reports it moved (none for the rollup tables).
+func createPartition(ctx context.Context, tx pgx.Tx, p partitionedTable, name string, from, to time.Time, bounds string) ([]*domain.Report, error) {
+	parent, def, id := ident(p.table), ident(p.table+"_default"), ident(name)
+	if _, err := tx.Exec(ctx, `CREATE TABLE `+id+` (LIKE `+parent+` INCLUDING DEFAULTS)`); err != nil {
+		return nil, err
+	}
+	move := `WITH moved AS (DELETE FROM ` + def + ` WHERE ` + ident(p.column) + ` >= $1 AND ` + ident(p.column) + ` < $2 RETURNING *)
+		INSERT INTO ` + id + ` SELECT * FROM moved`
+	var moved []*domain.Report
+	if p.table == "history_reports" {
+		rows, err := tx.Query(ctx, move+` RETURNING `+strings.Join(reportColumns, ", "), from, to)
+		if err != nil {
+			return nil, err
+		}
+		if moved, err = pgx.CollectRows(rows, scanReport); err != nil {
+			return nil, err
+		}
+	} else if _, err := tx.Exec(ctx, move, from, to); err != nil {
+		return nil, err
+	}
+	_, err := tx.Exec(ctx, `ALTER TABLE `+parent+` ATTACH PARTITION `+id+` `+bounds)
+	return moved, err
 }
 
 func ident(name string) string { return pgx.Identifier{name}.Sanitize() }

@@ -27,15 +27,6 @@ func (s *Store) readTx(ctx context.Context, op string, fn func(tx pgx.Tx) error)
 	return wrapErr(ctx, op, tx.Commit(ctx))
 }
 
-// runOrder orders a worker's reports for runs (outages, imbalance) and
-// gaps.
-const runOrder = `PARTITION BY worker_addr ORDER BY report_time, source_instance_id, sequence_id`
-
-// windowAndWorkers filters reports by the window ($1, $2) and the workers
-// ($3, empty for all), as every query but Reports does.
-const windowAndWorkers = `report_time >= $1 AND report_time < $2
-  AND (cardinality($3::text[]) = 0 OR worker_addr = ANY($3::text[]))`
-
 // nonNil makes an empty filter an empty array, never NULL (cardinality of
 // NULL is NULL, which would filter everything out).
 func nonNil(s []string) []string {

@@ -1,75 +1,72 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
+	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loadreporter/loadreporter/domain/audit"
 )
 
-const neighboursSQL = `
-WITH r AS (
-    SELECT worker_addr, report_time, source_instance_id,
-           lag(report_time) OVER (` + runOrder + `) AS prev_time,
-           lag(source_instance_id) OVER (` + runOrder + `) AS prev_source
-    FROM history_reports WHERE ` + windowAndWorkers + `
-)`
-
-const gapsSQL = neighboursSQL + `
-SELECT worker_addr, prev_time, report_time FROM r
-WHERE report_time - prev_time > $4::bigint * interval '1 microsecond'
-ORDER BY prev_time, worker_addr
-LIMIT $5`
-
-const restartsSQL = neighboursSQL + `
-SELECT worker_addr, source_instance_id, report_time, prev_source, prev_time FROM r
-WHERE prev_source IS NOT NULL AND source_instance_id <> prev_source
-ORDER BY report_time, worker_addr
-LIMIT $4`
+// gapsSQL reads the minutes with their reports that hold a step longer
+// than the gap threshold ($5, µs) or more than one source instance; the
+// steps and source changes between minutes come from their first and last
+// reports.
+var gapsSQL = timelineSQL(`max_step > $5 OR first_source <> last_source OR cardinality(sources) > 1`)
 
 // Gaps returns recording gaps and restarts. See ports.HistoryQuery.
 func (s *Store) Gaps(ctx context.Context, q audit.GapsQuery) (audit.GapsResult, error) {
 	if err := q.Validate(); err != nil {
 		return audit.GapsResult{}, err
 	}
-	limit := q.MaxResults()
+	threshold := 2 * q.Interval
 	var res audit.GapsResult
 	err := s.readTx(ctx, "gaps", func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, gapsSQL, q.Since, q.Until, nonNil(q.Workers), (2 * q.Interval).Microseconds(), limit+1)
-		if err != nil {
-			return err
-		}
-		res.Gaps, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (audit.Gap, error) {
-			var g audit.Gap
-			err := row.Scan(&g.WorkerAddr, &g.Start, &g.End)
-			g.Start, g.End = g.Start.UTC(), g.End.UTC()
-			g.Duration = g.End.Sub(g.Start)
-			return g, err
+		return readTimeline(ctx, tx, gapsSQL, q.Window, q.Workers, []any{threshold.Microseconds()}, func(worker string, ms []minuteRead) {
+			var (
+				prevTime   time.Time
+				prevSource string
+			)
+			step := func(t time.Time, source string) {
+				if !prevTime.IsZero() {
+					if d := t.Sub(prevTime); d > threshold {
+						res.Gaps = append(res.Gaps, audit.Gap{Span: audit.Span{WorkerAddr: worker, Start: prevTime, End: t, Duration: d}})
+					}
+					if source != prevSource {
+						res.Restarts = append(res.Restarts, audit.Restart{WorkerAddr: worker, SourceInstanceID: source,
+							FirstTime: t, PreviousSourceInstanceID: prevSource, PreviousLastTime: prevTime})
+					}
+				}
+			}
+			for i := range ms {
+				m := &ms[i]
+				if !m.detailed {
+					step(m.firstTime, m.firstSource)
+					prevTime, prevSource = m.lastTime, m.lastSource
+					continue
+				}
+				for _, e := range m.entries {
+					step(e.t, e.source)
+					prevTime, prevSource = e.t, e.source
+				}
+			}
 		})
-		if err != nil {
-			return err
-		}
-		rows, err = tx.Query(ctx, restartsSQL, q.Since, q.Until, nonNil(q.Workers), limit+1)
-		if err != nil {
-			return err
-		}
-		res.Restarts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (audit.Restart, error) {
-			var r audit.Restart
-			err := row.Scan(&r.WorkerAddr, &r.SourceInstanceID, &r.FirstTime, &r.PreviousSourceInstanceID, &r.PreviousLastTime)
-			r.FirstTime, r.PreviousLastTime = r.FirstTime.UTC(), r.PreviousLastTime.UTC()
-			return r, err
-		})
-		return err
 	})
 	if err != nil {
 		return audit.GapsResult{}, err
 	}
-	if len(res.Gaps) > limit {
-		res.Gaps, res.Truncated = res.Gaps[:limit], true
-	}
-	if len(res.Restarts) > limit {
-		res.Restarts, res.Truncated = res.Restarts[:limit], true
-	}
+	slices.SortStableFunc(res.Gaps, func(a, b audit.Gap) int {
+		return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.WorkerAddr, b.WorkerAddr))
+	})
+	slices.SortStableFunc(res.Restarts, func(a, b audit.Restart) int {
+		return cmp.Or(a.FirstTime.Compare(b.FirstTime), cmp.Compare(a.WorkerAddr, b.WorkerAddr))
+	})
+	var t1, t2 bool
+	res.Gaps, t1 = truncate(res.Gaps, q.MaxResults())
+	res.Restarts, t2 = truncate(res.Restarts, q.MaxResults())
+	res.Truncated = t1 || t2
 	return res, nil
 }

@@ -1,8 +1,9 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
-	"time"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -10,32 +11,9 @@ import (
 	"github.com/loadreporter/loadreporter/domain/audit"
 )
 
-// outagesSQL finds runs of non-HEALTHY reports (gaps and islands: a run
-// number that grows at each run's first report, so the HEALTHY reports that
-// follow a run share its number and the first of them is its end).
-const outagesSQL = `
-WITH r AS (
-    SELECT worker_addr, report_time, source_instance_id, sequence_id, status, last_error, status <> 1 AS bad
-    FROM history_reports WHERE ` + windowAndWorkers + `
-), m AS (
-    SELECT *, lag(bad) OVER (` + runOrder + `) AS prev_bad FROM r
-), g AS (
-    SELECT *, sum(CASE WHEN bad AND prev_bad IS NOT TRUE THEN 1 ELSE 0 END)
-                  OVER (` + runOrder + ` ROWS UNBOUNDED PRECEDING) AS run
-    FROM m
-)
-SELECT worker_addr,
-       min(report_time) FILTER (WHERE bad) AS start,
-       max(report_time) FILTER (WHERE bad),
-       min(report_time) FILTER (WHERE NOT bad),
-       count(*) FILTER (WHERE bad),
-       array_agg(DISTINCT status ORDER BY status) FILTER (WHERE bad),
-       (array_agg(last_error ORDER BY report_time DESC, source_instance_id DESC, sequence_id DESC)
-            FILTER (WHERE bad AND last_error IS NOT NULL))[1]
-FROM g WHERE run > 0
-GROUP BY worker_addr, run
-ORDER BY start, worker_addr
-LIMIT $4`
+// outagesSQL reads the minutes with their reports where some but not all
+// are HEALTHY; the others are wholly in an outage or wholly out of one.
+var outagesSQL = timelineSQL(`unhealthy > 0 AND unhealthy < reports`)
 
 // Outages returns the maximal runs of non-HEALTHY reports. See
 // ports.HistoryQuery.
@@ -43,46 +21,34 @@ func (s *Store) Outages(ctx context.Context, q audit.OutagesQuery) (audit.Outage
 	if err := q.Validate(); err != nil {
 		return audit.OutagesResult{}, err
 	}
-	limit := q.MaxResults()
 	var res audit.OutagesResult
 	err := s.readTx(ctx, "outages", func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, outagesSQL, q.Since, q.Until, nonNil(q.Workers), limit+1)
-		if err != nil {
-			return err
-		}
-		res.Outages, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (audit.Outage, error) {
-			var (
-				o         audit.Outage
-				end       *time.Time
-				statuses  []int16
-				lastError *string
-			)
-			if err := row.Scan(&o.WorkerAddr, &o.Start, &o.LastSeen, &end, &o.Reports, &statuses, &lastError); err != nil {
-				return o, err
+		return readTimeline(ctx, tx, outagesSQL, q.Window, q.Workers, nil, func(worker string, ms []minuteRead) {
+			runs := runsOf(worker, ms, func(m *minuteRead) bool { return m.unhealthy > 0 }, entry.bad)
+			for _, e := range runs {
+				o := audit.Outage{Episode: e.Episode, LastError: e.lastError}
+				for st := range domain.Status(32) {
+					if e.statusMask&(1<<st) != 0 && st != domain.StatusHealthy {
+						o.Statuses = append(o.Statuses, st)
+					}
+				}
+				res.Outages = append(res.Outages, o)
 			}
-			o.Start, o.LastSeen = o.Start.UTC(), o.LastSeen.UTC()
-			if end != nil {
-				o.End = end.UTC()
-				o.Duration = o.End.Sub(o.Start)
-			} else {
-				o.Ongoing = true
-				o.Duration = o.LastSeen.Sub(o.Start)
-			}
-			for _, st := range statuses {
-				o.Statuses = append(o.Statuses, domain.Status(st))
-			}
-			if lastError != nil {
-				o.LastError = *lastError
-			}
-			return o, nil
 		})
-		return err
 	})
 	if err != nil {
 		return audit.OutagesResult{}, err
 	}
-	if len(res.Outages) > limit {
-		res.Outages, res.Truncated = res.Outages[:limit], true
-	}
+	slices.SortStableFunc(res.Outages, func(a, b audit.Outage) int {
+		return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.WorkerAddr, b.WorkerAddr))
+	})
+	res.Outages, res.Truncated = truncate(res.Outages, q.MaxResults())
 	return res, nil
+}
+
+func truncate[T any](s []T, n int) ([]T, bool) {
+	if len(s) > n {
+		return s[:n], true
+	}
+	return s, false
 }

@@ -103,8 +103,8 @@ func (s *Store) dropDay(ctx context.Context, day time.Time) (int64, error) {
 	if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+reports).Scan(&n); err != nil {
 		return 0, err
 	}
-	for _, parent := range partitioned {
-		if _, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+ident(parent+"_p"+day.Format(dayFormat))); err != nil {
+	for _, p := range partitioned {
+		if _, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+ident(p.table+"_p"+day.Format(dayFormat))); err != nil {
 			return 0, err
 		}
 	}
@@ -117,8 +117,11 @@ func (s *Store) dropDay(ctx context.Context, day time.Time) (int64, error) {
 	return n, nil
 }
 
-// deleteDefault deletes at most limit reports older than t, with their
-// ranks, from the default partitions.
+// deleteDefault deletes at most limit reports older than t from the
+// default partition of history_reports, and the rollups of the minutes
+// that end at or before t from the default partitions of the rollups (the
+// store writes rollups there only for days whose partitions were dropped
+// while it wrote).
 func (s *Store) deleteDefault(ctx context.Context, t time.Time, limit int) (int64, error) {
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
@@ -126,19 +129,18 @@ func (s *Store) deleteDefault(ctx context.Context, t time.Time, limit int) (int6
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	tag, err := tx.Exec(ctx, `
-		WITH victims AS (
+		DELETE FROM history_reports_default d USING (
 		    SELECT worker_addr, report_time, source_instance_id, sequence_id
-		    FROM history_reports_default WHERE report_time < $1 LIMIT $2
-		), ranks AS (
-		    DELETE FROM history_ranks_default k USING victims v
-		    WHERE k.worker_addr = v.worker_addr AND k.report_time = v.report_time
-		      AND k.source_instance_id = v.source_instance_id AND k.sequence_id = v.sequence_id
-		)
-		DELETE FROM history_reports_default d USING victims v
+		    FROM history_reports_default WHERE report_time < $1 LIMIT $2) v
 		WHERE d.worker_addr = v.worker_addr AND d.report_time = v.report_time
 		  AND d.source_instance_id = v.source_instance_id AND d.sequence_id = v.sequence_id`, t, limit)
 	if err != nil {
 		return 0, err
+	}
+	for _, table := range []string{"history_minutes_default", "history_rank_minutes_default"} {
+		if _, err := tx.Exec(ctx, `DELETE FROM `+ident(table)+` WHERE minute + interval '1 minute' <= $1`, t); err != nil {
+			return 0, err
+		}
 	}
 	return tag.RowsAffected(), tx.Commit(ctx)
 }

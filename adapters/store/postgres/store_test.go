@@ -2,11 +2,14 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
@@ -106,10 +109,14 @@ func TestPartitionsAndDefaultSafetyNet(t *testing.T) {
 	if n := queryInt(t, s, `SELECT count(*) FROM history_reports_p20260501`); n != 2 {
 		t.Errorf("partition of 2026-05-01 holds %d rows, want 2", n)
 	}
-	if n := queryInt(t, s, `SELECT count(*) FROM history_ranks_p20260501`); n != 1 {
-		t.Errorf("rank partition of 2026-05-01 holds %d rows, want 1", n)
+	// The stray row was rolled up with the day's reports.
+	if n := queryInt(t, s, `SELECT count(*) FROM history_minutes_p20260501`); n != 2 {
+		t.Errorf("minute rollups of 2026-05-01 hold %d rows, want 2", n)
 	}
-	if n := queryInt(t, s, `SELECT count(*) FROM pg_class WHERE relname = 'history_ranks_p20260502' AND relnamespace = current_schema()::regnamespace`); n != 1 {
+	if n := queryInt(t, s, `SELECT count(*) FROM history_rank_minutes_p20260501`); n != 1 {
+		t.Errorf("rank rollups of 2026-05-01 hold %d rows, want 1", n)
+	}
+	if n := queryInt(t, s, `SELECT count(*) FROM pg_class WHERE relname = 'history_rank_minutes_p20260502' AND relnamespace = current_schema()::regnamespace`); n != 1 {
 		t.Errorf("next day's partition missing")
 	}
 
@@ -162,5 +169,75 @@ func TestUnreachableDatabaseIsUnavailable(t *testing.T) {
 	}
 	if _, err := postgres.Open("postgres://%zz", postgres.Options{}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
 		t.Errorf("Open(bad url) = %v, want %s", err, domain.CodeInvalidArgument)
+	}
+}
+
+// TestRanksUnpackInSQL: history_report_ranks(ranks) gives back in SQL
+// exactly the ranks the store packed, extreme values included.
+func TestRanksUnpackInSQL(t *testing.T) {
+	s, _ := newStore(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	at := time.Date(2026, 5, 1, 12, 0, 0, 123456000, time.UTC)
+	floats := []float64{0, math.Copysign(0, -1), 5e-324, -2.2250738585072014e-308, math.MaxFloat64, 0.1, -1.5,
+		math.Inf(1), math.Inf(-1), math.NaN(), 0.625, 1 / 3.0}
+	r := &domain.Report{SourceInstanceID: "src", SequenceID: 1, ReportTime: at, Worker: domain.Worker{Addr: "w"}, Status: domain.StatusHealthy}
+	for i := range len(floats) / 4 * 4 {
+		if i%4 != 0 {
+			continue
+		}
+		r.Ranks = append(r.Ranks, domain.RankLoad{
+			DPRank: int64(math.MaxInt32 - i), SnapshotTime: at.Add(-time.Duration(i) * time.Hour),
+			NumRunningReqs: math.MinInt64, NumWaitingReqs: math.MaxInt64, NumWaitingUncachedTokens: -1,
+			NumUsedTokens: int64(i), NumTotalTokens: 1 << 40, MaxTotalNumTokens: 7, MaxRunningRequests: 0,
+			TokenUsage: floats[i], GenThroughput: floats[i+1], CacheHitRate: floats[i+2], Utilization: floats[i+3],
+		})
+	}
+	if err := s.Append(ctx, []*domain.Report{r}); err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	tx, err := s.DB().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	rows, err := tx.Query(ctx, `SELECT k.* FROM history_reports, history_report_ranks(ranks) k ORDER BY k.dp_rank`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.RankLoad, error) {
+		var (
+			k  domain.RankLoad
+			dp int32
+		)
+		err := row.Scan(&dp, &k.SnapshotTime, &k.NumRunningReqs, &k.NumWaitingReqs, &k.NumWaitingUncachedTokens,
+			&k.NumUsedTokens, &k.NumTotalTokens, &k.MaxTotalNumTokens, &k.MaxRunningRequests,
+			&k.TokenUsage, &k.GenThroughput, &k.CacheHitRate, &k.Utilization)
+		k.DPRank, k.SnapshotTime = int64(dp), k.SnapshotTime.UTC()
+		return k, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(r.Ranks)
+	slices.Reverse(want) // ascending dp_rank
+	bits := func(f float64) string {
+		if math.IsNaN(f) {
+			return "NaN" // any payload
+		}
+		return fmt.Sprintf("%x", math.Float64bits(f))
+	}
+	describe := func(ks []domain.RankLoad) []string {
+		var out []string
+		for _, k := range ks {
+			out = append(out, fmt.Sprintf("%d %s %d %d %d %d %d %d %d %s %s %s %s", k.DPRank, k.SnapshotTime.Format(time.RFC3339Nano),
+				k.NumRunningReqs, k.NumWaitingReqs, k.NumWaitingUncachedTokens, k.NumUsedTokens, k.NumTotalTokens,
+				k.MaxTotalNumTokens, k.MaxRunningRequests, bits(k.TokenUsage), bits(k.GenThroughput),
+				bits(k.CacheHitRate), bits(k.Utilization)))
+		}
+		return out
+	}
+	if g, w := describe(got), describe(want); !slices.Equal(g, w) {
+		t.Errorf("history_report_ranks:\n got %q\nwant %q", g, w)
 	}
 }
