@@ -79,13 +79,13 @@ lint:
 	$(BUF) lint
 	$(BUF) format -d --exit-code
 
-# bench runs the SPEC §8 fan-out scenario against loadreporter and a
-# per-stream baseline side by side (ROUTERS=1000 INTERVAL=100ms by default).
-ROUTERS ?= 1000
-INTERVAL ?= 100ms
+# bench runs SPEC §8's fan-out scenarios (100 × 100 ms; 1 000 × 100 ms over
+# 1 and 10 connections; 10 000 × 1 s over 100) against loadreporter and a
+# grpc-go server shaped like ORCA's service, side by side, with the targets;
+# one scenario: ./bin/loadbench --routers 1000 --interval 100ms --conns 10.
 bench:
 	$(GO) build -o bin/loadbench ./cmd/loadbench
-	./bin/loadbench --routers $(ROUTERS) --interval $(INTERVAL)
+	./bin/loadbench --suite
 
 # bench-zmq: how old the load a router receives is, sglang-http against
 # sglang-zmq with the same stand-in engine, side by side.

@@ -41,7 +41,7 @@ func (e *instantEngine) Pull(context.Context) (domain.Snapshot, error) {
 	return s, nil
 }
 
-// serveChild serves the Monitor stream (ours or the baseline) and a stats
+// serveChild serves the Monitor stream (ours or a peer's) and a stats
 // port that tells the parent how many pulls the engine saw.
 func serveChild(ctx context.Context, o options) error {
 	engine := &instantEngine{ranks: o.ranks}
@@ -53,6 +53,7 @@ func serveChild(ctx context.Context, o options) error {
 		c.Listen = "127.0.0.1:0"
 		c.LogLevel = "error"
 		c.Limits.MaxSessions = max(c.Limits.MaxSessions, o.routers+10)
+		c.MaxStreamsPerConn = max(c.MaxStreamsPerConn, o.routers+10) // the join probe shares a connection
 		m, err := app.InitializeMainWithEngine(c, app.Engine{Source: engine})
 		if err != nil {
 			return err
@@ -61,7 +62,13 @@ func serveChild(ctx context.Context, o options) error {
 			return err
 		}
 		addr, closeServer = m.Addr(), m.Close
-	case "baseline":
+	case "orca":
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		addr, closeServer = ln.Addr().String(), serveORCA(ln, engine)
+	case "perstream":
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return err
@@ -75,7 +82,7 @@ func serveChild(ctx context.Context, o options) error {
 		go func() { _ = srv.Serve(ln) }()
 		addr, closeServer = ln.Addr().String(), srv.Close
 	default:
-		return fmt.Errorf("--child %q: want ours or baseline", o.child)
+		return fmt.Errorf("--child %q: want ours, orca or perstream", o.child)
 	}
 	stats, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -90,9 +97,10 @@ func serveChild(ctx context.Context, o options) error {
 	return closeServer()
 }
 
-// perStreamMonitor is the baseline: each stream has its own ticker, pulls
-// the engine itself and encodes its own report — how per-stream reporters
-// (and ORCA's one timer and one encode per stream) work.
+// perStreamMonitor is the older peer: ORCA's shape (each stream has its own
+// ticker, pulls the engine itself and encodes its own report) on connect
+// and net/http's HTTP/2 server, with a second goroutine per stream that
+// drains keep-alives.
 type perStreamMonitor struct {
 	loadmonitorv1connect.UnimplementedLoadMonitorServiceHandler
 	engine *instantEngine

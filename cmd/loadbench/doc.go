@@ -1,10 +1,21 @@
 // Command loadbench measures the Monitor fan-out the way SPEC §8 states its
 // targets: one client process opens N router streams back to back against a
 // server in a child process, and the child's CPU time, memory and engine
-// pulls are read from /proc. It runs the same scenario against loadreporter
-// and against a baseline server (one timer, one pull and one encode per
-// stream, as per-stream reporters do) and prints both side by side with
-// their ratio.
+// pulls are read from /proc. It runs the same scenario, with the same
+// client, against loadreporter and against a peer — by default a grpc-go
+// server shaped like grpc-go's ORCA service (one goroutine, one ticker, one
+// read of the load and one marshal per stream) — and prints both side by
+// side with their ratio and SPEC §8's targets. Besides CPU, memory and
+// pulls it measures each gap's distance from the interval, the age of a
+// report at receipt (receipt − report_time_unix_ms, so up to 1 ms more than
+// the truth: the field has millisecond resolution), and, about once a
+// second during the measured window, one new router joining on the first
+// connection: the time from its ack to its first report.
+//
+// --suite runs every scenario of issue 13 in one invocation; `make bench`
+// runs it. Other work on the machine moves every figure: read the load
+// average printed with each scenario, and repeat a run before trusting a
+// difference.
 //
 // It is a measuring tool: nothing in the service imports it.
 package main

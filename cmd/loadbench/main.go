@@ -32,7 +32,9 @@ type options struct {
 	measure  time.Duration
 	conns    int
 	ranks    int
-	child    string // internal: run as the server child ("ours" or "baseline")
+	peer     string // the server ours is compared with: orca or perstream
+	suite    bool   // run every scenario of suiteScenarios
+	child    string // internal: run as the server child ("ours", "orca" or "perstream")
 	profile  string // write a CPU profile of our server's measured window here
 }
 
@@ -42,30 +44,86 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.routers, "routers", 1000, "router streams to open")
 	fs.DurationVar(&o.interval, "interval", 100*time.Millisecond, "report interval each router asks for")
 	fs.DurationVar(&o.lease, "lease", 10*time.Second, "lease each router asks for (keep-alives at renew_after)")
-	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "time after the last stream opened before measuring")
+	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "time after the last stream opened before measuring (at least two intervals)")
 	fs.DurationVar(&o.measure, "measure", 10*time.Second, "measured time")
 	fs.IntVar(&o.conns, "conns", 1, "HTTP/2 connections the streams are spread over")
 	fs.IntVar(&o.ranks, "ranks", 8, "DP ranks of the instant engine")
-	fs.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of loadreporter's measured window to this file")
-	fs.StringVar(&o.child, "child", "", "internal: serve as the child process (ours or baseline)")
+	fs.StringVar(&o.peer, "peer", "orca", "what ours is compared with: orca (grpc-go server shaped like ORCA's service) or perstream (the same on connect and net/http)")
+	fs.BoolVar(&o.suite, "suite", false, "run every scenario (100 × 100 ms; 1 000 × 100 ms over 1 and 10 connections; 10 000 × 1 s over 100) and print the targets")
+	fs.StringVar(&o.profile, "profile", "", "write a CPU profile of loadreporter's measured window to this file (with --suite: one per scenario, suffixed)")
+	fs.StringVar(&o.profile, "cpuprofile", "", "the same as --profile")
+	fs.StringVar(&o.child, "child", "", "internal: serve as the child process (ours, orca or perstream)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if o.child != "" {
 		return serveChild(ctx, o)
 	}
-	fmt.Fprintf(out, "loadbench: %d routers × %v, %d ranks, %d connection(s), %v measured after %v warm-up\n\n",
-		o.routers, o.interval, o.ranks, o.conns, o.measure, o.warmup)
-	var results []result
-	for _, kind := range []string{"baseline", "ours"} {
+	if o.peer != "orca" && o.peer != "perstream" {
+		return fmt.Errorf("--peer %q: want orca or perstream", o.peer)
+	}
+	fmt.Fprintf(out, "loadbench %s, load average %s\n", time.Now().Format(time.DateTime), loadAvg())
+	scenarios := []options{o}
+	if o.suite {
+		scenarios = suiteScenarios(o)
+	}
+	var rows []scenarioResult
+	for _, s := range scenarios {
+		r, err := runScenario(ctx, out, s)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r)
+	}
+	if o.suite {
+		printSummary(out, rows)
+	}
+	return nil
+}
+
+// suiteScenarios are the rows of SPEC §8 and issue 13, with o's other flags.
+func suiteScenarios(o options) []options {
+	shapes := []struct {
+		routers, conns int
+		interval       time.Duration
+	}{
+		{100, 1, 100 * time.Millisecond},
+		{1000, 1, 100 * time.Millisecond},
+		{1000, 10, 100 * time.Millisecond},
+		{10000, 100, time.Second},
+	}
+	var out []options
+	for _, s := range shapes {
+		c := o
+		c.routers, c.conns, c.interval = s.routers, s.conns, s.interval
+		if o.profile != "" {
+			c.profile = fmt.Sprintf("%s.%dx%v.c%d", o.profile, s.routers, s.interval, s.conns)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// runScenario measures the peer, then ours, and prints them side by side.
+func runScenario(ctx context.Context, out io.Writer, o options) (scenarioResult, error) {
+	o.warmup = max(o.warmup, 2*o.interval)
+	sr := scenarioResult{o: o, loadBefore: loadAvg()}
+	fmt.Fprintf(out, "\n== %d routers × %v, %d ranks, %d connection(s), %v measured after %v warm-up; load %s\n",
+		o.routers, o.interval, o.ranks, o.conns, o.measure, o.warmup, sr.loadBefore)
+	for _, kind := range []string{o.peer, "ours"} {
 		r, err := measureServer(ctx, o, kind)
 		if err != nil {
-			return fmt.Errorf("%s: %w", kind, err)
+			return sr, fmt.Errorf("%s: %w", kind, err)
 		}
-		results = append(results, r)
+		if kind == "ours" {
+			sr.ours = r
+		} else {
+			sr.peer = r
+		}
 	}
-	printTable(out, o, results[0], results[1])
-	return nil
+	sr.loadAfter = loadAvg()
+	printTable(out, &sr)
+	return sr, nil
 }
 
 // startChild runs this binary as the server and returns its address.
@@ -95,4 +153,17 @@ func startChild(ctx context.Context, o options, kind string) (*exec.Cmd, string,
 		return nil, "", errors.New("child said " + line)
 	}
 	return cmd, addr, nil
+}
+
+// loadAvg is the machine's 1, 5 and 15 minute load averages.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// oursPullsPerInterval is how many pulls loadreporter may make per report
+// interval, whatever the number of routers (SPEC §2.4: pulls are shared).
+const oursPullsPerInterval = 1
+
+// scenarioResult is one scenario: the peer and ours, measured back to back.
+type scenarioResult struct {
+	o                     options
+	peer, ours            result
+	loadBefore, loadAfter string
+	met, unmet            []string
+}
+
+// row is one line of a scenario's table; target is empty when SPEC §8 sets
+// none for the scenario.
+type row struct {
+	name        string
+	peer, ours  float64
+	unit        string
+	lowerBetter bool
+	target      string
+	met         bool
+}
+
+func printTable(out io.Writer, sr *scenarioResult) {
+	fmt.Fprintf(out, "%-38s %12s %12s  %-5s %-14s %-12s %s\n", "", sr.peer.kind, "ours", "", "ratio", "target", "met")
+	for _, r := range scenarioRows(sr.o, sr.peer, sr.ours) {
+		met := ""
+		if r.target != "" {
+			met = "no"
+			if r.met {
+				met = "yes"
+				sr.met = append(sr.met, r.name)
+			} else {
+				sr.unmet = append(sr.unmet, r.name)
+			}
+		}
+		fmt.Fprintf(out, "%-38s %12.2f %12.2f  %-5s %-14s %-12s %s\n", r.name, r.peer, r.ours, r.unit,
+			ratio(r.peer, r.ours, r.lowerBetter), r.target, met)
+	}
+	fmt.Fprintf(out, "load after: %s\n", sr.loadAfter)
+}
+
+func ratio(peer, ours float64, lowerBetter bool) string {
+	switch {
+	case peer <= 0 || ours <= 0:
+		return "—"
+	case !lowerBetter:
+		return fmt.Sprintf("%.2f×", ours/peer)
+	case ours <= peer:
+		return fmt.Sprintf("%.1f× less", peer/ours)
+	}
+	return fmt.Sprintf("%.1f× more", ours/peer)
+}
+
+// scenarioRows builds the table of a scenario, with SPEC §8's targets where
+// they apply: the 1 000 and 10 000 router rows.
+func scenarioRows(o options, peer, ours result) []row {
+	big := o.routers >= 1000
+	limit := func(ok bool, t string) (string, bool) {
+		if !big {
+			return "", false
+		}
+		return t, ok
+	}
+	var rows []row
+	add := func(name string, p, u float64, unit string, lowerBetter bool, target string, met bool) {
+		rows = append(rows, row{name, p, u, unit, lowerBetter, target, met})
+	}
+	t, ok := limit(perReport(ours) <= 5, "≤ 5")
+	add("worker CPU per delivered report", perReport(peer), perReport(ours), "µs", true, t, ok)
+	add("worker CPU (share of one core)", share(peer), share(ours), "%", true, "", false)
+	expected := float64(o.routers) / o.interval.Seconds()
+	add("reports delivered per second", perSecond(peer, peer.delivered), perSecond(ours, ours.delivered), "/s", false, "", false)
+	add("  (expected)", expected, expected, "/s", false, "", false)
+	add("reports missed (gap ≥ 1.5 intervals)", float64(peer.missed), float64(ours.missed), "", true, "0", ours.missed == 0)
+	// Each join probe is due at once: it may cost a pull of its own.
+	maxPulls := float64(oursPullsPerInterval)/o.interval.Seconds() + float64(len(ours.joins))/ours.window.Seconds()
+	add("engine pulls per second", perSecond(peer, peer.pulls), perSecond(ours, ours.pulls), "/s", true,
+		fmt.Sprintf("≤ %.1f", maxPulls), perSecond(ours, ours.pulls) <= maxPulls*1.05)
+	add("interval error p50", ms(peer.intervalErrP50), ms(ours.intervalErrP50), "ms", true, "", false)
+	ivTarget := 5 * time.Millisecond
+	if o.interval >= time.Second {
+		ivTarget = 10 * time.Millisecond
+	}
+	t, ok = limit(ours.intervalErrP99 <= ivTarget, fmt.Sprintf("≤ %v", ms(ivTarget)))
+	add("interval error p99", ms(peer.intervalErrP99), ms(ours.intervalErrP99), "ms", true, t, ok)
+	add("receipt age p50 (receipt − report_time)", ms(peer.ageP50), ms(ours.ageP50), "ms", true, "", false)
+	t, ok = limit(ours.ageP99 <= 5*time.Millisecond, "≤ 5")
+	add("receipt age p99", ms(peer.ageP99), ms(ours.ageP99), "ms", true, t, ok)
+	add("first report after ack p50 (all open)", ms(peer.firstP50), ms(ours.firstP50), "ms", true, "", false)
+	add("first report after ack p99 (all open)", ms(peer.firstP99), ms(ours.firstP99), "ms", true, "", false)
+	add(fmt.Sprintf("one router joining: p50 of %d", len(ours.joins)), ms(percentile(peer.joins, 50)), ms(percentile(ours.joins, 50)), "ms", true, "", false)
+	t, ok = limit(len(ours.joins) > 0 && percentile(ours.joins, 100) <= time.Millisecond, "≤ 1")
+	add("one router joining: worst", ms(percentile(peer.joins, 100)), ms(percentile(ours.joins, 100)), "ms", true, t, ok)
+	t, ok = limit(ours.rssPerStream <= 16*1024, "≤ 16")
+	add("memory per router stream", peer.rssPerStream/1024, ours.rssPerStream/1024, "KiB", true, t, ok)
+	add("leases lost", float64(peer.leaseLost), float64(ours.leaseLost), "", true, "0", ours.leaseLost == 0)
+	add("streams broken", float64(peer.streamErrors), float64(ours.streamErrors), "", true, "0", ours.streamErrors == 0)
+	return rows
+}
+
+func perReport(r result) float64 {
+	if r.delivered == 0 {
+		return 0
+	}
+	return float64(r.cpu.Microseconds()) / float64(r.delivered)
+}
+
+func share(r result) float64 { return r.cpu.Seconds() / r.window.Seconds() * 100 }
+
+func perSecond(r result, n int64) float64 { return float64(n) / r.window.Seconds() }
+
+// printSummary lists, per scenario, the targets met and not met.
+func printSummary(out io.Writer, rows []scenarioResult) {
+	fmt.Fprintf(out, "\n== targets (SPEC §8), load now %s\n", loadAvg())
+	for _, sr := range rows {
+		fmt.Fprintf(out, "%5d × %-5v %3d conn: met %d of %d", sr.o.routers, sr.o.interval, sr.o.conns,
+			len(sr.met), len(sr.met)+len(sr.unmet))
+		if len(sr.unmet) > 0 {
+			fmt.Fprintf(out, "; not met: %s", strings.Join(sr.unmet, ", "))
+		}
+		fmt.Fprintln(out)
+	}
+}
