@@ -122,7 +122,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "UNREACHABLE", rep.LastError, rep.SequenceID)
 		return
 	}
-	writeJSON(w, http.StatusOK, envelopeOf(rep))
+	writeJSON(w, http.StatusOK, EnvelopeOf(rep))
 }
 
 // Sections is SGLang's include vocabulary, in its order. Every name is
@@ -152,7 +152,8 @@ func (e includeError) Error() string {
 	return fmt.Sprintf("include section %q is not one of %s", domain.Shorten(string(e), 64), strings.Join(Sections, ", "))
 }
 
-func envelopeOf(r *domain.Report) Envelope {
+// EnvelopeOf is r in SGLang's /v1/loads shape, as a poller reads it.
+func EnvelopeOf(r *domain.Report) Envelope {
 	e := Envelope{
 		Timestamp:        r.ReportTime.UTC().Format(time.RFC3339Nano),
 		Version:          "loadreporter",
@@ -183,11 +184,13 @@ func envelopeOf(r *domain.Report) Envelope {
 			Utilization:        k.Utilization,
 		}
 	}
-	e.Aggregate = aggregateOf(r.Ranks)
+	e.Aggregate = AggregateOf(r.Ranks)
 	return e
 }
 
-func aggregateOf(ranks []domain.RankLoad) Aggregate {
+// AggregateOf sums ranks as the aggregate block does: counts saturate at
+// int32, and the summed capacity is 0 unless every rank's is known.
+func AggregateOf(ranks []domain.RankLoad) Aggregate {
 	var a Aggregate
 	if len(ranks) == 0 {
 		return a
