@@ -125,7 +125,7 @@ func TestAuditDatabaseErrorsSayWhy(t *testing.T) {
 	withPassword := u.String()
 
 	got := auditErr(t, "outages", "--database-url", withPassword)
-	for _, want := range []string{"audit outages: history database: outages failed", `relation "history_reports" does not exist`,
+	for _, want := range []string{"audit outages: history database: outages failed", `relation "history_`, `" does not exist (SQLSTATE 42P01)`,
 		"SQLSTATE 42P01", "create it with `loadreporter migrate --database-url postgres://postgres:xxxxx@"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing schema: %q lacks %q", got, want)
