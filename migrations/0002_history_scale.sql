@@ -9,7 +9,8 @@
 --    report:
 --    history_minutes: per worker and UTC minute, counts and bounds (the
 --    first and last report, statuses seen, the largest step between two
---    reports, the token_usage spread range) and, per report in report order,
+--    reports, the token_usage spread range), narrow, and beside it
+--    history_minute_entries: per report of the minute, in report order,
 --    what runs and gaps need (entries, packed);
 --    history_rank_minutes: per worker, minute and dp_rank, the sums and
 --    maxima of the rank statistics and every token_usage of the minute in
@@ -112,8 +113,10 @@ DROP INDEX history_reports_worker_status_time;
 DROP INDEX history_reports_time;
 -- Fleet-wide pages ordered by time (an incremental sort orders ties).
 CREATE INDEX history_reports_time ON history_reports (report_time);
--- Reports of one worker with a status other than HEALTHY: few, so small.
+-- Reports with a status other than HEALTHY, of one worker or of all: few,
+-- so small.
 CREATE INDEX history_reports_unhealthy ON history_reports (worker_addr, report_time) WHERE status <> 1;
+CREATE INDEX history_reports_unhealthy_time ON history_reports (report_time) WHERE status <> 1;
 
 CREATE TABLE history_minutes (
     worker_addr   text COLLATE "C" NOT NULL,
@@ -126,15 +129,28 @@ CREATE TABLE history_minutes (
     last_time     timestamptz      NOT NULL,
     first_source  text COLLATE "C" NOT NULL,
     last_source   text COLLATE "C" NOT NULL,
+    source_count  integer          NOT NULL, -- distinct source_instance_id
     max_step      bigint           NOT NULL, -- µs, largest step between two consecutive reports of the minute
     min_spread    double precision NOT NULL,
     max_spread    double precision NOT NULL,
     peak_time     timestamptz      NOT NULL, -- first report with max_spread
-    sources       text[] COLLATE "C" NOT NULL, -- distinct source_instance_id, ascending
-    errors        text[] COLLATE "C" NOT NULL, -- distinct non-empty last_error, ascending
-    entries       bytea            NOT NULL, -- per report, packed (see above)
     PRIMARY KEY (worker_addr, minute)
 ) PARTITION BY RANGE (minute);
+-- Fleet-wide windows shorter than a day.
+CREATE INDEX history_minutes_minute ON history_minutes USING brin (minute);
+
+-- The reports of a history_minutes row, apart, so that the queries scan the
+-- narrow summaries and read these only for the minutes they must look into.
+CREATE TABLE history_minute_entries (
+    worker_addr   text COLLATE "C" NOT NULL,
+    minute        timestamptz      NOT NULL,
+    sources       text[] COLLATE "C" NOT NULL, -- distinct source_instance_id, ascending
+    errors        text[] COLLATE "C" NOT NULL, -- distinct non-empty last_error, ascending
+    entries       bytea            NOT NULL,   -- per report, packed (see above)
+    PRIMARY KEY (worker_addr, minute)
+) PARTITION BY RANGE (minute);
+
+CREATE TABLE history_minute_entries_default PARTITION OF history_minute_entries DEFAULT;
 
 CREATE TABLE history_minutes_default PARTITION OF history_minutes DEFAULT;
 
@@ -150,6 +166,7 @@ CREATE TABLE history_rank_minutes (
     usage       bytea            NOT NULL, -- every token_usage of the minute, packed (see above)
     PRIMARY KEY (worker_addr, minute, dp_rank)
 ) PARTITION BY RANGE (minute);
+CREATE INDEX history_rank_minutes_minute ON history_rank_minutes USING brin (minute);
 
 CREATE TABLE history_rank_minutes_default PARTITION OF history_rank_minutes DEFAULT;
 
@@ -167,6 +184,9 @@ BEGIN
         EXECUTE format('CREATE TABLE %I PARTITION OF history_minutes FOR VALUES FROM (%L) TO (%L)',
             'history_minutes_p' || day, to_date(day, 'YYYYMMDD')::text || ' 00:00:00+00',
             (to_date(day, 'YYYYMMDD') + 1)::text || ' 00:00:00+00');
+        EXECUTE format('CREATE TABLE %I PARTITION OF history_minute_entries FOR VALUES FROM (%L) TO (%L)',
+            'history_minute_entries_p' || day, to_date(day, 'YYYYMMDD')::text || ' 00:00:00+00',
+            (to_date(day, 'YYYYMMDD') + 1)::text || ' 00:00:00+00');
         EXECUTE format('CREATE TABLE %I PARTITION OF history_rank_minutes FOR VALUES FROM (%L) TO (%L)',
             'history_rank_minutes_p' || day, to_date(day, 'YYYYMMDD')::text || ' 00:00:00+00',
             (to_date(day, 'YYYYMMDD') + 1)::text || ' 00:00:00+00');
@@ -175,7 +195,7 @@ END
 $$;
 -- +goose StatementEnd
 
-INSERT INTO history_minutes
+CREATE TEMPORARY TABLE history_minutes_0002 ON COMMIT DROP AS
 WITH r AS (
     SELECT worker_addr, date_trunc('minute', report_time, 'UTC') AS minute, report_time,
            source_instance_id, sequence_id, status, NULLIF(last_error, '') AS last_error, token_usage_spread,
@@ -190,24 +210,33 @@ WITH r AS (
     FROM r GROUP BY worker_addr, minute
 )
 SELECT r.worker_addr, r.minute,
-       count(*), count(*) FILTER (WHERE status <> 1),
-       bit_or(1 << status),
+       count(*) AS reports, count(*) FILTER (WHERE status <> 1) AS unhealthy,
+       bit_or(1 << status) AS status_mask,
        (array_agg(last_error ORDER BY report_time DESC, source_instance_id DESC, sequence_id DESC)
-            FILTER (WHERE last_error IS NOT NULL))[1],
-       min(report_time), max(report_time),
-       (array_agg(source_instance_id ORDER BY report_time, source_instance_id, sequence_id))[1],
-       (array_agg(source_instance_id ORDER BY report_time DESC, source_instance_id DESC, sequence_id DESC))[1],
-       coalesce((extract(epoch FROM max(step)) * 1000000)::bigint, 0),
-       min(token_usage_spread), max(token_usage_spread),
-       (array_agg(report_time ORDER BY token_usage_spread DESC, report_time, source_instance_id, sequence_id))[1],
+            FILTER (WHERE last_error IS NOT NULL))[1] AS last_error,
+       min(report_time) AS first_time, max(report_time) AS last_time,
+       (array_agg(source_instance_id ORDER BY report_time, source_instance_id, sequence_id))[1] AS first_source,
+       (array_agg(source_instance_id ORDER BY report_time DESC, source_instance_id DESC, sequence_id DESC))[1] AS last_source,
+       cardinality(d.sources) AS source_count,
+       coalesce((extract(epoch FROM max(step)) * 1000000)::bigint, 0) AS max_step,
+       min(token_usage_spread) AS min_spread, max(token_usage_spread) AS max_spread,
+       (array_agg(report_time ORDER BY token_usage_spread DESC, report_time, source_instance_id, sequence_id))[1] AS peak_time,
        d.sources, d.errors,
        string_agg(int4send((extract(epoch FROM report_time - r.minute) * 1000000)::integer)
                   || int2send(array_position(d.sources, source_instance_id)::smallint)
                   || int2send(status) || int8send(sequence_id) || float8send(token_usage_spread)
                   || int2send(coalesce(array_position(d.errors, last_error), 0)::smallint),
-                  ''::bytea ORDER BY report_time, source_instance_id, sequence_id)
+                  ''::bytea ORDER BY report_time, source_instance_id, sequence_id) AS entries
 FROM r JOIN d ON d.worker_addr = r.worker_addr AND d.minute = r.minute
 GROUP BY r.worker_addr, r.minute, d.sources, d.errors;
+
+INSERT INTO history_minutes
+SELECT worker_addr, minute, reports, unhealthy, status_mask, last_error, first_time, last_time, first_source, last_source,
+       source_count, max_step, min_spread, max_spread, peak_time
+FROM history_minutes_0002;
+
+INSERT INTO history_minute_entries
+SELECT worker_addr, minute, sources, errors, entries FROM history_minutes_0002;
 
 INSERT INTO history_rank_minutes
 SELECT worker_addr, date_trunc('minute', report_time, 'UTC'), dp_rank, count(*), sum(token_usage), max(token_usage),
@@ -219,6 +248,7 @@ DROP TABLE history_ranks;
 
 -- +goose Down
 DROP TABLE history_rank_minutes;
+DROP TABLE history_minute_entries;
 DROP TABLE history_minutes;
 
 CREATE TABLE history_ranks (
@@ -266,6 +296,7 @@ INSERT INTO history_ranks
 SELECT r.worker_addr, r.report_time, r.source_instance_id, r.sequence_id, k.*
 FROM history_reports r, history_report_ranks(r.ranks) AS k;
 
+DROP INDEX history_reports_unhealthy_time;
 DROP INDEX history_reports_unhealthy;
 DROP INDEX history_reports_time;
 CREATE INDEX history_reports_worker_status_time ON history_reports (worker_addr, status, report_time);

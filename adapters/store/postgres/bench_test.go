@@ -41,10 +41,10 @@ func benchReport(i int, start time.Time) *domain.Report {
 	w, k := i%workers, i/workers // k: this worker's k-th report
 	t := start.Add(time.Duration(k)*time.Second + time.Duration(k/600)*10*time.Second)
 	r := &domain.Report{
-		SourceInstanceID: fmt.Sprintf("bench-%d-%d", w, k/1500),
+		SourceInstanceID: benchNames.get("bench-%d-%d", w, k/1500),
 		SequenceID:       uint64(k%1500 + 1),
 		ReportTime:       t,
-		Worker:           domain.Worker{Addr: fmt.Sprintf("10.1.%d.%d:30000", w/256, w%256), Type: domain.WorkerTypeRegular, Model: "llama"},
+		Worker:           domain.Worker{Addr: benchNames.get("10.1.%d.%d:30000", w/256, w%256), Type: domain.WorkerTypeRegular, Model: "llama"},
 		Status:           domain.StatusHealthy,
 	}
 	if k%500 < 5 && k >= 500 {
@@ -65,6 +65,28 @@ func benchReport(i int, start time.Time) *domain.Report {
 }
 
 var benchStart = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+
+// benchNames makes each worker address and source instance id once, so
+// that making reports costs the benchmark's producer little beside the
+// recorder and the database.
+var benchNames = nameCache{m: map[[3]any]string{}}
+
+type nameCache struct {
+	mu sync.Mutex
+	m  map[[3]any]string
+}
+
+func (c *nameCache) get(format string, a, b int) string {
+	key := [3]any{format, a, b}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.m[key]
+	if !ok {
+		s = fmt.Sprintf(format, a, b)
+		c.m[key] = s
+	}
+	return s
+}
 
 // rowsOf is the rows a report takes in migration 0001's layout.
 func rowsOf(r *domain.Report) int { return 1 + len(r.Ranks) }

@@ -7,12 +7,13 @@
 // A report is one row of history_reports, its ranks packed in it (a
 // bytea of fixed-width records, see pack.go; binary COPY passes a bytea
 // through where an array costs the server a call per element).
-// Beside the reports the store keeps two rollups, written in the same
+// Beside the reports the store keeps rollups, written in the same
 // transaction as the reports they summarise: history_minutes (per worker
 // and UTC minute: counts, first and last report, statuses, largest step,
-// spread range, and per report the few columns runs and gaps need) and
-// history_rank_minutes (per worker, minute and rank: sums, maxima and the
-// minute's token_usage values in order). Every table is range-partitioned
+// spread range), history_minute_entries (per report of such a minute, the
+// few columns runs and gaps need) and history_rank_minutes (per worker,
+// minute and rank: sums, maxima and the minute's token_usage values in
+// order). Every table is range-partitioned
 // into UTC days; the store creates the partitions a batch needs before
 // writing it, and retention drops a day of reports and rollups together.
 //
@@ -23,9 +24,10 @@
 // reads the rollup rows of those minutes, merges the new reports into them
 // in Go and writes them back. Reports pages read history_reports; the
 // other audit queries read the rollups: minutes that lie inside the window
-// and are uniform for the question are used whole, the others (and those
-// the window cuts) report by report; the minutes the window cuts are read
-// from history_reports for rank statistics. Every value from a query is a
+// and are uniform for the question are used whole (and those that cannot
+// change the answer are left out), the others (and those the window cuts)
+// report by report; the minutes the window cuts are read from
+// history_reports for rank statistics. Every value from a query is a
 // bind parameter; the only text the store builds into SQL is partition
 // names and bounds, made from a date it formats itself, and the names of
 // its own tables.

@@ -21,6 +21,7 @@ type partitionedTable struct{ table, column string }
 var partitioned = []partitionedTable{
 	{"history_reports", "report_time"},
 	{"history_minutes", "minute"},
+	{"history_minute_entries", "minute"},
 	{"history_rank_minutes", "minute"},
 }
 

@@ -14,8 +14,10 @@ import (
 // gapsSQL reads the minutes with their reports that hold a step longer
 // than the gap threshold ($5, µs) or more than one source instance; the
 // steps and source changes between minutes come from their first and last
-// reports.
-var gapsSQL = timelineSQL(`max_step > $5 OR first_source <> last_source OR cardinality(sources) > 1`)
+// reports, so of the other minutes only those that start with a gap or a
+// restart matter, and the one after the window's first, cut minute.
+var gapsSQL = timelineSQL(`max_step > $5 OR source_count > 1`,
+	`lag_minute < $1 OR first_time - lag_last_time > $5 * interval '1 microsecond' OR first_source <> lag_last_source`)
 
 // Gaps returns recording gaps and restarts. See ports.HistoryQuery.
 func (s *Store) Gaps(ctx context.Context, q audit.GapsQuery) (audit.GapsResult, error) {
@@ -29,6 +31,7 @@ func (s *Store) Gaps(ctx context.Context, q audit.GapsQuery) (audit.GapsResult, 
 			var (
 				prevTime   time.Time
 				prevSource string
+				processed  time.Time // the minute prevTime is from
 			)
 			step := func(t time.Time, source string) {
 				if !prevTime.IsZero() {
@@ -43,6 +46,12 @@ func (s *Store) Gaps(ctx context.Context, q audit.GapsQuery) (audit.GapsResult, 
 			}
 			for i := range ms {
 				m := &ms[i]
+				if !m.lagMinute.IsZero() && !m.lagMinute.Equal(processed) {
+					// The previous minute was left out: it lies wholly
+					// inside the window, its last report is the one before.
+					prevTime, prevSource = m.lagLastTime, m.lagLastSource
+				}
+				processed = m.minute
 				if !m.detailed {
 					step(m.firstTime, m.firstSource)
 					prevTime, prevSource = m.lastTime, m.lastSource

@@ -11,8 +11,9 @@ import (
 )
 
 // imbalanceSQL reads the minutes with their reports where the spread
-// crosses the threshold ($5).
-var imbalanceSQL = timelineSQL(`min_spread <= $5 AND max_spread > $5`)
+// crosses the threshold ($5); of the minutes wholly below it, only those
+// after a minute with a spread above it matter (they may end a run).
+var imbalanceSQL = timelineSQL(`min_spread <= $5 AND max_spread > $5`, `min_spread > $5 OR lag_max_spread > $5`)
 
 // Imbalance returns runs of reports whose token_usage spread exceeds the
 // threshold. See ports.HistoryQuery.

@@ -12,8 +12,10 @@ import (
 )
 
 // outagesSQL reads the minutes with their reports where some but not all
-// are HEALTHY; the others are wholly in an outage or wholly out of one.
-var outagesSQL = timelineSQL(`unhealthy > 0 AND unhealthy < reports`)
+// are HEALTHY; the others are wholly in an outage or wholly out of one,
+// and of the latter only those after a minute with an outage matter (they
+// may end it).
+var outagesSQL = timelineSQL(`unhealthy > 0 AND unhealthy < reports`, `unhealthy > 0 OR lag_unhealthy > 0`)
 
 // Outages returns the maximal runs of non-HEALTHY reports. See
 // ports.HistoryQuery.

@@ -84,7 +84,7 @@ func minuteKeysOf(ru rollups) minuteKeys {
 }
 
 func deleteRollups(ctx context.Context, tx pgx.Tx, ks minuteKeys) error {
-	for _, table := range []string{"history_minutes", "history_rank_minutes"} {
+	for _, table := range []string{"history_minutes", "history_minute_entries", "history_rank_minutes"} {
 		if _, err := tx.Exec(ctx, `DELETE FROM `+ident(table)+` m USING unnest($1::text[], $2::timestamptz[]) AS k(w, m)
 			WHERE m.worker_addr = k.w AND m.minute = k.m AND m.minute >= $3 AND m.minute <= $4`,
 			ks.workers, ks.minutes, ks.lo, ks.hi); err != nil {
@@ -108,14 +108,14 @@ func compareMinuteKeys(a, b minuteKey) int {
 // minuteColumns are the columns of history_minutes in table order.
 var minuteColumns = []string{
 	"worker_addr", "minute", "reports", "unhealthy", "status_mask", "last_error",
-	"first_time", "last_time", "first_source", "last_source", "max_step",
-	"min_spread", "max_spread", "peak_time", "sources", "errors", "entries",
+	"first_time", "last_time", "first_source", "last_source", "source_count", "max_step",
+	"min_spread", "max_spread", "peak_time",
 }
 
 // readStoredMinutes reads the stored history_minutes rows of ks.
 func readStoredMinutes(ctx context.Context, tx pgx.Tx, ks minuteKeys) ([]*minuteRow, error) {
 	rows, err := tx.Query(ctx, `SELECT worker_addr, minute, sources, errors, entries
-		FROM history_minutes m JOIN unnest($1::text[], $2::timestamptz[]) AS k(w, m)
+		FROM history_minute_entries m JOIN unnest($1::text[], $2::timestamptz[]) AS k(w, m)
 		  ON m.worker_addr = k.w AND m.minute = k.m
 		WHERE m.minute >= $3 AND m.minute <= $4`, ks.workers, ks.minutes, ks.lo, ks.hi)
 	if err != nil {
@@ -156,9 +156,11 @@ func readStoredRanks(ctx context.Context, tx pgx.Tx, ks minuteKeys) ([]*rankRow,
 	})
 }
 
-// copyMinutes writes the rows of keys (all in ms) with one COPY.
+// copyMinutes writes the rows of keys (all in ms) with one COPY into
+// history_minutes and one into history_minute_entries.
 func copyMinutes(ctx context.Context, tx pgx.Tx, keys []minuteKey, ms map[minuteKey]*minuteRow) error {
 	rows := make([][]any, 0, len(keys))
+	entries := make([][]any, 0, len(keys))
 	for _, k := range keys {
 		m := ms[k]
 		s := m.summary()
@@ -169,11 +171,16 @@ func copyMinutes(ctx context.Context, tx pgx.Tx, keys []minuteKey, ms map[minute
 		}
 		rows = append(rows, []any{
 			m.worker, m.minute, s.reports, s.unhealthy, s.statusMask, nullIfEmpty(s.lastError),
-			s.firstTime, s.lastTime, s.firstSource, s.lastSource, s.maxStep.Microseconds(),
-			s.minSpread, s.maxSpread, s.peakTime, sources, errs, packed,
+			s.firstTime, s.lastTime, s.firstSource, s.lastSource, len(sources), s.maxStep.Microseconds(),
+			s.minSpread, s.maxSpread, s.peakTime,
 		})
+		entries = append(entries, []any{m.worker, m.minute, sources, errs, packed})
 	}
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{"history_minutes"}, minuteColumns, pgx.CopyFromRows(rows))
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"history_minutes"}, minuteColumns, pgx.CopyFromRows(rows)); err != nil {
+		return err
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"history_minute_entries"},
+		[]string{"worker_addr", "minute", "sources", "errors", "entries"}, pgx.CopyFromRows(entries))
 	return err
 }
 
