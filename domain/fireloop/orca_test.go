@@ -14,7 +14,12 @@ import (
 // length without a keep-alive; the observer counts it as "orca".
 func TestORCASessionSharesPulls(t *testing.T) {
 	h := newHarness(t, nil)
+	hold := make(chan struct{}) // both join the first pull: it waits for the ORCA session
+	h.engine.mu.Lock()
+	h.engine.hold = hold
+	h.engine.mu.Unlock()
 	router := h.register("r", 100, 1000)
+	h.waitIdle() // the first pull is running
 	orca, err := h.loop.Subscribe(session.Options{
 		Kind: session.KindORCA, Name: "orca test",
 		Config: session.Config{Interval: h.loop.Limits().ClampInterval(100 * time.Millisecond)}, NoLease: true,
@@ -22,6 +27,7 @@ func TestORCASessionSharesPulls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	close(hold)
 	first := report(t, router)
 	if got := report(t, orca); got != first {
 		t.Fatalf("orca got report %d, the router %d: want the same report", got.SequenceID, first.SequenceID)
