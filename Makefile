@@ -32,11 +32,7 @@ test: services
 # machine (go.dev/issue/75804, fixed in Go 1.27); a count has no deadline.
 FUZZTIME ?= 3000x
 FUZZ_TARGETS := FuzzParseLoads:./adapters/source/sglanghttp FuzzParseMetrics:./adapters/source/vllm \
-	FuzzAuditArguments:./web
-# FuzzMonitorFrames has an open finding (adapters/rpc/testdata/open-findings):
-# its corpus is replayed by go test; run it with make fuzz-monitor.
-fuzz-monitor:
-	$(GO) test -run '^$$' -fuzz '^FuzzMonitorFrames$$' -fuzztime $(FUZZTIME) ./adapters/rpc
+	FuzzAuditArguments:./web FuzzMonitorFrames:./adapters/rpc
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $${t%%:*} for $(FUZZTIME)"; \

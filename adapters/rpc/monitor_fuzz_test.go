@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -142,8 +143,13 @@ type rawFrame struct{ b []byte }
 // rawCodec sends rawFrames and decodes WorkerFrames.
 type rawCodec struct{}
 
-func (rawCodec) Name() string                    { return "proto" }
-func (rawCodec) Marshal(m any) ([]byte, error)   { return m.(*rawFrame).b, nil }
+func (rawCodec) Name() string { return "proto" }
+
+// Marshal returns a copy: connect takes ownership of what a codec returns
+// and recycles it through its buffer pool, so handing it a slice of the
+// fuzz input let the response be read into the input while it was still
+// being sent (the "gzip: invalid checksum" finding of 2026-11-30).
+func (rawCodec) Marshal(m any) ([]byte, error)   { return bytes.Clone(m.(*rawFrame).b), nil }
 func (rawCodec) Unmarshal(b []byte, m any) error { return proto.Unmarshal(b, m.(proto.Message)) }
 
 // fuzzRegistrar starts sessions for the current iteration, refusing what
