@@ -23,7 +23,9 @@
 // and HistoryClient both read; the codecs every handler uses, which refuse
 // enum values the API does not define (unknown fields stay tolerated); and
 // WithTransportInfo, the HTTP middleware that hands the handlers what
-// connect does not (the stream's write deadline, the TLS state).
+// connect does not (the stream's write deadline, the TLS state), with
+// BoundWritesAtShutdown, which bounds every other stream's last writes at
+// shutdown as Monitor bounds its own.
 //
 // A Monitor stream costs the reporter a bounded amount whatever the router
 // does (MonitorOptions): it must register within FirstFrameTimeout, it may

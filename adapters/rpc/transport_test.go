@@ -114,3 +114,53 @@ type nopWriter struct{}
 func (nopWriter) Header() http.Header         { return http.Header{} }
 func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (nopWriter) WriteHeader(int)             {}
+
+// TestBoundWritesAtShutdown: a streaming response whose client stopped
+// reading (any stream: a Watch, an ORCA client, a page's events) returns
+// within the bound once the reporter shuts down. Without the middleware the
+// handler's write blocks until the client goes away, which it never does
+// here.
+func TestBoundWritesAtShutdown(t *testing.T) {
+	stopping, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	written, returned := make(chan int, 1), make(chan error, 1)
+	stream := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		chunk, n := make([]byte, 16<<10), 0
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				returned <- err
+				return
+			}
+			w.(http.Flusher).Flush()
+			if n += len(chunk); n >= 1<<20 {
+				select {
+				case written <- n: // far past what the client buffers: the next write blocks
+				default:
+				}
+			}
+		}
+	})
+	url, hc := serveH2C(t, func(...connect.HandlerOption) (string, http.Handler) {
+		return "/", BoundWritesAtShutdown(stopping, 100*time.Millisecond, stream)
+	})
+	req, _ := http.NewRequestWithContext(testContext(t), http.MethodGet, url+"/events", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close() // never read
+	select {
+	case n := <-written:
+		t.Fatalf("the handler wrote %d bytes to a client that reads nothing: flow control did not hold it", n)
+	case <-time.After(300 * time.Millisecond): // the handler is blocked in a write
+	}
+	shutdown()
+	select {
+	case err := <-returned:
+		if err == nil {
+			t.Fatal("the write failed without an error")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler was still writing 5 s after shutdown, with a 100 ms bound")
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/adapters/rpc"
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 	"github.com/loadreporter/loadreporter/web"
@@ -78,8 +79,8 @@ func (r *Readiness) check(ctx context.Context) string {
 const MaxRequestBytes = 64 << 10
 
 // NewHandler assembles everything served on the one port.
-func NewHandler(c Config, monitor *rpc.Monitor, watch *rpc.Watch, admin *rpc.Admin, history *rpc.History, orcaSvc *orca.Service,
-	poll *pollapi.Handler, dashboard *web.Handler, health *Health, m *metrics.Metrics, ready *Readiness) http.Handler {
+func NewHandler(c Config, loop *fireloop.Loop, monitor *rpc.Monitor, watch *rpc.Watch, admin *rpc.Admin, history *rpc.History,
+	orcaSvc *orca.Service, poll *pollapi.Handler, dashboard *web.Handler, health *Health, m *metrics.Metrics, ready *Readiness) http.Handler {
 	mux := http.NewServeMux()
 	// Every request of our services is a few hundred bytes: refuse a peer
 	// that sends megabytes before it is buffered.
@@ -108,12 +109,19 @@ func NewHandler(c Config, monitor *rpc.Monitor, watch *rpc.Watch, admin *rpc.Adm
 		fmt.Fprintln(w, "ready")
 	})
 	dashboard.Register(mux)
-	// Outermost, so the Monitor handler can bound its sends with write
-	// deadlines and Admin can log the caller's client certificate.
+	var h http.Handler
 	if c.AuthToken == "" {
-		return rpc.WithTransportInfo(checkHost(c.Listen, splitList(c.AllowedHosts), mux))
+		h = checkHost(c.Listen, splitList(c.AllowedHosts), mux)
+	} else {
+		h = requireToken(c.AuthToken, c.AdminToken, mux, limit)
 	}
-	return rpc.WithTransportInfo(requireToken(c.AuthToken, c.AdminToken, mux, limit))
+	// Every stream, not only Monitor's, ends within the final-write bound
+	// once the reporter shuts down: a browser or ORCA client that stopped
+	// reading must not hold the shutdown to its grace.
+	h = rpc.BoundWritesAtShutdown(loop.ShuttingDown(), c.Monitor.FinalWriteTimeout, h)
+	// Outermost, so the handlers can bound their sends with write deadlines
+	// and Admin can log the caller's client certificate.
+	return rpc.WithTransportInfo(h)
 }
 
 // NewServer returns the HTTP server for the one port: HTTP/1.1 and HTTP/2

@@ -80,7 +80,7 @@ func initializeMain(c Config) (*Main, func(), error) {
 	}
 	v := NewHealth()
 	readiness := NewReadiness(c, loop)
-	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, service, handler, webHandler, v, metrics, readiness)
+	httpHandler := NewHandler(c, loop, monitor, watch, admin, rpcHistory, service, handler, webHandler, v, metrics, readiness)
 	server, err := NewServer(c, httpHandler, logger)
 	if err != nil {
 		cleanup3()
@@ -156,7 +156,7 @@ func initializeMainWithEngine(c Config, e Engine) (*Main, func(), error) {
 	}
 	v := NewHealth()
 	readiness := NewReadiness(c, loop)
-	httpHandler := NewHandler(c, monitor, watch, admin, rpcHistory, service, handler, webHandler, v, metrics, readiness)
+	httpHandler := NewHandler(c, loop, monitor, watch, admin, rpcHistory, service, handler, webHandler, v, metrics, readiness)
 	server, err := NewServer(c, httpHandler, logger)
 	if err != nil {
 		cleanup2()
