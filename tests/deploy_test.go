@@ -83,15 +83,9 @@ func checkListen(where, listen string) []string {
 // and deploy document against it: names, values (each call is parsed by
 // the binary itself) and the paths its probes expect.
 func TestDeployManifestsUseServedFlags(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary: skipped with -short")
-	}
+	bin := loadreporterBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin := filepath.Join(t.TempDir(), "loadreporter")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/loadreporter").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	help, err := exec.CommandContext(ctx, bin, "serve", "--help").CombinedOutput()
 	if err != nil {
 		t.Fatalf("serve --help: %v\n%s", err, help)
