@@ -70,6 +70,31 @@ type View struct {
 	StaleAt time.Time
 	// PublishedAt is when this view was made.
 	PublishedAt time.Time
+	// Granted is the session the worker granted on the registered stream;
+	// the zero Grant while Disconnected (no stream, so no grant).
+	Granted Grant
+}
+
+// Grant is the configuration a worker holds for this client's session:
+// what its registered acknowledgement granted, kept current by
+// UpdateConfig and replaced by each new registration (a reconnect).
+type Grant struct {
+	// Interval is the report interval in force. The worker refuses an
+	// interval outside its bounds rather than clamping it (and a refusal
+	// stops the Worker), so an accepted one is granted as asked.
+	Interval time.Duration
+	// Lease is lease_ttl_ms of the acknowledgement: the asked lease
+	// clamped into the worker's bounds. After an UpdateConfig that
+	// changes the lease it is the lease asked (see LeaseUnconfirmed).
+	Lease time.Duration
+	// RenewAfter is renew_after_ms of the acknowledgement, the keep-alive
+	// period; after a lease update, a third of the new lease when that is
+	// shorter, which is what the keep-alives then follow.
+	RenewAfter time.Duration
+	// LeaseUnconfirmed says Lease comes from an update_config: the worker
+	// acknowledges registrations only, so it may have clamped that lease.
+	// The next registration confirms it.
+	LeaseUnconfirmed bool
 }
 
 // StateAt is the view's state at now: a Fresh view whose StaleAt has
