@@ -56,6 +56,8 @@
 //	  + num_waiting_uncached_tokens / max(1, max_total_num_tokens)
 //
 // and a worker scores the mean over its ranks (see Score); lower wins.
+// Fleet.Subscribe signals every change (a new view of any worker, a worker
+// added or removed), for whoever shows the whole fleet.
 //
 // # Metrics
 //

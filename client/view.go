@@ -217,3 +217,59 @@ func (s *subscribers) close() {
 	}
 	s.chans, s.closed = nil, true
 }
+
+// signals tells capacity-1 channels that something changed; a signal not
+// yet taken stands for any number of changes.
+type signals struct {
+	mu     sync.Mutex
+	chans  map[chan struct{}]struct{}
+	closed bool
+}
+
+// add registers a channel holding one signal, for the state as it is.
+func (s *signals) add() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	ch <- struct{}{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		close(ch)
+		return ch, func() {}
+	}
+	if s.chans == nil {
+		s.chans = make(map[chan struct{}]struct{})
+	}
+	s.chans[ch] = struct{}{}
+	return ch, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, ok := s.chans[ch]; ok {
+			delete(s.chans, ch)
+			close(ch)
+		}
+	}
+}
+
+// notify signals every channel that has no signal pending; it never
+// blocks.
+func (s *signals) notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.chans {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// close closes every channel; later subscriptions get a closed channel
+// holding one signal.
+func (s *signals) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.chans {
+		close(ch)
+	}
+	s.chans, s.closed = nil, true
+}

@@ -352,6 +352,9 @@ func (w *Worker) publish(st *loopState) {
 	}
 	w.view.Store(v)
 	w.subs.publish(v)
+	if w.deps.published != nil {
+		w.deps.published()
+	}
 }
 
 // accept checks r; an accepted r becomes st's report.
