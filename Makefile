@@ -47,9 +47,10 @@ soak:
 test-short:
 	$(GO) test -race -count=1 -short ./...
 
-# The dashboard: templ views, then the live page's script (TypeScript from
-# our protos by the local protoc-gen-es that npm ci installs, bundled by
-# esbuild into web/static/live.js, which is committed and embedded).
+# The dashboard: templ views, then the pages' scripts (TypeScript from our
+# protos by the local protoc-gen-es that npm ci installs, bundled by esbuild
+# into web/static/live.js for the live page and web/static/fleet.js for the
+# fleet command's page, committed and embedded).
 generate:
 	$(BUF) generate
 	$(GO) tool wire ./cmd/loadreporter/app
@@ -57,8 +58,9 @@ generate:
 	cd web/live && npm ci --no-audit --no-fund
 	$(BUF) generate --template web/live/buf.gen.yaml
 	cd web/live && npx tsc -p . && npx esbuild src/main.ts --bundle --minify --format=iife --target=es2020 --legal-comments=none --log-level=warning --outfile=../static/live.js
+	cd web/live && npx esbuild src/fleet.ts --bundle --minify --format=iife --target=es2020 --legal-comments=none --log-level=warning --outfile=../static/fleet.js
 
-GENERATED := gen cmd/loadreporter/app/wire_gen.go web/views web/live/gen web/static/live.js
+GENERATED := gen cmd/loadreporter/app/wire_gen.go web/views web/live/gen web/static/live.js web/static/fleet.js
 
 # check-generate fails when regenerating changes, adds or removes a
 # generated file (untracked files count: status, not diff).

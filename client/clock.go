@@ -41,6 +41,10 @@ type deps struct {
 	renewAfter func(time.Duration) time.Duration
 	// metrics is shared by every worker of a Fleet; nil: from Options.
 	metrics *metrics
+	// published, when set, hears of every view a Worker publishes (a
+	// Fleet's subscription, which would otherwise need a goroutine per
+	// worker).
+	published func()
 }
 
 func (d deps) withDefaults() deps {

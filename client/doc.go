@@ -40,6 +40,11 @@
 // even before the Worker republishes it, so a router never routes on a view
 // that stopped arriving.
 //
+// View.Granted is what the worker granted: the report interval, the lease
+// and renew_after_ms of its registered acknowledgement, replaced at each
+// registration and kept current by UpdateConfig (whose lease the worker
+// does not acknowledge: Grant.LeaseUnconfirmed).
+//
 // # Picking
 //
 // A Fleet watches many workers (Add and Remove at run time). Fleet.Pick(n)
@@ -51,6 +56,8 @@
 //	  + num_waiting_uncached_tokens / max(1, max_total_num_tokens)
 //
 // and a worker scores the mean over its ranks (see Score); lower wins.
+// Fleet.Subscribe signals every change (a new view of any worker, a worker
+// added or removed), for whoever shows the whole fleet.
 //
 // # Metrics
 //

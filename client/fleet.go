@@ -26,6 +26,8 @@ type Fleet struct {
 
 	rndMu sync.Mutex
 	rnd   *rand.Rand
+
+	changes signals
 }
 
 // NewFleet returns an empty Fleet whose workers all use opts (one
@@ -46,8 +48,19 @@ func newFleet(opts Options, d deps, rnd *rand.Rand) (*Fleet, error) {
 		}
 	}
 	f := &Fleet{opts: o, deps: d, rnd: rnd}
+	f.deps.published = f.changes.notify
 	f.workers.Store(new([]*Worker{}))
 	return f, nil
+}
+
+// Subscribe returns a channel that signals a change in the fleet: a new
+// view of any worker (see Worker.Subscribe: a report, a state change), or
+// a worker added or removed. Signals coalesce (the channel holds one), so
+// read Views after each; one is pending at once, for the fleet as it is.
+// A slow reader never delays a Worker. The channel is closed when the
+// Fleet is closed or cancel is called.
+func (f *Fleet) Subscribe() (changed <-chan struct{}, cancel func()) {
+	return f.changes.add()
 }
 
 // Add dials the worker at addr; an address already in the fleet is an
@@ -69,6 +82,7 @@ func (f *Fleet) Add(addr string) error {
 	}
 	next := slices.Insert(slices.Clone(cur), i, w)
 	f.workers.Store(&next)
+	f.changes.notify()
 	return nil
 }
 
@@ -86,6 +100,7 @@ func (f *Fleet) Remove(addr string) bool {
 	next := slices.Delete(slices.Clone(cur), i, i+1)
 	f.workers.Store(&next)
 	f.mu.Unlock()
+	f.changes.notify()
 	_ = w.Close()
 	return true
 }
@@ -125,6 +140,7 @@ func (f *Fleet) Close() error {
 		wg.Go(func() { _ = w.Close() })
 	}
 	wg.Wait()
+	f.changes.close()
 	return nil
 }
 

@@ -1,6 +1,8 @@
 package client
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -211,5 +213,72 @@ func TestFleetMembership(t *testing.T) {
 	}
 	if _, err := NewFleet(Options{}); err == nil {
 		t.Fatal("a fleet without RouterID")
+	}
+}
+
+// waitFleet takes signals from changed until the fleet's views satisfy ok.
+func waitFleet(ctx context.Context, t *testing.T, f *Fleet, changed <-chan struct{}, what string, ok func([]*View) bool) {
+	t.Helper()
+	for {
+		select {
+		case _, open := <-changed:
+			if !open {
+				t.Fatalf("fleet subscription closed waiting for %s", what)
+			}
+			if ok(f.Views()) {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("no signal for %s; views %+v", what, f.Views())
+		}
+	}
+}
+
+// Fleet.Subscribe signals the fleet as it is, a worker added, each view a
+// worker publishes (its registration, a report) and a worker removed;
+// cancel and Close close the channel.
+func TestFleetSubscribe(t *testing.T) {
+	ctx := testCtx(t, 10*time.Second)
+	fw := startFakeWorker(t)
+	f, err := newFleet(fastOptions(ProtocolConnect), deps{}, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	changed, cancel := f.Subscribe()
+	defer cancel()
+	waitFleet(ctx, t, f, changed, "the empty fleet", func(vs []*View) bool { return len(vs) == 0 })
+	other, cancelOther := f.Subscribe()
+	cancelOther()
+	<-other // the signal it was made with
+	if _, open := <-other; open {
+		t.Fatal("a cancelled subscription stays open")
+	}
+
+	if err := f.Add(fw.addr); err != nil {
+		t.Fatal(err)
+	}
+	waitFleet(ctx, t, f, changed, "the worker added", func(vs []*View) bool { return len(vs) == 1 && vs[0].Addr == fw.addr })
+	fs := fw.next(ctx, t)
+	fs.register(ctx, t, 1000, 300)
+	waitFleet(ctx, t, f, changed, "the registration", func(vs []*View) bool { return vs[0].State == Stale && vs[0].Granted.Lease == time.Second })
+	for seq := uint64(1); seq <= 3; seq++ {
+		fs.report(t, healthy("i1", seq, 2))
+		waitFleet(ctx, t, f, changed, fmt.Sprintf("report %d", seq), func(vs []*View) bool { return vs[0].Report.GetSequenceId() == seq })
+	}
+
+	if !f.Remove(fw.addr) {
+		t.Fatal("Remove")
+	}
+	waitFleet(ctx, t, f, changed, "the worker removed", func(vs []*View) bool { return len(vs) == 0 })
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range changed { // a signal may be pending; then the channel closes
+	}
+	late, _ := f.Subscribe()
+	<-late
+	if _, open := <-late; open {
+		t.Fatal("a subscription to a closed fleet stays open")
 	}
 }

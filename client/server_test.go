@@ -279,3 +279,43 @@ func TestBearerToken(t *testing.T) {
 		t.Fatalf("a refused token is retried, not permanent: %v", bad.Err())
 	}
 }
+
+// View.Granted is the real worker's acknowledgement (its lease clamp, a
+// third of it to renew), follows UpdateConfig, is zero while
+// disconnected, and is replaced by the next registration's: a worker
+// restarted with other bounds grants another lease.
+func TestGrantedFromTheRealWorker(t *testing.T) {
+	ctx := testCtx(t, 20*time.Second)
+	m1 := startServer(t, func(c *app.Config) { c.Limits.MaxLease = 3 * time.Second })
+	addr := m1.Addr()
+	o := fastOptions(ProtocolConnect)
+	o.Lease = 20 * time.Second
+	w := dialT(t, addr, o, deps{})
+	views, cancel := w.Subscribe()
+	defer cancel()
+	v := waitView(ctx, t, views, "fresh", isState(Fresh))
+	if want := (Grant{Interval: 50 * time.Millisecond, Lease: 3 * time.Second, RenewAfter: time.Second}); v.Granted != want {
+		t.Fatalf("Granted %+v, want %+v (20s asked, clamped to --max-lease 3s)", v.Granted, want)
+	}
+
+	if err := w.UpdateConfig(ctx, 100*time.Millisecond, 1500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	want := Grant{Interval: 100 * time.Millisecond, Lease: 1500 * time.Millisecond, RenewAfter: 500 * time.Millisecond, LeaseUnconfirmed: true}
+	if got := w.View().Granted; got != want {
+		t.Fatalf("Granted after UpdateConfig %+v, want %+v", got, want)
+	}
+
+	if err := m1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v = waitView(ctx, t, views, "disconnected", isState(Disconnected))
+	if v.Granted != (Grant{}) {
+		t.Fatalf("a disconnected view keeps a grant: %+v", v.Granted)
+	}
+	startServer(t, func(c *app.Config) { c.Listen, c.Limits.MinLease = addr, 2*time.Second })
+	v = waitView(ctx, t, views, "fresh from the restarted worker", isState(Fresh))
+	if want := (Grant{Interval: 100 * time.Millisecond, Lease: 2 * time.Second, RenewAfter: 666 * time.Millisecond}); v.Granted != want {
+		t.Fatalf("Granted after the reconnect %+v, want %+v (1.5s asked, raised to --min-lease 2s)", v.Granted, want)
+	}
+}

@@ -77,6 +77,7 @@ func (w *Worker) session(st *loopState) sessionEnd {
 		stream.RequestHeader().Set("Authorization", "Bearer "+w.opts.BearerToken)
 	}
 	s := &session{w: w, st: st, out: make(chan *pb.RouterFrame, sendQueue)}
+	st.grant = Grant{} // until this stream's ack
 	frames, recvDone, sendDone := make(chan received), make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(recvDone)
@@ -170,11 +171,14 @@ func (s *session) onFrame(f *pb.WorkerFrame) (end sessionEnd, over bool) {
 	switch p := f.GetPayload().(type) {
 	case *pb.WorkerFrame_Registered:
 		s.granted = time.Duration(p.Registered.GetLeaseTtlMs()) * time.Millisecond
-		s.renew = w.deps.renewAfter(max(time.Millisecond, time.Duration(p.Registered.GetRenewAfterMs())*time.Millisecond))
+		renewAfter := max(time.Millisecond, time.Duration(p.Registered.GetRenewAfterMs())*time.Millisecond)
+		st.grant = Grant{Interval: st.interval, Lease: s.granted, RenewAfter: renewAfter}
+		s.renew = w.deps.renewAfter(renewAfter)
 		stopTimer(s.keepAlive)
 		s.keepAlive = w.deps.clock.NewTimer(s.renew)
 		if s.updatedLease > 0 { // an update raced the ack
 			s.shortenRenew()
+			st.grant.updateLease(s.updatedLease)
 		}
 		st.connected = true
 		s.resetIdle()
@@ -226,16 +230,18 @@ func (s *session) send(f *pb.RouterFrame) {
 func (s *session) update(u updateRequest) {
 	w, st := s.w, s.st
 	s.send(st.apply(u))
+	st.grant.Interval = st.interval
 	if u.lease > 0 {
 		s.updatedLease = u.lease
 		if s.renew > 0 {
 			s.shortenRenew()
 		}
 		s.granted = min(s.granted, u.lease)
+		st.grant.updateLease(u.lease)
 	}
-	u.reply <- nil
 	s.armStale()
 	w.publish(st)
+	u.reply <- nil // after publish: UpdateConfig returns with the view showing it
 }
 
 // shortenRenew fits the keep-alive period to a lease update. The worker
@@ -250,6 +256,13 @@ func (s *session) shortenRenew() {
 	s.renew = r
 	stopTimer(s.keepAlive)
 	s.keepAlive = s.w.deps.clock.NewTimer(r)
+}
+
+// updateLease records a lease update the worker will not acknowledge,
+// with the keep-alive period shortenRenew moves to.
+func (g *Grant) updateLease(lease time.Duration) {
+	g.Lease, g.LeaseUnconfirmed = lease, true
+	g.RenewAfter = min(g.RenewAfter, max(time.Millisecond, lease/3))
 }
 
 // stop ends the stream politely: stop, half-close, and wait (bounded)

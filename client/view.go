@@ -70,6 +70,31 @@ type View struct {
 	StaleAt time.Time
 	// PublishedAt is when this view was made.
 	PublishedAt time.Time
+	// Granted is the session the worker granted on the registered stream;
+	// the zero Grant while Disconnected (no stream, so no grant).
+	Granted Grant
+}
+
+// Grant is the configuration a worker holds for this client's session:
+// what its registered acknowledgement granted, kept current by
+// UpdateConfig and replaced by each new registration (a reconnect).
+type Grant struct {
+	// Interval is the report interval in force. The worker refuses an
+	// interval outside its bounds rather than clamping it (and a refusal
+	// stops the Worker), so an accepted one is granted as asked.
+	Interval time.Duration
+	// Lease is lease_ttl_ms of the acknowledgement: the asked lease
+	// clamped into the worker's bounds. After an UpdateConfig that
+	// changes the lease it is the lease asked (see LeaseUnconfirmed).
+	Lease time.Duration
+	// RenewAfter is renew_after_ms of the acknowledgement, the keep-alive
+	// period; after a lease update, a third of the new lease when that is
+	// shorter, which is what the keep-alives then follow.
+	RenewAfter time.Duration
+	// LeaseUnconfirmed says Lease comes from an update_config: the worker
+	// acknowledges registrations only, so it may have clamped that lease.
+	// The next registration confirms it.
+	LeaseUnconfirmed bool
 }
 
 // StateAt is the view's state at now: a Fresh view whose StaleAt has
@@ -185,6 +210,62 @@ func (s *subscribers) publish(v *View) {
 // close closes every channel; later subscriptions get a closed channel
 // holding the last view.
 func (s *subscribers) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.chans {
+		close(ch)
+	}
+	s.chans, s.closed = nil, true
+}
+
+// signals tells capacity-1 channels that something changed; a signal not
+// yet taken stands for any number of changes.
+type signals struct {
+	mu     sync.Mutex
+	chans  map[chan struct{}]struct{}
+	closed bool
+}
+
+// add registers a channel holding one signal, for the state as it is.
+func (s *signals) add() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	ch <- struct{}{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		close(ch)
+		return ch, func() {}
+	}
+	if s.chans == nil {
+		s.chans = make(map[chan struct{}]struct{})
+	}
+	s.chans[ch] = struct{}{}
+	return ch, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, ok := s.chans[ch]; ok {
+			delete(s.chans, ch)
+			close(ch)
+		}
+	}
+}
+
+// notify signals every channel that has no signal pending; it never
+// blocks.
+func (s *signals) notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.chans {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// close closes every channel; later subscriptions get a closed channel
+// holding one signal.
+func (s *signals) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for ch := range s.chans {

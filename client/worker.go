@@ -208,8 +208,9 @@ type updateRequest struct {
 
 // UpdateConfig asks for a new report interval and/or lease (zero: keep).
 // A live stream gets an update_config at once; every later registration
-// asks for the new values. The worker answers an out-of-range value with
-// INVALID_ARGUMENT, which stops the Worker (see Err).
+// asks for the new values. On a live stream it returns once View (its
+// Granted included) shows the update. The worker answers an out-of-range
+// value with INVALID_ARGUMENT, which stops the Worker (see Err).
 func (w *Worker) UpdateConfig(ctx context.Context, interval, lease time.Duration) error {
 	if interval < 0 || lease < 0 || (interval > 0 && interval < time.Millisecond) || (lease > 0 && lease < time.Millisecond) {
 		return fmt.Errorf("client: UpdateConfig(%v, %v): want whole milliseconds ≥ 1ms, or 0 to keep", interval, lease)
@@ -253,6 +254,7 @@ type loopState struct {
 	report          *pb.LoadReport
 	receivedAt      time.Time
 	connected       bool
+	grant           Grant  // of the registered stream; meaningless unless connected
 	cause           string // why the last stream ended
 }
 
@@ -342,11 +344,17 @@ func (w *Worker) publish(st *loopState) {
 	}
 	v := &View{Addr: w.addr, State: state, Reason: reason, Report: st.report, ReceivedAt: st.receivedAt,
 		PublishedAt: now}
+	if st.connected {
+		v.Granted = st.grant
+	}
 	if st.report != nil {
 		v.StaleAt = st.receivedAt.Add(f.staleAfter)
 	}
 	w.view.Store(v)
 	w.subs.publish(v)
+	if w.deps.published != nil {
+		w.deps.published()
+	}
 }
 
 // accept checks r; an accepted r becomes st's report.

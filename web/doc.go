@@ -10,15 +10,18 @@
 //	                status timeline with outages, paged table of reports
 //	GET /audit      the audit queries as a GET form, results as a table
 //	GET /audit.csv  the same query as CSV (attachment)
-//	GET /static/…   style.css and live.js, embedded
+//	GET /static/…   style.css, live.js and fleet.js, embedded (Static; the
+//	                fleet command serves them too, for its page)
 //
 // Handlers read the live state through LiveSource and the history through
 // ports.HistoryQuery, turn what they get into view models of formatted
 // strings, and render. History and audit pages work without JavaScript.
 //
-// live.js is built from web/live (TypeScript, the Connect web client
-// generated from our protos by protoc-gen-es, bundled by esbuild) by `make
-// generate`, and committed, so `go build` needs no Node. It calls Watch on
+// live.js and fleet.js (the fleet command's page, streaming
+// loadreporter.v1.FleetService/WatchFleet) are built from web/live
+// (TypeScript, the Connect web client generated from our protos by
+// protoc-gen-es, bundled by esbuild) by `make generate`, and committed, so
+// `go build` needs no Node. It calls Watch on
 // the page's own origin and sends no credentials: with --auth-token the
 // RPC is refused and the page stays as the server rendered it (it reloads
 // itself only when JavaScript is off).

@@ -115,24 +115,13 @@ func New(o Options) (*Handler, error) {
 	}
 	h := &Handler{o: o, mux: http.NewServeMux()}
 	var err error
-	if h.style, err = assetURL("style.css"); err != nil {
+	if h.style, err = AssetURL("style.css"); err != nil {
 		return nil, err
 	}
-	if h.script, err = assetURL("live.js"); err != nil {
+	if h.script, err = AssetURL("live.js"); err != nil {
 		return nil, err
 	}
-	static, err := fs.Sub(staticFS, "static")
-	if err != nil {
-		return nil, err
-	}
-	files := http.StripPrefix("/static/", http.FileServerFS(static))
-	h.mux.Handle("GET /static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Asset URLs carry a content hash (?v=…), so a page always
-		// names the bytes it was rendered with; revalidate anyway.
-		w.Header().Set("Cache-Control", "no-cache")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		files.ServeHTTP(w, r)
-	}))
+	h.mux.Handle("GET /static/", Static())
 	h.mux.HandleFunc("GET /{$}", h.serveLive)
 	h.mux.HandleFunc("GET /history", h.serveHistory)
 	h.mux.HandleFunc("GET /audit", h.serveAudit)
@@ -158,8 +147,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
-// assetURL is /static/<name>?v=<hash of its content>.
-func assetURL(name string) (string, error) {
+// Static serves the embedded assets (style.css, live.js, fleet.js) at
+// /static/<name>; mount it at "GET /static/". The dashboard does, and so
+// do pages served elsewhere that use them (the fleet command's).
+func Static() http.Handler {
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		panic(err) // "static" is a fixed, valid path into the embedded tree
+	}
+	files := http.StripPrefix("/static/", http.FileServerFS(static))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Asset URLs carry a content hash (?v=…), so a page always
+		// names the bytes it was rendered with; revalidate anyway.
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		files.ServeHTTP(w, r)
+	})
+}
+
+// AssetURL is where Static serves the embedded asset name:
+// /static/<name>?v=<hash of its content>.
+func AssetURL(name string) (string, error) {
 	b, err := staticFS.ReadFile("static/" + name)
 	if err != nil {
 		return "", err

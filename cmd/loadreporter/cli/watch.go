@@ -85,9 +85,9 @@ func Watch(ctx context.Context, c WatchConfig, out io.Writer) error {
 	views, cancel := w.Subscribe()
 	defer cancel()
 	var (
-		last       *pb.LoadReport
-		registered bool
-		reports    int
+		last    *pb.LoadReport
+		granted client.Grant // the grant printed last; zero while disconnected
+		reports int
 	)
 	for {
 		var v *client.View
@@ -104,12 +104,11 @@ func Watch(ctx context.Context, c WatchConfig, out io.Writer) error {
 			return nil
 		}
 		switch {
-		case v.State != client.Disconnected && !registered:
-			registered = true
-			fmt.Fprintf(out, "registered as %q with %s: interval %d ms, lease %d ms asked\n",
-				c.RouterID, c.Target, c.Interval.Milliseconds(), c.Lease.Milliseconds())
-		case v.State == client.Disconnected && registered:
-			registered = false
+		case v.State != client.Disconnected && v.Granted != granted:
+			granted = v.Granted
+			fmt.Fprint(out, grantLine(c, v.Granted))
+		case v.State == client.Disconnected && granted != (client.Grant{}):
+			granted = client.Grant{}
 			fmt.Fprintf(out, "disconnected from %s: %s (reconnecting)\n", c.Target, v.Reason)
 		}
 		if v.Report == nil || v.Report == last {
@@ -121,6 +120,15 @@ func Watch(ctx context.Context, c WatchConfig, out io.Writer) error {
 			return nil // the deferred Close sends stop
 		}
 	}
+}
+
+// grantLine is the line watch prints when the worker acknowledges a
+// registration: what it granted next to what c asked, since the worker
+// clamps the lease and keep-alives follow its renew_after_ms. (watch
+// never sends update_config, so the lease is always acknowledged.)
+func grantLine(c WatchConfig, g client.Grant) string {
+	return fmt.Sprintf("registered as %q with %s: interval %d ms, lease %d ms granted (%d ms asked), renew after %d ms\n",
+		c.RouterID, c.Target, g.Interval.Milliseconds(), g.Lease.Milliseconds(), c.Lease.Milliseconds(), g.RenewAfter.Milliseconds())
 }
 
 // clientOptions are the client's options for c's flags.

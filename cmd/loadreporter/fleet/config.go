@@ -35,7 +35,7 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Config, er
 	fs := flag.NewFlagSet("fleet", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&targets, "targets", "", "comma-separated HOST:PORTs of the workers' loadreporters (required)")
-	fs.StringVar(&c.Listen, "listen", c.Listen, "HOST:PORT to serve the fleet view (/ and /v1/fleet/loads) on")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "HOST:PORT to serve the fleet view (/, /v1/fleet/loads and the WatchFleet stream) on")
 	fs.DurationVar(&c.Interval, "interval", c.Interval, "report interval to ask each worker for")
 	fs.DurationVar(&c.Lease, "lease", c.Lease, "lease to ask each worker for")
 	fs.StringVar(&c.RouterID, "router-id", c.RouterID, "router_id to register as")

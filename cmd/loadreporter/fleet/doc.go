@@ -7,7 +7,13 @@
 //     the report's age on our clock, and an aggregate over the Fresh
 //     workers only;
 //   - GET /: a live page, one row per worker with its state, report age
-//     and per-rank KV-usage bars, linking to the worker's own dashboard.
+//     and per-rank KV-usage bars, linking to the worker's own dashboard;
+//     its script (web/static/fleet.js, served at /static/) follows the
+//     stream below and updates each row in place, never polling;
+//   - loadreporter.v1.FleetService/WatchFleet: a server stream (Connect
+//     over HTTP/1.1 as the page uses it; gRPC over unencrypted HTTP/2)
+//     that sends every worker's view, then each view again when the
+//     fleet's subscription (client.Fleet.Subscribe) says it changed.
 //
 // It judges nothing itself: State, Reason and staleness are the client's.
 // It must not know a worker's insides (no domain/, ports/ or app): it sees

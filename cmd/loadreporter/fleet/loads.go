@@ -59,10 +59,7 @@ func answerOf(now time.Time, views []*client.View, dashboard func(string) string
 		state := v.StateAt(now)
 		w := WorkerLoads{Target: v.Addr, State: state.String(), Dashboard: dashboard(v.Addr)}
 		if state != client.Fresh {
-			w.Reason = v.Reason
-			if w.Reason == "" {
-				w.Reason = "no report since " + v.StaleAt.UTC().Format(time.RFC3339Nano)
-			}
+			w.Reason = notFreshReason(v)
 		}
 		if v.Report != nil {
 			age := now.Sub(v.ReceivedAt).Milliseconds()

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/loadreporter/loadreporter/client"
+	"github.com/loadreporter/loadreporter/web"
 )
 
 // Main is the fleet command's composition: the client fleet and the HTTP
@@ -16,6 +18,7 @@ import (
 type Main struct {
 	cfg    Config
 	fleet  *client.Fleet
+	script string // fleet.js's versioned URL
 	srv    *http.Server
 	ln     net.Listener
 	served chan error
@@ -34,11 +37,28 @@ func New(c Config) (*Main, error) {
 			return nil, err
 		}
 	}
-	m := &Main{cfg: c, fleet: f}
+	script, err := web.AssetURL("fleet.js")
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	m := &Main{cfg: c, fleet: f, script: script}
+	// HTTP/1.1 for browsers, unencrypted HTTP/2 for gRPC clients of
+	// WatchFleet.
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	m.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Protocols: &protocols}
+	stopping := make(chan struct{})
+	var stopOnce sync.Once
+	m.srv.RegisterOnShutdown(func() { stopOnce.Do(func() { close(stopping) }) })
+	stream := &fleetStream{fleet: f, dashboard: c.dashboard, now: time.Now, stopping: stopping}
 	mux := http.NewServeMux()
 	mux.HandleFunc(LoadsRoute, m.serveLoads)
 	mux.HandleFunc(PageRoute, m.servePage)
-	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	mux.Handle(stream.handler())
+	mux.Handle("GET /static/", web.Static())
+	m.srv.Handler = mux
 	return m, nil
 }
 

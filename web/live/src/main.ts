@@ -22,20 +22,12 @@ import {
   type LoadReport,
   type RankLoad,
 } from "../gen/sglang/router/loadmonitor/v1/load_monitor_pb";
+import { byTestId, setText, sleep } from "./dom";
 
 const minBackoffMs = 500;
 const maxBackoffMs = 15_000;
 
 type IndicatorState = "off" | "connecting" | "live" | "reconnecting";
-
-function byTestId<T extends Element = HTMLElement>(root: ParentNode, id: string): T | null {
-  return root.querySelector<T>(`[data-testid="${id}"]`);
-}
-
-function setText(root: ParentNode, id: string, text: string): void {
-  const el = byTestId(root, id);
-  if (el && el.textContent !== text) el.textContent = text;
-}
 
 // Formatting, as in web/format.go.
 const intFmt = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
@@ -231,16 +223,6 @@ function fillCard(card: ParentNode, rk: RankLoad): void {
     bar.setAttribute("width", barWidth(rk.tokenUsage));
     bar.setAttribute("class", `bar-fill level-${usageLevel(rk.tokenUsage)}`);
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => {
-      clearTimeout(t);
-      resolve();
-    });
-  });
 }
 
 async function run(root: HTMLElement): Promise<void> {
