@@ -3,7 +3,7 @@ package postgres
 import (
 	"cmp"
 	"context"
-	"math"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -14,17 +14,26 @@ import (
 )
 
 // RankStats reads the minutes wholly inside the window from
-// history_rank_minutes and the reports of the minutes the window cuts from
-// history_reports. The 95th percentile is exact: every minute keeps its
-// token_usage values in order, and the percentile is found by merging them
-// from the top (it lies in the top 5 % of the values).
+// history_minute_ranks (a narrow row per worker and minute: each rank's
+// sums and bounds) and the reports of the minutes the window cuts from
+// history_reports. The 95th percentile is exact: the minutes' bounds say
+// which of them can hold the two values it needs, and only those minutes'
+// values are read, from history_rank_minute_usage (percentile.go).
 
 const rankMinutesSQL = `
-SELECT worker_addr, dp_rank, reports, usage_sum, usage_max, waiting_max, gen_sum, usage
-FROM history_rank_minutes
+SELECT worker_addr, minute, ranks FROM history_minute_ranks
 WHERE minute >= $1 AND minute < $2
-  AND (cardinality($3::text[]) = 0 OR worker_addr = ANY($3::text[]))
-  AND (cardinality($4::integer[]) = 0 OR dp_rank = ANY($4::integer[]))`
+  AND (cardinality($3::text[]) = 0 OR worker_addr = ANY($3::text[]))`
+
+// rankUsageSQL reads the values of the minutes k names; i is k's index.
+// It runs with hash and merge joins off, so each minute is one primary key
+// lookup: given thousands of minutes, the planner would rather sort the
+// whole table to merge-join it, several times slower.
+const rankUsageSQL = `
+SELECT k.i, u.usage
+FROM unnest($1::text[], $2::timestamptz[], $3::integer[]) WITH ORDINALITY AS k(w, m, r, i)
+JOIN history_rank_minute_usage u ON u.worker_addr = k.w AND u.minute = k.m AND u.dp_rank = k.r
+WHERE u.minute >= $4 AND u.minute < $5`
 
 const rankEdgesSQL = `
 SELECT worker_addr, ranks FROM history_reports
@@ -37,8 +46,9 @@ type rankAcc struct {
 	sum, gen float64
 	maxUsage float64
 	maxWait  int64
-	runs     []usageRun
-	edge     []float64
+	spans    []usageSpan // the whole minutes'
+	edge     []float64   // values of the minutes the window cuts
+	band     usageBand
 }
 
 func (a *rankAcc) add(n int64, sum, maxUsage float64, maxWait int64, gen float64) {
@@ -83,18 +93,20 @@ func (s *Store) RankStats(ctx context.Context, q audit.RankStatsQuery) (audit.Ra
 				return err
 			}
 		}
-		return readRankEdges(ctx, tx, edgeA, edgeB, workers, ranks, acc)
+		if err := readRankEdges(ctx, tx, edgeA, edgeB, workers, ranks, acc); err != nil {
+			return err
+		}
+		return readBandValues(ctx, tx, first, last, accs)
 	})
 	if err != nil {
 		return audit.RankStatsResult{}, err
 	}
 	var res audit.RankStatsResult
 	for g, a := range accs {
-		slices.Sort(a.edge)
 		n := float64(a.n)
 		res.Stats = append(res.Stats, audit.RankStat{
 			WorkerAddr: g.worker, DPRank: int64(g.dp), Reports: a.n,
-			AvgTokenUsage: a.sum / n, MaxTokenUsage: a.maxUsage, P95TokenUsage: p95(a),
+			AvgTokenUsage: a.sum / n, MaxTokenUsage: a.maxUsage, P95TokenUsage: a.band.p95(),
 			MaxWaitingReqs: a.maxWait, MeanGenThroughput: a.gen / n,
 		})
 	}
@@ -115,22 +127,65 @@ func ceilMinute(t time.Time) time.Time {
 
 func readRankMinutes(ctx context.Context, tx pgx.Tx, first, last time.Time, workers []string, ranks []int32,
 	acc func(rankGroup) *rankAcc) error {
-	rows, err := tx.Query(ctx, rankMinutesSQL, first, last, workers, ranks)
+	rows, err := tx.Query(ctx, rankMinutesSQL, first, last, workers)
 	if err != nil {
 		return err
 	}
 	var (
-		g                  rankGroup
-		n, maxWait         int64
-		sum, maxUsage, gen float64
-		usage              []byte
+		worker string
+		minute time.Time
+		packed []byte
 	)
-	_, err = pgx.ForEachRow(rows, []any{&g.worker, &g.dp, &n, &sum, &maxUsage, &maxWait, &gen, &usage}, func() error {
-		a := acc(g)
-		a.add(n, sum, maxUsage, maxWait, gen)
-		a.runs = append(a.runs, usageRun{b: slices.Clone(usage)})
+	_, err = pgx.ForEachRow(rows, []any{&worker, &minute, &packed}, func() error {
+		return unpackMinuteRanks(packed, func(k minuteRank) {
+			if len(ranks) > 0 && !slices.Contains(ranks, k.dp) {
+				return
+			}
+			a := acc(rankGroup{worker, k.dp})
+			a.add(k.reports, k.usageSum, k.usageMax, k.waitingMax, k.genSum)
+			a.spans = append(a.spans, usageSpan{minute: minute, n: k.reports, lo: k.usageMin, hi: k.usageMax})
+		})
+	})
+	return err
+}
+
+// readBandValues decides each group's band and reads the values of the
+// minutes it must read, all groups' in one statement.
+func readBandValues(ctx context.Context, tx pgx.Tx, first, last time.Time, accs map[rankGroup]*rankAcc) error {
+	var (
+		workers []string
+		minutes []time.Time
+		dps     []int32
+		slots   []*usageBand
+	)
+	for g, a := range accs {
+		a.band = bandOf(a.spans, a.edge)
+		for _, r := range a.band.read {
+			workers, minutes, dps = append(workers, g.worker), append(minutes, a.spans[r].minute), append(dps, g.dp)
+			slots = append(slots, &a.band)
+		}
+	}
+	if len(slots) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off`); err != nil {
+		return err
+	}
+	rows, err := tx.Query(ctx, rankUsageSQL, workers, minutes, dps, first, last)
+	if err != nil {
+		return err
+	}
+	var (
+		k     int64
+		usage []byte
+	)
+	tag, err := pgx.ForEachRow(rows, []any{&k, &usage}, func() error {
+		slots[k-1].addRead(usage) // ordinality counts from 1
 		return nil
 	})
+	if err == nil && tag.RowsAffected() != int64(len(slots)) {
+		err = fmt.Errorf("history_rank_minute_usage holds %d of the %d minutes history_minute_ranks names", tag.RowsAffected(), len(slots))
+	}
 	return err
 }
 
@@ -163,25 +218,4 @@ func readRankEdges(ctx context.Context, tx pgx.Tx, a, b audit.Window, workers []
 		return nil
 	})
 	return err
-}
-
-// p95 is percentile_cont(0.95) of a's values (every run ascending, edge
-// sorted): the values at ascending positions lo and lo+1, found by taking
-// the largest remaining value of any run n-lo times.
-func p95(a *rankAcc) float64 {
-	n := int(a.n)
-	if n == 0 {
-		return math.NaN()
-	}
-	pos := 0.95 * float64(n-1)
-	lo := int(math.Floor(pos))
-	runs := a.runs
-	if len(a.edge) > 0 {
-		runs = append(runs, usageRun{f: a.edge})
-	}
-	vLo, vHi := topValues(runs, n-lo)
-	if lo+1 >= n {
-		return vLo
-	}
-	return vLo + (pos-float64(lo))*(vHi-vLo)
 }
