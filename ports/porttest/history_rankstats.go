@@ -58,9 +58,9 @@ func testRankStats(t *testing.T, s Store) {
 // testRankStatsSlowUsage is rank statistics over usage that changes
 // slowly, as a loaded worker's does: a store that summarises minutes may
 // find the 95th percentile from a few of them, and must still find it
-// exactly (compared to every digit). Rank 0 is a slow wave, rank 1 climbs
-// in steps that minutes share at their bounds, rank 2 never changes, and
-// windows cut minutes anywhere.
+// exactly (compared to every digit). Rank 0 is a slow wave, rank 70 (ranks
+// need not be small) climbs in steps that minutes share at their bounds,
+// rank 2 never changes, and windows cut minutes anywhere.
 func testRankStatsSlowUsage(t *testing.T, s Store) {
 	ctx := ctxFor(t)
 	start := time.Date(2026, 3, 5, 6, 0, 0, 0, time.UTC)
@@ -73,8 +73,8 @@ func testRankStatsSlowUsage(t *testing.T, s Store) {
 			}
 			r := &domain.Report{SourceInstanceID: "src-" + worker, SequenceID: uint64(i + 1), ReportTime: tm,
 				Worker: domain.Worker{Addr: worker}, Status: domain.StatusHealthy}
-			for dp, u := range []float64{0.5 + 0.4*math.Sin(float64(i)/120), float64(i/45) / 40, 0.25} {
-				r.Ranks = append(r.Ranks, domain.RankLoad{DPRank: int64(dp), TokenUsage: u, NumWaitingReqs: int64(i % 5),
+			for j, u := range []float64{0.5 + 0.4*math.Sin(float64(i)/120), float64(i/45) / 40, 0.25} {
+				r.Ranks = append(r.Ranks, domain.RankLoad{DPRank: []int64{0, 70, 2}[j], TokenUsage: u, NumWaitingReqs: int64(i % 5),
 					GenThroughput: float64(i % 7), NumTotalTokens: 1024})
 			}
 			rs = append(rs, r)
