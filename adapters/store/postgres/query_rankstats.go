@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -25,15 +26,19 @@ SELECT worker_addr, minute, ranks FROM history_minute_ranks
 WHERE minute >= $1 AND minute < $2
   AND (cardinality($3::text[]) = 0 OR worker_addr = ANY($3::text[]))`
 
-// rankUsageSQL reads the values of the minutes k names; i is k's index.
-// It runs with hash and merge joins off, so each minute is one primary key
-// lookup: given thousands of minutes, the planner would rather sort the
-// whole table to merge-join it, several times slower.
+// rankUsageSQL reads the values of the minutes k names: a worker, a range
+// of consecutive minutes and the ranks wanted in it (bit dp_rank of mask,
+// or every rank for -1), one primary key range scan each (a worker's ranks
+// tend to peak in the same minutes, so a range holds several ranks' reads
+// at once). It runs with hash and merge joins off: given thousands of
+// ranges, the planner would rather sort the whole table to merge-join it,
+// several times slower.
 const rankUsageSQL = `
-SELECT k.i, u.usage
-FROM unnest($1::text[], $2::timestamptz[], $3::integer[]) WITH ORDINALITY AS k(w, m, r, i)
-JOIN history_rank_minute_usage u ON u.worker_addr = k.w AND u.minute = k.m AND u.dp_rank = k.r
-WHERE u.minute >= $4 AND u.minute < $5`
+SELECT u.worker_addr, u.minute, u.dp_rank, u.usage
+FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::bigint[]) AS k(w, f, l, mask)
+JOIN history_rank_minute_usage u ON u.worker_addr = k.w AND u.minute >= k.f AND u.minute <= k.l
+WHERE u.minute >= $5 AND u.minute < $6
+  AND (k.mask = -1 OR (u.dp_rank BETWEEN 0 AND 62 AND (k.mask >> u.dp_rank) & 1 = 1))`
 
 const rankEdgesSQL = `
 SELECT worker_addr, ranks FROM history_reports
@@ -137,6 +142,7 @@ func readRankMinutes(ctx context.Context, tx pgx.Tx, first, last time.Time, work
 		packed []byte
 	)
 	_, err = pgx.ForEachRow(rows, []any{&worker, &minute, &packed}, func() error {
+		minute = minute.UTC() // a map key with the usage rows' minutes
 		return unpackMinuteRanks(packed, func(k minuteRank) {
 			if len(ranks) > 0 && !slices.Contains(ranks, k.dp) {
 				return
@@ -152,41 +158,69 @@ func readRankMinutes(ctx context.Context, tx pgx.Tx, first, last time.Time, work
 // readBandValues decides each group's band and reads the values of the
 // minutes it must read, all groups' in one statement.
 func readBandValues(ctx context.Context, tx pgx.Tx, first, last time.Time, accs map[rankGroup]*rankAcc) error {
-	var (
-		workers []string
-		minutes []time.Time
-		dps     []int32
-		slots   []*usageBand
-	)
+	want := map[rankKey]*usageBand{}
 	for g, a := range accs {
 		a.band = bandOf(a.spans, a.edge)
 		for _, r := range a.band.read {
-			workers, minutes, dps = append(workers, g.worker), append(minutes, a.spans[r].minute), append(dps, g.dp)
-			slots = append(slots, &a.band)
+			want[rankKey{minuteKey{g.worker, a.spans[r].minute}, g.dp}] = &a.band
 		}
 	}
-	if len(slots) == 0 {
+	if len(want) == 0 {
 		return nil
 	}
+	workers, froms, lasts, masks := minuteRanges(want)
 	if _, err := tx.Exec(ctx, `SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off`); err != nil {
 		return err
 	}
-	rows, err := tx.Query(ctx, rankUsageSQL, workers, minutes, dps, first, last)
+	rows, err := tx.Query(ctx, rankUsageSQL, workers, froms, lasts, masks, first, last)
 	if err != nil {
 		return err
 	}
 	var (
-		k     int64
+		k     rankKey
 		usage []byte
+		found int
 	)
-	tag, err := pgx.ForEachRow(rows, []any{&k, &usage}, func() error {
-		slots[k-1].addRead(usage) // ordinality counts from 1
+	_, err = pgx.ForEachRow(rows, []any{&k.worker, &k.minute, &k.dp, &usage}, func() error {
+		k.minute = k.minute.UTC()
+		if b := want[k]; b != nil {
+			b.addRead(usage)
+			found++
+		}
 		return nil
 	})
-	if err == nil && tag.RowsAffected() != int64(len(slots)) {
-		err = fmt.Errorf("history_rank_minute_usage holds %d of the %d minutes history_minute_ranks names", tag.RowsAffected(), len(slots))
+	if err == nil && found != len(want) {
+		err = fmt.Errorf("history_rank_minute_usage holds %d of the %d minutes history_minute_ranks names", found, len(want))
 	}
 	return err
+}
+
+// minuteRanges covers the minutes of keys with ranges of consecutive
+// minutes per worker, and the ranks wanted in each, as rankUsageSQL takes
+// them.
+func minuteRanges(keys map[rankKey]*usageBand) (workers []string, froms, lasts []time.Time, masks []int64) {
+	ks := slices.SortedFunc(maps.Keys(keys), func(a, b rankKey) int {
+		return cmp.Or(compareMinuteKeys(a.minuteKey, b.minuteKey), cmp.Compare(a.dp, b.dp))
+	})
+	for i, k := range ks {
+		bit := int64(-1)
+		if k.dp >= 0 && k.dp <= 62 {
+			bit = 1 << k.dp
+		}
+		switch {
+		case i > 0 && ks[i-1].minuteKey == k.minuteKey:
+		case i > 0 && ks[i-1].worker == k.worker && ks[i-1].minute.Add(time.Minute).Equal(k.minute):
+			lasts[len(lasts)-1] = k.minute
+		default:
+			workers, froms, lasts, masks = append(workers, k.worker), append(froms, k.minute), append(lasts, k.minute), append(masks, 0)
+		}
+		if m := &masks[len(masks)-1]; bit == -1 || *m == -1 {
+			*m = -1
+		} else {
+			*m |= bit
+		}
+	}
+	return workers, froms, lasts, masks
 }
 
 func readRankEdges(ctx context.Context, tx pgx.Tx, a, b audit.Window, workers []string, ranks []int32,
