@@ -1,9 +1,6 @@
 package postgres
 
-import (
-	"math"
-	"time"
-)
+import "math"
 
 // The 95th percentile of a rank's token_usage is exact without reading
 // every value: each minute's rollup says how many values it has and their
@@ -13,10 +10,11 @@ import (
 // as below, above, or as their one value.
 
 // usageSpan is what history_minute_ranks says of one minute's token_usage
-// values: how many, the smallest and the largest.
+// values: how many, the smallest and the largest. minute counts minutes
+// since 1970 (no pointer: a long window holds a span per rank and minute).
 type usageSpan struct {
-	minute time.Time
-	n      int64
+	minute int32
+	n      int32
 	lo, hi float64
 }
 
@@ -59,7 +57,7 @@ func bandOf(spans []usageSpan, edge []float64) usageBand {
 	}
 	var b usageBand
 	for _, it := range items {
-		b.n += it.n
+		b.n += int64(it.n)
 	}
 	if b.n == 0 {
 		return b
@@ -67,20 +65,20 @@ func bandOf(spans []usageSpan, edge []float64) usageBand {
 	pLo, pHi, _ := percentilePositions(b.n)
 	keys := make([]weighted, len(items))
 	for i, it := range items {
-		keys[i] = weighted{it.lo, it.n}
+		keys[i] = weighted{it.lo, int64(it.n)}
 	}
 	b.lower = selectWeighted(keys, pLo)
 	for i, it := range items {
-		keys[i] = weighted{it.hi, it.n}
+		keys[i] = weighted{it.hi, int64(it.n)}
 	}
 	b.upper = selectWeighted(keys, pHi)
 	for i, it := range items {
 		switch {
 		case it.hi < b.lower:
-			b.below += it.n
+			b.below += int64(it.n)
 		case it.lo > b.upper:
 		case it.lo == it.hi:
-			b.in = append(b.in, weighted{it.lo, it.n})
+			b.in = append(b.in, weighted{it.lo, int64(it.n)})
 		default:
 			b.read = append(b.read, i) // never an edge value: those have lo == hi
 		}

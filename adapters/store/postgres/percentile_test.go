@@ -36,7 +36,7 @@ func TestBandP95IsPercentileCont(t *testing.T) {
 					vs = append(vs, shape(m, i))
 				}
 				slices.Sort(vs)
-				spans = append(spans, usageSpan{n: int64(len(vs)), lo: vs[0], hi: vs[len(vs)-1]})
+				spans = append(spans, usageSpan{n: int32(len(vs)), lo: vs[0], hi: vs[len(vs)-1]})
 				rng.Shuffle(len(vs), func(i, j int) { vs[i], vs[j] = vs[j], vs[i] }) // read needs no order
 				values = append(values, vs)
 				all = append(all, vs...)

@@ -140,16 +140,29 @@ func readRankMinutes(ctx context.Context, tx pgx.Tx, first, last time.Time, work
 		worker string
 		minute time.Time
 		packed []byte
+		// A worker's groups by rank, so a row costs one lookup by
+		// worker, not one a rank; and room for a span a minute.
+		byWorker = map[string]map[int32]*rankAcc{}
+		room     = int(min(last.Sub(first)/time.Minute, 4*60))
 	)
 	_, err = pgx.ForEachRow(rows, []any{&worker, &minute, &packed}, func() error {
-		minute = minute.UTC() // a map key with the usage rows' minutes
+		mine := byWorker[worker]
+		if mine == nil {
+			mine = map[int32]*rankAcc{}
+			byWorker[worker] = mine
+		}
 		return unpackMinuteRanks(packed, func(k minuteRank) {
 			if len(ranks) > 0 && !slices.Contains(ranks, k.dp) {
 				return
 			}
-			a := acc(rankGroup{worker, k.dp})
+			a := mine[k.dp]
+			if a == nil {
+				a = acc(rankGroup{worker, k.dp})
+				a.spans = slices.Grow(a.spans, room)
+				mine[k.dp] = a
+			}
 			a.add(k.reports, k.usageSum, k.usageMax, k.waitingMax, k.genSum)
-			a.spans = append(a.spans, usageSpan{minute: minute, n: k.reports, lo: k.usageMin, hi: k.usageMax})
+			a.spans = append(a.spans, usageSpan{minute: int32(minute.Unix() / 60), n: int32(k.reports), lo: k.usageMin, hi: k.usageMax})
 		})
 	})
 	return err
@@ -162,7 +175,8 @@ func readBandValues(ctx context.Context, tx pgx.Tx, first, last time.Time, accs 
 	for g, a := range accs {
 		a.band = bandOf(a.spans, a.edge)
 		for _, r := range a.band.read {
-			want[rankKey{minuteKey{g.worker, a.spans[r].minute}, g.dp}] = &a.band
+			m := time.Unix(int64(a.spans[r].minute)*60, 0).UTC()
+			want[rankKey{minuteKey{g.worker, m}, g.dp}] = &a.band
 		}
 	}
 	if len(want) == 0 {
