@@ -97,7 +97,7 @@ func rowsOf(r *domain.Report) int { return 1 + len(r.Ranks) }
 // and code, and of row-by-row inserts; then every audit query, for one
 // worker and for the fleet, over the same reports in both layouts, side by
 // side, checking that both answer the same. A 1 000 000-report run writes
-// them four times (about a quarter of an hour here):
+// them four times (3–4 minutes here):
 //
 //	go test ./adapters/store/postgres -run '^$' -bench History -benchtime 1x -timeout 2h \
 //	    -args -bench-reports 1000000 -bench-workers 100
