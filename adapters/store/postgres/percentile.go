@@ -103,6 +103,9 @@ func (b *usageBand) addRead(usage []byte) {
 // stand for (p < their count), found by quickselect; it reorders ws.
 func selectWeighted(ws []weighted, p int64) float64 {
 	for {
+		if len(ws) == 0 { // p out of range: not reached, but never a panic
+			return math.NaN()
+		}
 		pivot := ws[len(ws)/2].v
 		// ws becomes [< pivot | == pivot | > pivot].
 		lt, gt := 0, len(ws)
