@@ -25,6 +25,7 @@ func HistoryStore(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Run("ReportsPaging", func(t *testing.T) { t.Parallel(); testPaging(t, loaded(t, newStore)) })
 	t.Run("Outages", func(t *testing.T) { t.Parallel(); testOutages(t, loaded(t, newStore)) })
 	t.Run("RankStats", func(t *testing.T) { t.Parallel(); testRankStats(t, loaded(t, newStore)) })
+	t.Run("RankStatsSlowUsage", func(t *testing.T) { t.Parallel(); testRankStatsSlowUsage(t, newStore(t)) })
 	t.Run("Gaps", func(t *testing.T) { t.Parallel(); testGaps(t, loaded(t, newStore)) })
 	t.Run("Imbalance", func(t *testing.T) { t.Parallel(); testImbalance(t, loaded(t, newStore)) })
 	t.Run("EmptyWindow", func(t *testing.T) { t.Parallel(); testEmptyWindow(t, loaded(t, newStore)) })

@@ -43,7 +43,7 @@ func printSizes(ctx context.Context, t testing.TB, out io.Writer, now, old postg
 	for _, l := range []struct {
 		name string
 		db   postgres.DB
-	}{{"0001 layout", old}, {"0002 layout", now}} {
+	}{{"0001 layout", old}, {"0003 layout", now}} {
 		tx, err := l.db.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -79,7 +79,7 @@ type benchQuery struct {
 // benchQueries times every query in both layouts (the median of
 // -bench-repeat runs) and says whether they answer the same.
 func benchQueries(ctx context.Context, b *testing.B, out io.Writer, now, old ports.HistoryQuery) {
-	fmt.Fprintf(out, "%-42s %-11s %23s %23s\n", "query (median of "+fmt.Sprint(*benchRepeat)+" runs)", "scope", "0001 layout", "0002 layout")
+	fmt.Fprintf(out, "%-42s %-11s %23s %23s\n", "query (median of "+fmt.Sprint(*benchRepeat)+" runs)", "scope", "0001 layout", "0003 layout")
 	for _, q := range benchQueryList() {
 		var times [2]time.Duration
 		var rows [2]int
@@ -101,7 +101,7 @@ func benchQueries(ctx context.Context, b *testing.B, out io.Writer, now, old por
 		same := "same answer"
 		if answers[0] != answers[1] {
 			same = "DIFFERENT ANSWER"
-			b.Errorf("%s, %s: the layouts answer differently:\n0001: %s\n0002: %s", q.name, q.scope, answers[0], answers[1])
+			b.Errorf("%s, %s: the layouts answer differently:\n0001: %s\n0003: %s", q.name, q.scope, answers[0], answers[1])
 		}
 		fmt.Fprintf(out, "%-42s %-11s %5d rows %12s %5d rows %12s  %s\n", q.name, q.scope,
 			rows[0], times[0].Round(10*time.Microsecond), rows[1], times[1].Round(10*time.Microsecond), same)

@@ -97,7 +97,7 @@ func rowsOf(r *domain.Report) int { return 1 + len(r.Ranks) }
 // and code, and of row-by-row inserts; then every audit query, for one
 // worker and for the fleet, over the same reports in both layouts, side by
 // side, checking that both answer the same. A 1 000 000-report run writes
-// them four times (about a quarter of an hour here):
+// them four times (3–4 minutes here):
 //
 //	go test ./adapters/store/postgres -run '^$' -bench History -benchtime 1x -timeout 2h \
 //	    -args -bench-reports 1000000 -bench-workers 100
@@ -111,6 +111,7 @@ func BenchmarkHistory(b *testing.B) {
 	n := *benchReports
 	fmt.Fprintf(out, "history benchmark: %d reports × 8 ranks of %d workers (%d rows in 0001's layout)\n",
 		n, *benchWorkers, countRows(n))
+	printLoad(out, "at start")
 
 	s, _ := newStore(b)
 	b.ResetTimer()
@@ -134,12 +135,22 @@ func BenchmarkHistory(b *testing.B) {
 	benchRowByRowWrites(ctx, b, out, batched, n)
 
 	for _, st := range []interface{ DB() postgres.DB }{s, old} {
-		for _, t := range []string{"history_reports", "history_ranks", "history_minutes", "history_rank_minutes"} {
+		for _, t := range []string{"history_reports", "history_ranks", "history_minutes", "history_minute_entries", "history_minute_ranks", "history_rank_minute_usage"} {
 			analyze(ctx, b, st.DB(), t)
 		}
 	}
 	printSizes(ctx, b, out, s.DB(), old.DB())
+	printLoad(out, "before the queries")
 	benchQueries(ctx, b, out, s, old)
+	printLoad(out, "at end")
+}
+
+// printLoad prints the load average: the machine is shared, and figures
+// move with it.
+func printLoad(out io.Writer, when string) {
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(out, "load average %s: %s", when, b)
+	}
 }
 
 func countRows(n int) int {
@@ -254,9 +265,9 @@ func benchRowByRowWrites(ctx context.Context, b *testing.B, out io.Writer, batch
 		}
 	}
 	newTime := time.Since(began)
-	printRate(out, "write row by row, 0002 layout (1 INSERT a report)", m, newTime)
+	printRate(out, "write row by row, 0003 layout (1 INSERT a report)", m, newTime)
 	perOld, perBatched := oldTime.Seconds()/float64(m), batched.Seconds()/float64(n)
-	fmt.Fprintf(out, "batched writing is %.1f× row by row (0001 layout), %.1f× row by row (0002 layout)\n",
+	fmt.Fprintf(out, "batched writing is %.1f× row by row (0001 layout), %.1f× row by row (0003 layout)\n",
 		perOld/perBatched, newTime.Seconds()/float64(m)/perBatched)
 }
 

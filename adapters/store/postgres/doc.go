@@ -11,9 +11,12 @@
 // transaction as the reports they summarise: history_minutes (per worker
 // and UTC minute: counts, first and last report, statuses, largest step,
 // spread range), history_minute_entries (per report of such a minute, the
-// few columns runs and gaps need) and history_rank_minutes (per worker,
-// minute and rank: sums, maxima and the minute's token_usage values in
-// order). Every table is range-partitioned
+// few columns runs and gaps need), history_minute_ranks (per worker and
+// minute, each rank's sums and token_usage bounds, packed: a long window's
+// rank statistics read one narrow row a minute) and
+// history_rank_minute_usage (per worker, minute and rank, the minute's
+// token_usage values in order, read only for the minutes whose bounds
+// cannot settle the 95th percentile). Every table is range-partitioned
 // into UTC days; the store creates the partitions a batch needs before
 // writing it, and retention drops a day of reports and rollups together.
 //
@@ -40,7 +43,7 @@
 // append.go and copy.go (the write path), pack.go (packed columns),
 // rollup.go and rollup_sql.go (the rollups, computed and stored), partition.go (daily partitions),
 // retention.go (DeleteBefore), query.go and timeline.go (what the audit
-// queries share), usage.go (the exact percentile) and one query_*.go per
+// queries share), percentile.go (the exact percentile from minute bounds) and one query_*.go per
 // audit query, migrate*.go (goose, and taking over from the runner before
 // it).
 //

@@ -33,6 +33,11 @@ func legacySchema(ctx context.Context, pool *pgxpool.Pool, days ...time.Time) er
 	if _, err := pool.Exec(ctx, string(sql)); err != nil {
 		return err
 	}
+	return legacyPartitions(ctx, pool, days...)
+}
+
+// legacyPartitions creates the daily partitions of 0001's tables for days.
+func legacyPartitions(ctx context.Context, pool *pgxpool.Pool, days ...time.Time) error {
 	for _, d := range days {
 		for _, t := range []string{"history_reports", "history_ranks"} {
 			name := pgx.Identifier{t + "_p" + d.Format("20060102")}.Sanitize()

@@ -22,7 +22,8 @@ var partitioned = []partitionedTable{
 	{"history_reports", "report_time"},
 	{"history_minutes", "minute"},
 	{"history_minute_entries", "minute"},
-	{"history_rank_minutes", "minute"},
+	{"history_minute_ranks", "minute"},
+	{"history_rank_minute_usage", "minute"},
 }
 
 const dayFormat = "20060102"

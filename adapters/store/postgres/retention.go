@@ -137,7 +137,8 @@ func (s *Store) deleteDefault(ctx context.Context, t time.Time, limit int) (int6
 	if err != nil {
 		return 0, err
 	}
-	for _, table := range []string{"history_minutes_default", "history_minute_entries_default", "history_rank_minutes_default"} {
+	for _, table := range []string{"history_minutes_default", "history_minute_entries_default", "history_minute_ranks_default",
+		"history_rank_minute_usage_default"} {
 		if _, err := tx.Exec(ctx, `DELETE FROM `+ident(table)+` WHERE minute + interval '1 minute' <= $1`, t); err != nil {
 			return 0, err
 		}

@@ -3,6 +3,7 @@ package postgres
 import (
 	"cmp"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -12,7 +13,7 @@ import (
 	"github.com/loadreporter/loadreporter/domain/audit"
 )
 
-// The rollups (history_minutes, history_rank_minutes) are computed here,
+// The rollups (history_minutes, history_minute_ranks) are computed here,
 // in Go, from the reports a transaction inserts merged with what the
 // minute already held; rollup_sql.go reads and writes them.
 
@@ -93,7 +94,8 @@ func (m *minuteRow) summary() summary {
 	return s
 }
 
-// rankRow is one history_rank_minutes row.
+// rankRow is one rank of a history_minute_ranks row, with its values
+// (history_rank_minute_usage).
 type rankRow struct {
 	rankKey
 	reports    int64
@@ -185,6 +187,53 @@ func (ru rollups) merge(stored []*minuteRow, storedRanks []*rankRow) {
 	for _, r := range ru.ranks {
 		slices.Sort(r.usage)
 	}
+}
+
+// minuteRankSize is the bytes of one rank in history_minute_ranks.ranks.
+const minuteRankSize = 48
+
+// packMinuteRanks packs the ranks of one minute (ascending dp, each with
+// its usage in order) as migration 0003 describes history_minute_ranks.ranks.
+func packMinuteRanks(rs []*rankRow) []byte {
+	b := make([]byte, 0, minuteRankSize*len(rs))
+	for _, r := range rs {
+		b = binary.BigEndian.AppendUint32(b, uint32(r.dp))
+		b = binary.BigEndian.AppendUint32(b, uint32(int32(r.reports)))
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.usageSum))
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.usage[0]))
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.usage[len(r.usage)-1]))
+		b = binary.BigEndian.AppendUint64(b, uint64(r.waitingMax))
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.genSum))
+	}
+	return b
+}
+
+// minuteRank is one rank of history_minute_ranks.ranks.
+type minuteRank struct {
+	dp                           int32
+	reports                      int64
+	usageSum, usageMin, usageMax float64
+	waitingMax                   int64
+	genSum                       float64
+}
+
+// unpackMinuteRanks calls f for each rank packed in b.
+func unpackMinuteRanks(b []byte, f func(minuteRank)) error {
+	if len(b)%minuteRankSize != 0 {
+		return fmt.Errorf("history_minute_ranks.ranks of %d bytes, not a multiple of %d", len(b), minuteRankSize)
+	}
+	for ; len(b) > 0; b = b[minuteRankSize:] {
+		f(minuteRank{
+			dp:         int32(binary.BigEndian.Uint32(b)),
+			reports:    int64(int32(binary.BigEndian.Uint32(b[4:]))),
+			usageSum:   math.Float64frombits(binary.BigEndian.Uint64(b[8:])),
+			usageMin:   math.Float64frombits(binary.BigEndian.Uint64(b[16:])),
+			usageMax:   math.Float64frombits(binary.BigEndian.Uint64(b[24:])),
+			waitingMax: int64(binary.BigEndian.Uint64(b[32:])),
+			genSum:     math.Float64frombits(binary.BigEndian.Uint64(b[40:])),
+		})
+	}
+	return nil
 }
 
 // encodeUsage packs ascending values as big-endian float8, as float8send

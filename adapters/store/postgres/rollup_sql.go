@@ -84,7 +84,7 @@ func minuteKeysOf(ru rollups) minuteKeys {
 }
 
 func deleteRollups(ctx context.Context, tx pgx.Tx, ks minuteKeys) error {
-	for _, table := range []string{"history_minutes", "history_minute_entries", "history_rank_minutes"} {
+	for _, table := range []string{"history_minutes", "history_minute_entries", "history_minute_ranks", "history_rank_minute_usage"} {
 		if _, err := tx.Exec(ctx, `DELETE FROM `+ident(table)+` m USING unnest($1::text[], $2::timestamptz[]) AS k(w, m)
 			WHERE m.worker_addr = k.w AND m.minute = k.m AND m.minute >= $3 AND m.minute <= $4`,
 			ks.workers, ks.minutes, ks.lo, ks.hi); err != nil {
@@ -137,23 +137,59 @@ func readStoredMinutes(ctx context.Context, tx pgx.Tx, ks minuteKeys) ([]*minute
 	})
 }
 
-// readStoredRanks reads the stored history_rank_minutes rows of ks.
+// readStoredRanks reads the stored ranks of the minutes of ks, with their
+// values.
 func readStoredRanks(ctx context.Context, tx pgx.Tx, ks minuteKeys) ([]*rankRow, error) {
-	rows, err := tx.Query(ctx, `SELECT worker_addr, minute, dp_rank, reports, usage_sum, usage_max, waiting_max, gen_sum, usage
-		FROM history_rank_minutes m JOIN unnest($1::text[], $2::timestamptz[]) AS k(w, m)
+	rows, err := tx.Query(ctx, `SELECT worker_addr, minute, ranks
+		FROM history_minute_ranks m JOIN unnest($1::text[], $2::timestamptz[]) AS k(w, m)
 		  ON m.worker_addr = k.w AND m.minute = k.m
 		WHERE m.minute >= $3 AND m.minute <= $4`, ks.workers, ks.minutes, ks.lo, ks.hi)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*rankRow, error) {
-		r := &rankRow{}
-		var usage []byte
-		err := row.Scan(&r.worker, &r.minute, &r.dp, &r.reports, &r.usageSum, &r.usageMax, &r.waitingMax, &r.genSum, &usage)
-		r.minute = r.minute.UTC()
-		r.usage = decodeUsage(usage)
-		return r, err
+	byKey := map[rankKey]*rankRow{}
+	var (
+		out    []*rankRow
+		mk     minuteKey
+		packed []byte
+	)
+	_, err = pgx.ForEachRow(rows, []any{&mk.worker, &mk.minute, &packed}, func() error {
+		mk.minute = mk.minute.UTC()
+		return unpackMinuteRanks(packed, func(k minuteRank) {
+			r := &rankRow{rankKey: rankKey{mk, k.dp}, reports: k.reports, usageSum: k.usageSum, usageMax: k.usageMax,
+				waitingMax: k.waitingMax, genSum: k.genSum}
+			byKey[r.rankKey] = r
+			out = append(out, r)
+		})
 	})
+	if err != nil || len(out) == 0 {
+		return nil, err
+	}
+	rows, err = tx.Query(ctx, `SELECT worker_addr, minute, dp_rank, usage
+		FROM history_rank_minute_usage u JOIN unnest($1::text[], $2::timestamptz[]) AS k(w, m)
+		  ON u.worker_addr = k.w AND u.minute = k.m
+		WHERE u.minute >= $3 AND u.minute <= $4`, ks.workers, ks.minutes, ks.lo, ks.hi)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		rk    rankKey
+		usage []byte
+	)
+	_, err = pgx.ForEachRow(rows, []any{&rk.worker, &rk.minute, &rk.dp, &usage}, func() error {
+		rk.minute = rk.minute.UTC()
+		if r := byKey[rk]; r != nil {
+			r.usage = decodeUsage(usage)
+		}
+		return nil
+	})
+	for _, r := range out {
+		if err == nil && int64(len(r.usage)) != r.reports {
+			err = fmt.Errorf("history_rank_minute_usage holds %d values of %s rank %d at %s, history_minute_ranks %d",
+				len(r.usage), r.worker, r.dp, r.minute.Format(time.RFC3339), r.reports)
+		}
+	}
+	return out, err
 }
 
 // copyMinutes writes the rows of keys (all in ms) with one COPY into
@@ -184,14 +220,25 @@ func copyMinutes(ctx context.Context, tx pgx.Tx, keys []minuteKey, ms map[minute
 	return err
 }
 
-// copyRankMinutes writes rank rows with one COPY.
+// copyRankMinutes writes the ranks of every minute with one COPY into
+// history_minute_ranks and one into history_rank_minute_usage.
 func copyRankMinutes(ctx context.Context, tx pgx.Tx, ranks map[rankKey]*rankRow) error {
-	rows := make([][]any, 0, len(ranks))
+	byMinute := map[minuteKey][]*rankRow{}
+	usage := make([][]any, 0, len(ranks))
 	for _, r := range ranks {
-		rows = append(rows, []any{r.worker, r.minute, r.dp, r.reports, r.usageSum, r.usageMax, r.waitingMax, r.genSum, encodeUsage(r.usage)})
+		byMinute[r.minuteKey] = append(byMinute[r.minuteKey], r)
+		usage = append(usage, []any{r.worker, r.minute, r.dp, encodeUsage(r.usage)})
 	}
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{"history_rank_minutes"},
-		[]string{"worker_addr", "minute", "dp_rank", "reports", "usage_sum", "usage_max", "waiting_max", "gen_sum", "usage"},
-		pgx.CopyFromRows(rows))
+	rows := make([][]any, 0, len(byMinute))
+	for k, rs := range byMinute {
+		slices.SortFunc(rs, func(a, b *rankRow) int { return cmp.Compare(a.dp, b.dp) })
+		rows = append(rows, []any{k.worker, k.minute, packMinuteRanks(rs)})
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"history_minute_ranks"},
+		[]string{"worker_addr", "minute", "ranks"}, pgx.CopyFromRows(rows)); err != nil {
+		return err
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"history_rank_minute_usage"},
+		[]string{"worker_addr", "minute", "dp_rank", "usage"}, pgx.CopyFromRows(usage))
 	return err
 }

@@ -113,11 +113,21 @@ func TestPartitionsAndDefaultSafetyNet(t *testing.T) {
 	if n := queryInt(t, s, `SELECT count(*) FROM history_minutes_p20260501`); n != 2 {
 		t.Errorf("minute rollups of 2026-05-01 hold %d rows, want 2", n)
 	}
-	if n := queryInt(t, s, `SELECT count(*) FROM history_rank_minutes_p20260501`); n != 1 {
+	if n := queryInt(t, s, `SELECT count(*) FROM history_minute_ranks_p20260501`); n != 1 {
 		t.Errorf("rank rollups of 2026-05-01 hold %d rows, want 1", n)
 	}
-	if n := queryInt(t, s, `SELECT count(*) FROM pg_class WHERE relname = 'history_rank_minutes_p20260502' AND relnamespace = current_schema()::regnamespace`); n != 1 {
+	if n := queryInt(t, s, `SELECT count(*) FROM pg_class WHERE relname = 'history_minute_ranks_p20260502' AND relnamespace = current_schema()::regnamespace`); n != 1 {
 		t.Errorf("next day's partition missing")
+	}
+
+	if n := queryInt(t, s, `SELECT count(*) FROM history_rank_minute_usage_p20260501`); n != 1 {
+		t.Errorf("rank values of 2026-05-01 hold %d rows, want 1", n)
+	}
+	// Every table has the day's partition: reports, minutes, their
+	// entries, rank minutes and their values.
+	if n := queryInt(t, s, `SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE c.relname LIKE 'history%_p20260501' AND c.relnamespace = current_schema()::regnamespace`); n != 5 {
+		t.Errorf("%d partitions of 2026-05-01, want 5", n)
 	}
 
 	// Retention deletes stray rows of the default partition in bounded
