@@ -87,6 +87,7 @@ func measureServer(ctx context.Context, o options, kind string) (result, error) 
 	start := time.Now()
 	tally.inWindow.Store(true)
 	if o.profile != "" && kind == "ours" {
+		saveMemory(statsAddr, o.profile)
 		go saveProfile(statsAddr, o.measure-time.Second, o.profile) // done before the child stops
 	}
 	joins := probeJoins(ctx, conns[0], o)
