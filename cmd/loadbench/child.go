@@ -95,10 +95,17 @@ func serveChild(ctx context.Context, o options) error {
 	statsMux.Handle("/debug/pprof/heap", pprof.Handler("heap"))
 	statsMux.Handle("/debug/pprof/goroutine", pprof.Handler("goroutine"))
 	statsMux.HandleFunc("/debug/memstats", func(w http.ResponseWriter, _ *http.Request) {
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		fmt.Fprintf(w, "heap_inuse %d\nheap_alloc %d\nstack_inuse %d\nsys %d\ngoroutines %d\n",
-			ms.HeapInuse, ms.HeapAlloc, ms.StackInuse, ms.Sys, runtime.NumGoroutine())
+		// As found, then after a collection: stacks shrink and garbage
+		// goes only then, so the second is what the streams hold.
+		for _, when := range []string{"as found", "after GC"} {
+			if when == "after GC" {
+				runtime.GC()
+			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			fmt.Fprintf(w, "%s: heap_inuse %d heap_alloc %d stack_inuse %d sys %d goroutines %d\n",
+				when, ms.HeapInuse, ms.HeapAlloc, ms.StackInuse, ms.Sys, runtime.NumGoroutine())
+		}
 	})
 	go func() { _ = http.Serve(stats, statsMux) }()
 	fmt.Printf("listening %s %s\n", addr, stats.Addr())

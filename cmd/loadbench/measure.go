@@ -83,11 +83,13 @@ func measureServer(ctx context.Context, o options, kind string) (result, error) 
 	}
 	sleep(ctx, o.warmup)
 	rssAfter := rss(pid)
+	if o.profile != "" && kind == "ours" {
+		saveMemory(statsAddr, o.profile) // it collects garbage: before the window
+	}
 	cpu0, pulls0 := cpuTime(pid), pulls(statsAddr)
 	start := time.Now()
 	tally.inWindow.Store(true)
 	if o.profile != "" && kind == "ours" {
-		saveMemory(statsAddr, o.profile)
 		go saveProfile(statsAddr, o.measure-time.Second, o.profile) // done before the child stops
 	}
 	joins := probeJoins(ctx, conns[0], o)

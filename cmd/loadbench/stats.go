@@ -75,11 +75,11 @@ func saveProfile(statsAddr string, d time.Duration, path string) {
 }
 
 // saveMemory writes the server's heap profile to path+".heap" and its
-// memory statistics (heap, stacks, goroutines) to path+".mem", to see
-// what a stream's memory is made of.
+// memory statistics (heap, stacks, goroutines; as found and after a
+// collection) to path+".mem", to see what a stream's memory is made of.
 func saveMemory(statsAddr, path string) {
 	for _, f := range []struct{ url, suffix string }{
-		{"/debug/pprof/heap", ".heap"}, {"/debug/memstats", ".mem"},
+		{"/debug/memstats", ".mem"}, {"/debug/pprof/heap", ".heap"}, // the profile of the memstats' collection
 	} {
 		resp, err := http.Get("http://" + statsAddr + f.url)
 		if err != nil {
