@@ -129,22 +129,3 @@ func TestCertificateReloadsWhenItsFilesChange(t *testing.T) {
 		t.Fatalf("after rotation serving %s, want new.example", got)
 	}
 }
-
-// NewServer hands HTTP/2, h2c included, to x/net's server (whose write
-// scheduler it chooses) and keeps a plaintext server plaintext: Main
-// serves TLS exactly when TLSConfig is set.
-func TestServerHandsHTTP2ToXNet(t *testing.T) {
-	srv, err := NewServer(DefaultConfig(), http.NotFoundHandler(), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if srv.TLSConfig != nil {
-		t.Fatal("a server without --tls-cert has a TLS config: Main would serve TLS")
-	}
-	if _, ok := srv.TLSNextProto["unencrypted_http2"]; !ok {
-		t.Fatalf("h2c is left to net/http's own HTTP/2 server; TLSNextProto = %v", srv.TLSNextProto)
-	}
-	if _, ok := srv.TLSNextProto["h2"]; !ok {
-		t.Fatal("h2 over TLS is left to net/http's own HTTP/2 server")
-	}
-}

@@ -14,7 +14,6 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
-	"golang.org/x/net/http2"
 
 	"github.com/loadreporter/loadreporter/adapters/metrics"
 	"github.com/loadreporter/loadreporter/adapters/orca"
@@ -143,7 +142,7 @@ func NewServer(c Config, h http.Handler, log *slog.Logger) (*http.Server, error)
 		},
 	}
 	if c.TLSCert == "" {
-		return srv, configureHTTP2(srv)
+		return srv, nil
 	}
 	certs, err := newCertReloader(c.TLSCert, c.TLSKey, time.Second, log)
 	if err != nil {
@@ -162,22 +161,7 @@ func NewServer(c Config, h http.Handler, log *slog.Logger) (*http.Server, error)
 		srv.TLSConfig.ClientCAs = pool
 		srv.TLSConfig.ClientAuth = tls.RequireAndVerifyClientCert
 	}
-	return srv, configureHTTP2(srv)
-}
-
-// configureHTTP2 serves HTTP/2 (h2 and h2c) with x/net's server and a
-// write scheduler that looks only at streams with frames queued. net/http's
-// own round-robin scheduler walks every open stream of the connection each
-// time it looks for a frame, which with a router fleet on one connection
-// was the largest share of the CPU a report cost (issue 13).
-func configureHTTP2(srv *http.Server) error {
-	plain := srv.TLSConfig == nil
-	//lint:ignore SA1019 the only way to pick the scheduler; Go 1.27's x/net ignores it (back to net/http's)
-	err := http2.ConfigureServer(srv, &http2.Server{NewWriteScheduler: http2.NewRandomWriteScheduler})
-	if plain {
-		srv.TLSConfig = nil // ConfigureServer adds one; Main serves TLS only when it is set
-	}
-	return err
+	return srv, nil
 }
 
 // splitList reads a comma-separated flag value.
