@@ -81,9 +81,12 @@ lint:
 # 1 and 10 connections; 10 000 × 1 s over 100) against loadreporter and a
 # grpc-go server shaped like ORCA's service, side by side, with the targets;
 # one scenario: ./bin/loadbench --routers 1000 --interval 100ms --conns 10.
+# bench runs loadbench's suite (issue 13's rows); with ROUTERS, INTERVAL or
+# CONNS set, the one scenario they describe instead.
+BENCH_ARGS = $(if $(ROUTERS)$(INTERVAL)$(CONNS),$(if $(ROUTERS),--routers $(ROUTERS)) $(if $(INTERVAL),--interval $(INTERVAL)) $(if $(CONNS),--conns $(CONNS)),--suite)
 bench:
 	$(GO) build -o bin/loadbench ./cmd/loadbench
-	./bin/loadbench --suite
+	./bin/loadbench $(BENCH_ARGS)
 
 # bench-zmq: how old the load a router receives is, sglang-http against
 # sglang-zmq with the same stand-in engine, side by side.

@@ -23,14 +23,20 @@
 // and HistoryClient both read; the codecs every handler uses, which refuse
 // enum values the API does not define (unknown fields stay tolerated); and
 // WithTransportInfo, the HTTP middleware that hands the handlers what
-// connect does not (the stream's write deadline, the TLS state), with
-// BoundWritesAtShutdown, which bounds every other stream's last writes at
-// shutdown as Monitor bounds its own.
+// connect does not (the stream's read and write deadlines, the TLS
+// state), with BoundWritesAtShutdown, which bounds every other stream's
+// last writes at shutdown as Monitor bounds its own.
+//
+// A registered Monitor stream holds one goroutine, its handler's, which
+// reads the router's frames; its reports are written by a goroutine that
+// runs only while the session's outbox holds something, and the handler's
+// read is woken (a read deadline in the past) when that goroutine ended
+// the stream.
 //
 // A Monitor stream costs the reporter a bounded amount whatever the router
 // does (MonitorOptions): it must register within FirstFrameTimeout, it may
-// send only so many frames (a token bucket per stream, spent in the
-// stream's own receive goroutine), and once the reporter shuts down, or
+// send only so many frames (a token bucket per stream, spent by the
+// goroutine that reads them), and once the reporter shuts down, or
 // when the stream's last frame is sent, no send waits longer than
 // FinalWriteTimeout for a router that does not read.
 //

@@ -20,9 +20,20 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // speaks HTTP/2.
 func serve(t testing.TB, handler func(...connect.HandlerOption) (string, http.Handler)) *httptest.Server {
 	t.Helper()
+	return serveMounted(t, handler, false)
+}
+
+// serveMounted is serve, behind WithTransportInfo (as the reporter mounts
+// every handler) when transportInfo is set.
+func serveMounted(t testing.TB, handler func(...connect.HandlerOption) (string, http.Handler), transportInfo bool) *httptest.Server {
+	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle(handler())
-	srv := httptest.NewUnstartedServer(mux)
+	var h http.Handler = mux
+	if transportInfo {
+		h = WithTransportInfo(mux)
+	}
+	srv := httptest.NewUnstartedServer(h)
 	// Connections still in their TLS handshake when a test ends are torn
 	// down by Close; their errors are noise.
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)

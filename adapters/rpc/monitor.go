@@ -40,6 +40,9 @@ type RouterSession interface {
 	RouterID() string
 	// Reports yields the session's latest undelivered report.
 	Reports() <-chan *domain.Report
+	// Notify makes the session call f, which must not block, whenever a
+	// report is waiting in Reports or the session ended.
+	Notify(f func())
 	// Done is closed when the session ended; Err then says why.
 	Done() <-chan struct{}
 	// Err is the *domain.Error that ended the session (LEASE_EXPIRED,
@@ -154,8 +157,6 @@ func (m *Monitor) serve(ctx context.Context, st *stream) error {
 	defer stop()
 
 	r := m.newReceiver(st)
-	go r.run()
-	defer close(r.quit)
 	first, err := m.firstFrame(ctx, st, r)
 	if first == nil {
 		return m.endRead(st, tr, "", err)
@@ -175,22 +176,53 @@ func (m *Monitor) serve(ctx context.Context, st *stream) error {
 	if err := st.Send(newOutFrame(ackFrame(cfg))); err != nil {
 		return err
 	}
-	r.sess <- sub
+	// Reports go out only after the ack: the writer is attached now, and
+	// kicked once for what arrived meanwhile.
+	w := newWriter(m, st, tr, sub)
+	sub.Notify(w.kick)
+	w.kick()
+	return m.relay(ctx, st, tr, r, w, sub)
+}
+
+// relay reads the router's frames in the handler's own goroutine until
+// the stream ends, from either side. The writer wakes the read when it
+// ended the stream; where nothing can (no WithTransportInfo, or a
+// transport without read deadlines), the read runs in a goroutine of its
+// own, as a stream ends once its handler returns.
+func (m *Monitor) relay(ctx context.Context, st *stream, tr *transport, r *receiver, w *writer, sub RouterSession) error {
+	read := make(chan error, 1)
+	if tr.canInterruptRead() {
+		read <- r.relay(sub)
+	} else {
+		go func() { read <- r.relay(sub) }()
+	}
 	for {
 		select {
-		case rep := <-sub.Reports():
-			if err := st.Send(m.frames.get(rep)); err != nil {
-				return err
+		case <-w.finished: // first: it is why a woken read failed
+			w.close()
+			return w.result
+		default:
+		}
+		select {
+		case <-w.finished:
+		case err := <-read:
+			if errors.Is(err, io.EOF) {
+				// Half-closed: the router can no longer renew, but the
+				// session lives until its lease runs out (grpcurl with a
+				// here-document works this way).
+				read = nil
+				continue
 			}
-		case <-sub.Done():
-			return m.end(st, tr, sub.RouterID(), sub.Err())
-		case err := <-r.ended:
+			if !w.close() {
+				return w.result
+			}
 			if errors.Is(err, errOverBudget) {
 				m.overBudget.Add(1)
 				m.logAbuse(&m.budgetLog, "monitor stream ended: over its frame budget", st, err)
 			}
 			return m.endRead(st, tr, sub.RouterID(), err)
 		case <-ctx.Done():
+			w.close()
 			return ctx.Err()
 		}
 	}
@@ -205,7 +237,7 @@ func (m *Monitor) firstFrame(ctx context.Context, st *stream, r *receiver) (*pb.
 	timer := m.opts.Clock.NewTimer(m.opts.Clock.Now().Add(m.opts.FirstFrameTimeout))
 	defer timer.Stop()
 	select {
-	case in := <-r.first:
+	case in := <-r.first():
 		switch {
 		case errors.Is(in.err, io.EOF):
 			return nil, nil // closed before any frame

@@ -48,9 +48,12 @@ func (r *fakeRegistrar) Register(routerID string, intervalMs, leaseMs int64) (Ro
 // fakeSession is a RouterSession driven through channels: the test sends
 // reports, ends the session with end, and reads every call the handler made
 // from calls. update and reregister, when set, decide those calls' results.
+// Like the core's outbox it holds one report and notifies after the fact.
 type fakeSession struct {
 	id         string
 	reports    chan *domain.Report
+	notifyMu   sync.Mutex
+	notify     func()
 	done       chan struct{}
 	err        error // written before done closes
 	calls      chan string
@@ -62,7 +65,7 @@ type fakeSession struct {
 
 func newFakeSession(id string) *fakeSession {
 	return &fakeSession{
-		id: id, reports: make(chan *domain.Report), done: make(chan struct{}),
+		id: id, reports: make(chan *domain.Report, 1), done: make(chan struct{}),
 		calls: make(chan string, 16), closed: make(chan struct{}),
 	}
 }
@@ -71,6 +74,22 @@ func (s *fakeSession) RouterID() string               { return s.id }
 func (s *fakeSession) Reports() <-chan *domain.Report { return s.reports }
 func (s *fakeSession) Done() <-chan struct{}          { return s.done }
 func (s *fakeSession) Err() error                     { return s.err }
+
+func (s *fakeSession) Notify(f func()) {
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
+	s.notify = f
+}
+
+// wake calls what the handler gave Notify, if it gave anything yet.
+func (s *fakeSession) wake() {
+	s.notifyMu.Lock()
+	f := s.notify
+	s.notifyMu.Unlock()
+	if f != nil {
+		f()
+	}
+}
 
 func (s *fakeSession) KeepAlive() error {
 	s.calls <- "keep_alive"
@@ -99,6 +118,7 @@ func (s *fakeSession) Close() { s.closeOnce.Do(func() { close(s.closed) }) }
 func (s *fakeSession) end(err error) {
 	s.err = err
 	close(s.done)
+	s.wake()
 }
 
 func optional(p *int64) string {
@@ -130,25 +150,33 @@ type monitorTest struct {
 }
 
 // eachProtocol runs test once per client protocol, each against a fresh
-// handler whose registrar setup may adjust first.
+// handler whose registrar setup may adjust first; and once more per
+// protocol with the handler mounted without WithTransportInfo, where it
+// cannot wake its own read and reads in a second goroutine.
 func eachProtocol(t *testing.T, setup func(*fakeRegistrar), test func(m *monitorTest)) {
-	for _, p := range clientProtocols {
-		t.Run(p.name, func(t *testing.T) {
-			reg := &fakeRegistrar{sess: newFakeSession("r1"), calls: make(chan string, 16)}
-			if setup != nil {
-				setup(reg)
+	for _, mounted := range []bool{true, false} {
+		for _, p := range clientProtocols {
+			name := p.name
+			if !mounted {
+				name += "-without-transport-info"
 			}
-			srv := serve(t, mustMonitor(t, reg, MonitorOptions{}).Handler)
-			client := loadmonitorv1connect.NewLoadMonitorServiceClient(srv.Client(), srv.URL, p.opts...)
-			ctx, cancel := context.WithCancel(testContext(t))
-			m := &monitorTest{t: t, ctx: testContext(t), cancel: cancel, reg: reg, sess: reg.sess, st: client.Monitor(ctx)}
-			t.Cleanup(func() {
-				cancel()
-				_ = m.st.CloseRequest()
-				_ = m.st.CloseResponse()
+			t.Run(name, func(t *testing.T) {
+				reg := &fakeRegistrar{sess: newFakeSession("r1"), calls: make(chan string, 16)}
+				if setup != nil {
+					setup(reg)
+				}
+				srv := serveMounted(t, mustMonitor(t, reg, MonitorOptions{}).Handler, mounted)
+				client := loadmonitorv1connect.NewLoadMonitorServiceClient(srv.Client(), srv.URL, p.opts...)
+				ctx, cancel := context.WithCancel(testContext(t))
+				m := &monitorTest{t: t, ctx: testContext(t), cancel: cancel, reg: reg, sess: reg.sess, st: client.Monitor(ctx)}
+				t.Cleanup(func() {
+					cancel()
+					_ = m.st.CloseRequest()
+					_ = m.st.CloseResponse()
+				})
+				test(m)
 			})
-			test(m)
-		})
+		}
 	}
 }
 

@@ -231,6 +231,15 @@ func (s *fuzzSession) RouterID() string               { return s.id }
 func (s *fuzzSession) Reports() <-chan *domain.Report { return s.reports }
 func (s *fuzzSession) KeepAlive() error               { return nil }
 
+// Notify calls f once the session ended; its one report is there from the
+// start.
+func (s *fuzzSession) Notify(f func()) {
+	go func() {
+		<-s.it.closed
+		f()
+	}()
+}
+
 // Done ends the session once the router half-closed (the core would end
 // it some time later: LEASE_EXPIRED, REPLACED, SHUTTING_DOWN).
 func (s *fuzzSession) Done() <-chan struct{} { return s.it.closed }

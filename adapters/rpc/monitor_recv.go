@@ -17,44 +17,32 @@ type inbound struct {
 	err   error
 }
 
-// receiver is a stream's one reader, in a goroutine of its own from the
-// stream's start, so the handler can wait for the first frame with a
-// deadline and a shutdown signal. Each frame spends from the stream's
+// receiver reads a stream's frames. Each frame spends from the stream's
 // budget here, before anything else sees it: a flood costs the flooding
 // stream's own goroutine and nothing more.
 type receiver struct {
 	st     *stream
 	budget *rate.Limiter
 	opts   *MonitorOptions
-
-	first chan inbound       // capacity 1: the first frame or error
-	sess  chan RouterSession // capacity 1: the session, once registered
-	quit  chan struct{}      // closed when the handler returns
-	ended chan error         // capacity 1: the last word after registration
 }
 
 func (m *Monitor) newReceiver(st *stream) *receiver {
 	return &receiver{
 		st: st, opts: &m.opts,
 		budget: rate.NewLimiter(rate.Limit(m.opts.MaxFramesPerSecond), m.opts.FrameBurst),
-		first:  make(chan inbound, 1), sess: make(chan RouterSession, 1),
-		quit: make(chan struct{}), ended: make(chan error, 1),
 	}
 }
 
-// run reads the first frame, then, once the handler registered the
-// router, relays the rest to the session.
-func (r *receiver) run() {
-	f, err := r.next()
-	r.first <- inbound{f, err}
-	if err != nil {
-		return
-	}
-	select {
-	case sub := <-r.sess:
-		r.relay(sub)
-	case <-r.quit:
-	}
+// first reads the first frame in a goroutine of its own, so the handler
+// can wait for it with a deadline and a shutdown signal; the goroutine
+// ends with that one read.
+func (r *receiver) first() <-chan inbound {
+	ch := make(chan inbound, 1)
+	go func() {
+		f, err := r.next()
+		ch <- inbound{f, err}
+	}()
+	return ch
 }
 
 // next reads one frame and charges it to the stream's budget. Its errors:
@@ -93,42 +81,31 @@ func inboundError(err error) error {
 	return err
 }
 
-// relay applies the router's frames to its session until stop, half-close,
-// an invalid frame or a transport error, and reports all but half-close on
-// ended.
-func (r *receiver) relay(sub RouterSession) {
+// relay applies the router's frames to its session until stop (nil),
+// half-close (io.EOF), an invalid frame or over-budget stream (a
+// *domain.Error) or a transport error, and returns which.
+func (r *receiver) relay(sub RouterSession) error {
 	for {
 		f, err := r.next()
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				// Half-closed: the router can no longer renew, but the
-				// session lives until its lease runs out (grpcurl with a
-				// here-document works this way).
-				return
-			}
-			r.ended <- err
-			return
+			return err
 		}
 		switch p := f.GetPayload().(type) {
 		case *pb.RouterFrame_KeepAlive:
 			_ = sub.KeepAlive() // an ended session shows on Done
 		case *pb.RouterFrame_UpdateConfig:
 			if _, err := sub.Update(optionalInt(p.UpdateConfig.ReportIntervalMs), optionalInt(p.UpdateConfig.LeaseTtlMs)); isArgumentError(err) {
-				r.ended <- err
-				return
+				return err
 			}
 		case *pb.RouterFrame_Register:
 			reg := p.Register
 			if _, err := sub.Reregister(reg.GetRouterId(), reg.GetReportIntervalMs(), reg.GetLeaseTtlMs()); isArgumentError(err) {
-				r.ended <- err
-				return
+				return err
 			}
 		case *pb.RouterFrame_Stop:
-			r.ended <- nil
-			return
+			return nil
 		default:
-			r.ended <- domain.Errorf(domain.CodeInvalidArgument, "router frame has no payload")
-			return
+			return domain.Errorf(domain.CodeInvalidArgument, "router frame has no payload")
 		}
 	}
 }

@@ -272,7 +272,8 @@ func (m *monitorTest) deliver(rep *domain.Report) {
 	m.t.Helper()
 	select {
 	case m.sess.reports <- rep:
+		m.sess.wake()
 	case <-m.ctx.Done():
-		m.t.Fatalf("the handler never took the report: %v", m.ctx.Err())
+		m.t.Fatalf("the handler never took the report before: %v", m.ctx.Err())
 	}
 }

@@ -71,6 +71,31 @@ func (t *transport) setWriteDeadline(at time.Time) bool {
 	return t.rc != nil && t.rc.SetWriteDeadline(at) == nil
 }
 
+// canInterruptRead reports whether interruptRead works on this stream.
+func (t *transport) canInterruptRead() bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.rc != nil && t.rc.SetReadDeadline(time.Time{}) == nil
+}
+
+// interruptRead makes a read of the request body in progress, and every
+// later one, fail at once; it reports whether it could. Monitor uses it to
+// wake its handler, which reads the router's frames itself, when the
+// session ended.
+func (t *transport) interruptRead() bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// A deadline in the past closes the body at once (HTTP/2); the stream
+	// can still be written.
+	return t.rc != nil && t.rc.SetReadDeadline(time.Unix(1, 0)) == nil
+}
+
 // clientSubject is the subject of the client's verified certificate, or
 // "" without mutual TLS.
 func (t *transport) clientSubject() string {

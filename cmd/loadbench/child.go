@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -91,6 +92,21 @@ func serveChild(ctx context.Context, o options) error {
 	statsMux := http.NewServeMux()
 	statsMux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, engine.pulls.Load()) })
 	statsMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	statsMux.Handle("/debug/pprof/heap", pprof.Handler("heap"))
+	statsMux.Handle("/debug/pprof/goroutine", pprof.Handler("goroutine"))
+	statsMux.HandleFunc("/debug/memstats", func(w http.ResponseWriter, _ *http.Request) {
+		// As found, then after a collection: stacks shrink and garbage
+		// goes only then, so the second is what the streams hold.
+		for _, when := range []string{"as found", "after GC"} {
+			if when == "after GC" {
+				runtime.GC()
+			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			fmt.Fprintf(w, "%s: heap_inuse %d heap_alloc %d stack_inuse %d sys %d goroutines %d\n",
+				when, ms.HeapInuse, ms.HeapAlloc, ms.StackInuse, ms.Sys, runtime.NumGoroutine())
+		}
+	})
 	go func() { _ = http.Serve(stats, statsMux) }()
 	fmt.Printf("listening %s %s\n", addr, stats.Addr())
 	<-ctx.Done()

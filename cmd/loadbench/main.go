@@ -50,7 +50,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.ranks, "ranks", 8, "DP ranks of the instant engine")
 	fs.StringVar(&o.peer, "peer", "orca", "what ours is compared with: orca (grpc-go server shaped like ORCA's service) or perstream (the same on connect and net/http)")
 	fs.BoolVar(&o.suite, "suite", false, "run every scenario (100 × 100 ms; 1 000 × 100 ms over 1 and 10 connections; 10 000 × 1 s over 100) and print the targets")
-	fs.StringVar(&o.profile, "profile", "", "write a CPU profile of loadreporter's measured window to this file (with --suite: one per scenario, suffixed)")
+	fs.StringVar(&o.profile, "profile", "", "write a CPU profile of loadreporter's measured window to this file, and its heap profile and memory statistics just before the window to FILE.heap and FILE.mem (with --suite: one set per scenario, suffixed)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "the same as --profile")
 	fs.StringVar(&o.child, "child", "", "internal: serve as the child process (ours, orca or perstream)")
 	if err := fs.Parse(args); err != nil {

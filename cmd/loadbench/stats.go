@@ -74,4 +74,24 @@ func saveProfile(statsAddr string, d time.Duration, path string) {
 	}
 }
 
+// saveMemory writes the server's heap profile to path+".heap" and its
+// memory statistics (heap, stacks, goroutines; as found and after a
+// collection) to path+".mem", to see what a stream's memory is made of.
+func saveMemory(statsAddr, path string) {
+	for _, f := range []struct{ url, suffix string }{
+		{"/debug/memstats", ".mem"}, {"/debug/pprof/heap", ".heap"}, // the profile of the memstats' collection
+	} {
+		resp, err := http.Get("http://" + statsAddr + f.url)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "memory:", err)
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err := os.WriteFile(path+f.suffix, b, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "memory:", err)
+		}
+	}
+}
+
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -42,6 +42,11 @@ func (l *Loop) Subscribe(o session.Options) (*Subscription, error) {
 // Reports yields the session's latest undelivered report.
 func (sub *Subscription) Reports() <-chan *domain.Report { return sub.s.Outbox().Reports() }
 
+// Notify makes the session call f whenever a report is waiting in Reports
+// or the session ended. f runs on the fire loop's goroutine with its lock
+// held, so it must not block.
+func (sub *Subscription) Notify(f func()) { sub.s.Outbox().Notify(f) }
+
 // Done is closed when the session ended; Err says why.
 func (sub *Subscription) Done() <-chan struct{} { return sub.s.Outbox().Done() }
 

@@ -19,6 +19,20 @@ type Outbox struct {
 	endOnce sync.Once
 	endErr  error
 	dropped atomic.Uint64
+	notify  atomic.Pointer[func()]
+}
+
+// Notify makes every Offer and the outbox's end call f once the report is
+// readable or Done is closed, so a transport can start writing only when
+// there is something to write instead of keeping a goroutine waiting.
+// f runs on the fire loop's goroutine, with its lock held: it must not
+// block. A later call replaces f.
+func (o *Outbox) Notify(f func()) { o.notify.Store(&f) }
+
+func (o *Outbox) wake() {
+	if f := o.notify.Load(); f != nil {
+		(*f)()
+	}
 }
 
 // NewOutbox returns an empty, open outbox.
@@ -31,6 +45,7 @@ func NewOutbox() *Outbox {
 func (o *Outbox) Offer(r *domain.Report) (dropped bool) {
 	select {
 	case o.reports <- r:
+		o.wake()
 		return false
 	default:
 	}
@@ -42,6 +57,7 @@ func (o *Outbox) Offer(r *domain.Report) (dropped bool) {
 	}
 	// Single producer: the buffer is empty now.
 	o.reports <- r
+	o.wake()
 	return dropped
 }
 
@@ -70,5 +86,6 @@ func (o *Outbox) end(err error) {
 	o.endOnce.Do(func() {
 		o.endErr = err
 		close(o.done)
+		o.wake()
 	})
 }

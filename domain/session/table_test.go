@@ -1,6 +1,8 @@
 package session
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,6 +154,39 @@ func TestOutboxLatestWins(t *testing.T) {
 	case r := <-o.Reports():
 		t.Fatalf("outbox held more than one report: %d", r.SequenceID)
 	default:
+	}
+}
+
+// Notify tells the reader after the fact: when it runs, the report is
+// already readable and Done already closed, so a reader woken by it finds
+// what woke it.
+func TestOutboxNotifiesAfterEachOfferAndTheEnd(t *testing.T) {
+	o := NewOutbox()
+	var seen []string
+	o.Notify(func() {
+		select {
+		case <-o.Done():
+			seen = append(seen, "done")
+			return
+		default:
+		}
+		select {
+		case r := <-o.Reports():
+			seen = append(seen, fmt.Sprint(r.SequenceID))
+		default:
+			seen = append(seen, "nothing")
+		}
+	})
+	o.Offer(report(1))
+	o.Offer(report(2))
+	tb := NewTable(DefaultLimits(), Aligned, epoch)
+	s, _, _ := tb.Add(Options{Kind: KindWatch, Name: "w", Config: Config{Interval: time.Second}, NoLease: true}, epoch)
+	s.Outbox().Notify(func() { seen = append(seen, "ended") })
+	tb.Remove(s, nil)
+	o.end(nil)
+	o.end(nil) // only the first end counts
+	if got := strings.Join(seen, " "); got != "1 2 ended done" {
+		t.Fatalf("notified with %q, want %q", got, "1 2 ended done")
 	}
 }
 

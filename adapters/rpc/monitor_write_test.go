@@ -1,0 +1,61 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"runtime/pprof"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
+)
+
+// monitorGoroutines counts the goroutines running Monitor's code.
+func monitorGoroutines() int {
+	var b bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+	n := 0
+	for _, g := range strings.Split(b.String(), "\n\n") {
+		for _, fn := range []string{"rpc.(*Monitor).", "rpc.(*receiver).", "rpc.(*writer)."} {
+			if strings.Contains(g, fn) {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// TestMonitorStreamHoldsOneGoroutine: a registered router between reports
+// costs its stream one goroutine, the handler's, which reads the router's
+// frames; a report is written by a goroutine that lives only while it is
+// sent.
+func TestMonitorStreamHoldsOneGoroutine(t *testing.T) {
+	for _, p := range clientProtocols {
+		t.Run(p.name, func(t *testing.T) {
+			reg := &fakeRegistrar{sess: newFakeSession("r1"), calls: make(chan string, 16)}
+			srv := serveMounted(t, mustMonitor(t, reg, MonitorOptions{}).Handler, true)
+			ctx, cancel := context.WithCancel(testContext(t))
+			defer cancel()
+			client := loadmonitorv1connect.NewLoadMonitorServiceClient(srv.Client(), srv.URL, p.opts...)
+			m := &monitorTest{t: t, ctx: testContext(t), cancel: cancel, reg: reg, sess: reg.sess, st: client.Monitor(ctx)}
+			defer func() { _ = m.st.CloseResponse() }()
+			m.register()
+			for range 3 {
+				m.livesOn()
+			}
+			m.send(keepAliveFrame)
+			m.wait(m.sess.calls, "keep_alive")
+			for n := monitorGoroutines(); n != 1; n = monitorGoroutines() {
+				select {
+				case <-m.ctx.Done():
+					t.Fatalf("an idle registered stream holds %d goroutines, want 1", n)
+				case <-time.After(time.Millisecond):
+				}
+			}
+			m.sess.end(nil)
+			m.endsOK()
+		})
+	}
+}
