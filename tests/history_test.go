@@ -2,16 +2,13 @@ package tests
 
 import (
 	"bytes"
-	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,48 +16,11 @@ import (
 	"time"
 
 	"github.com/PuerkitoBio/goquery"
-	"github.com/jackc/pgx/v5"
 
+	"github.com/loadreporter/loadreporter/adapters/store/postgres/pgtest"
 	lrcli "github.com/loadreporter/loadreporter/cmd/loadreporter/cli"
 	"github.com/loadreporter/loadreporter/web/audittable"
 )
-
-// databaseURL returns a PostgreSQL URL whose search_path is a fresh schema
-// dropped at cleanup, or skips (fails under CI=true) when none is reachable.
-func databaseURL(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("DATABASE_URL")
-	if base == "" {
-		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL unreachable at DATABASE_URL=%s under CI: %v", base, err)
-		}
-		t.Skipf("PostgreSQL unreachable (%v): start it, or set DATABASE_URL, to run this test", err)
-	}
-	schema := fmt.Sprintf("lr_e2e_%d", rand.Uint32())
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	_ = conn.Close(ctx)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if c, err := pgx.Connect(ctx, base); err == nil {
-			_, _ = c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-			_ = c.Close(ctx)
-		}
-	})
-	sep := "?"
-	if strings.Contains(base, "?") {
-		sep = "&"
-	}
-	return base + sep + "search_path=" + schema
-}
 
 // checkOutage checks an audit row of the outage TestOutageAudit causes,
 // by column name.
@@ -101,7 +61,7 @@ func TestOutageAudit(t *testing.T) {
 			c := testConfig()
 			c.HistoryInterval = 100 * time.Millisecond
 			if store == "postgres" {
-				c.DatabaseURL = databaseURL(t)
+				c.DatabaseURL = freshDatabase(t)
 			}
 			m := startMain(t, c, nil)
 			sim := m.Engine().Sim
@@ -279,7 +239,7 @@ func TestOutageAudit(t *testing.T) {
 func TestDashboardOverPostgreSQL(t *testing.T) {
 	c := testConfig()
 	c.HistoryInterval = 100 * time.Millisecond
-	c.DatabaseURL = databaseURL(t)
+	c.DatabaseURL = freshDatabase(t)
 	m := startMain(t, c, nil)
 	sim := m.Engine().Sim
 	ctx := testCtx(t, 20*time.Second)
@@ -326,4 +286,11 @@ func TestDashboardOverPostgreSQL(t *testing.T) {
 		rows := page("/audit?query=outages&last=10m").Find(`[data-testid="result-row"]`)
 		return rows.Length() == 1 && strings.Contains(rows.Text(), "UNREACHABLE") && !strings.Contains(rows.Text(), audittable.OngoingText)
 	})
+}
+
+// freshDatabase is a URL to a fresh schema, dropped at cleanup.
+func freshDatabase(t *testing.T) string {
+	t.Helper()
+	u, _ := pgtest.FreshSchema(t)
+	return u
 }

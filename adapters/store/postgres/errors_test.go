@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
+	"github.com/loadreporter/loadreporter/adapters/store/postgres/pgtest"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
 )
@@ -32,7 +33,7 @@ func TestMissingSchema(t *testing.T) {
 // and not in the message (what a peer sees), and says the schema is
 // missing.
 func TestErrorsKeepTheirCause(t *testing.T) {
-	dbURL, _ := freshSchema(t) // an empty schema: no history tables
+	dbURL, _ := pgtest.FreshSchema(t) // an empty schema: no history tables
 	s, err := postgres.Open(dbURL, postgres.Options{MaxConns: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/loadreporter/loadreporter/adapters/clock"
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
+	"github.com/loadreporter/loadreporter/adapters/store/postgres/pgtest"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/recorder"
 	"github.com/loadreporter/loadreporter/ports"
@@ -152,7 +153,7 @@ func (o *faultObserver) Dropped(n int, _ ports.DropReason) { o.dropped.Add(int64
 
 func proxiedURL(t *testing.T, proxyAddr, schema string) string {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(baseURL())
+	cfg, err := pgx.ParseConfig(pgtest.BaseURL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func proxiedURL(t *testing.T, proxyAddr, schema string) string {
 // database exactly once, with all its ranks.
 func TestWriterSurvivesCutConnections(t *testing.T) {
 	direct, schema := newStore(t)
-	cfg, err := pgx.ParseConfig(baseURL())
+	cfg, err := pgx.ParseConfig(pgtest.BaseURL())
 	if err != nil {
 		t.Fatal(err)
 	}

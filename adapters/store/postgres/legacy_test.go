@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
+	"github.com/loadreporter/loadreporter/adapters/store/postgres/pgtest"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
 )
@@ -54,7 +55,7 @@ func legacyPartitions(ctx context.Context, pool *pgxpool.Pool, days ...time.Time
 // tables and the daily partitions of the benchmark's reports.
 func newLegacyStore(ctx context.Context, t testing.TB) *legacyStore {
 	t.Helper()
-	dbURL, _ := freshSchema(t)
+	dbURL, _ := pgtest.FreshSchema(t)
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
+	"github.com/loadreporter/loadreporter/adapters/store/postgres/pgtest"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports"
@@ -92,7 +93,7 @@ func answers(ctx context.Context, t *testing.T, s ports.HistoryQuery) []string {
 }
 
 func TestMigrateTakesOverTheOldRunnersSchema(t *testing.T) {
-	dbURL, _ := freshSchema(t)
+	dbURL, _ := pgtest.FreshSchema(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	migrateTheOldWay(ctx, t, dbURL)
@@ -176,7 +177,7 @@ func TestMigrateTakesOverTheOldRunnersSchema(t *testing.T) {
 }
 
 func TestMigrateOnOneConnection(t *testing.T) {
-	dbURL, _ := freshSchema(t)
+	dbURL, _ := pgtest.FreshSchema(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dbURL)
@@ -206,7 +207,7 @@ func equalState(t *testing.T, what string, got, want []string) {
 // packs), that they sit in the day's partitions, that every query answers
 // as 0001's code did, and that 0003's Down gives back 0002's rows.
 func TestMigrate0003MovesRankValues(t *testing.T) {
-	dbURL, _ := freshSchema(t)
+	dbURL, _ := pgtest.FreshSchema(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	pool, err := pgxpool.New(ctx, dbURL)

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
+	"github.com/loadreporter/loadreporter/adapters/store/postgres/pgtest"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports/porttest"
@@ -20,7 +22,7 @@ import (
 // default postgres://postgres@127.0.0.1:5432/test). Each test works in its
 // own schema.
 func TestHistoryContract(t *testing.T) {
-	requireDatabase(t)
+	pgtest.Require(t)
 	porttest.HistoryStore(t, func(t *testing.T) porttest.Store {
 		s, _ := newStore(t)
 		return s
@@ -28,7 +30,7 @@ func TestHistoryContract(t *testing.T) {
 }
 
 func TestMigrateIsIdempotentAndSafeToRace(t *testing.T) {
-	dbURL, _ := freshSchema(t)
+	dbURL, _ := pgtest.FreshSchema(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	ms, err := postgres.Migrations()

@@ -2,9 +2,6 @@ package app
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
+
+	"github.com/loadreporter/loadreporter/adapters/store/postgres/pgtest"
 )
 
 // TestWhatProvidersOpenIsReleased: the engine, the PostgreSQL pool and the
@@ -40,7 +39,7 @@ func TestWhatProvidersOpenIsReleased(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			url, appName := databaseURL(t)
+			url, appName := pgtest.FreshSchema(t)
 			c := DefaultConfig()
 			c.Listen, c.LogLevel, c.DatabaseURL = "127.0.0.1:0", "error", url
 			run(t, c)
@@ -52,41 +51,6 @@ func TestWhatProvidersOpenIsReleased(t *testing.T) {
 	}
 }
 
-// databaseURL returns a URL to a fresh schema, dropped at cleanup, whose
-// connections carry a name of their own; it skips (fails under CI=true)
-// when PostgreSQL is unreachable.
-func databaseURL(t *testing.T) (url, appName string) {
-	t.Helper()
-	base := baseURL()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL unreachable at DATABASE_URL=%s under CI: %v", base, err)
-		}
-		t.Skipf("PostgreSQL unreachable (%v): start it, or set DATABASE_URL, to run this test", err)
-	}
-	defer conn.Close(ctx)
-	schema := fmt.Sprintf("lr_app_%d", rand.Uint32())
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if c, err := pgx.Connect(ctx, base); err == nil {
-			_, _ = c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-			_ = c.Close(ctx)
-		}
-	})
-	sep := "?"
-	if strings.Contains(base, "?") {
-		sep = "&"
-	}
-	return base + sep + "search_path=" + schema + "&application_name=" + schema, schema
-}
-
 // connections counts the server's backends named appName, waiting (within
 // a deadline) for closed ones to go: a backend ends shortly after its
 // client hangs up.
@@ -94,7 +58,7 @@ func connections(t *testing.T, appName string) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, baseURL())
+	conn, err := pgx.Connect(ctx, pgtest.BaseURL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,11 +78,4 @@ func connections(t *testing.T, appName string) int {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-func baseURL() string {
-	if u := os.Getenv("DATABASE_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 }

@@ -2,59 +2,14 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/loadreporter/loadreporter/adapters/store/postgres/pgtest"
 )
-
-// testDatabase returns the test database's URL with search_path set to
-// schema, or skips (fails under CI=true) when PostgreSQL is unreachable.
-// With create, the schema is created empty and dropped when t ends.
-func testDatabase(t *testing.T, schema string, create bool) string {
-	t.Helper()
-	base := os.Getenv("DATABASE_URL")
-	if base == "" {
-		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL unreachable at DATABASE_URL=%s under CI: %v", base, err)
-		}
-		t.Skipf("PostgreSQL unreachable (%v)", err)
-	}
-	defer func() { _ = conn.Close(ctx) }()
-	if create {
-		id := pgx.Identifier{schema}.Sanitize()
-		if _, err := conn.Exec(ctx, "CREATE SCHEMA "+id); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if c, err := pgx.Connect(ctx, base); err == nil {
-				_, _ = c.Exec(ctx, "DROP SCHEMA "+id+" CASCADE")
-				_ = c.Close(ctx)
-			}
-		})
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Skipf("DATABASE_URL is not a URL: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
 
 // runAudit runs `loadreporter audit args…` and returns what it printed.
 func runAudit(t *testing.T, args ...string) (string, error) {
@@ -82,7 +37,7 @@ func auditErr(t *testing.T, args ...string) string {
 // TestAuditGapsFromTheDatabase: asked of the database directly, gaps
 // needs no interval: it is serve's default --history-interval.
 func TestAuditGapsFromTheDatabase(t *testing.T) {
-	dbURL := testDatabase(t, fmt.Sprintf("lrcli_gaps_%d", time.Now().UnixNano()), true)
+	dbURL, _ := pgtest.FreshSchema(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := Migrate(ctx, dbURL, io.Discard); err != nil {
@@ -119,7 +74,8 @@ func TestAuditHistoryIntervalFlag(t *testing.T) {
 // names the driver's cause on one line, never the password, and a missing
 // schema says how to create it.
 func TestAuditDatabaseErrorsSayWhy(t *testing.T) {
-	dbURL := testDatabase(t, "lr_no_such_schema", false)
+	pgtest.Require(t)
+	dbURL := pgtest.WithSearchPath(pgtest.BaseURL(), "lr_no_such_schema")
 	u, _ := url.Parse(dbURL)
 	u.User = url.UserPassword(u.User.Username(), "s3cret-pw") // trust: accepted, ignored
 	withPassword := u.String()
