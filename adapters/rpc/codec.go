@@ -125,5 +125,5 @@ func (jsonCodec) Unmarshal(b []byte, m any) error {
 // codecOptions replaces connect's codecs on every handler of the package.
 func codecOptions() connect.HandlerOption {
 	return connect.WithHandlerOptions(connect.WithCodec(binaryCodec{}),
-		connect.WithCodec(jsonCodec{"json"}), connect.WithCodec(jsonCodec{"json; charset=utf-8"}))
+		connect.WithCodec(jsonCodec{"json"}), connect.WithCodec(jsonCodec{"json; charset=utf-8"}), gzipOptions())
 }

@@ -11,6 +11,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	// Registered, the gzip codec makes every router stream accept gzip, as
+	// connect-go clients do by default and tonic routers can: the server then
+	// decides what to compress, and pays for it.
+	_ "google.golang.org/grpc/encoding/gzip"
 
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"

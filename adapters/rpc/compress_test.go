@@ -1,0 +1,142 @@
+package rpc
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/binary"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
+)
+
+// TestFanoutGzipCompressesOncePerMessage: streams sending the same bytes
+// share one compression; other bytes are compressed anew; every output
+// decompresses to its input.
+func TestFanoutGzipCompressesOncePerMessage(t *testing.T) {
+	g := &fanoutGzip{}
+	report := bytes.Repeat([]byte("rank 7 token_usage 0.25 "), 200)
+	other := bytes.Repeat([]byte("rank 3 token_usage 0.75 "), 200)
+	var outs [][]byte
+	for _, in := range [][]byte{report, report, report, other, report} {
+		c := g.newCompressor()
+		var dst bytes.Buffer
+		c.Reset(&dst)
+		if _, err := c.Write(in); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := gunzip(t, dst.Bytes()); !bytes.Equal(got, in) {
+			t.Fatalf("decompressed %d bytes, not the %d written", len(got), len(in))
+		}
+		outs = append(outs, dst.Bytes())
+	}
+	if n := g.compress.Load(); n != 3 {
+		t.Errorf("%d compressions for report ×3, other, report: want 3 (the repeats copy)", n)
+	}
+	if !bytes.Equal(outs[0], outs[2]) {
+		t.Error("a repeat of the same bytes went out differently")
+	}
+}
+
+// TestMonitorCompressesOnlyLargeReports: a client that accepts gzip
+// (connect-go's default) gets a report of a few ranks uncompressed — gzip
+// would cost more than the rest of its delivery — and a report of
+// thousands of ranks compressed; both decode to the report sent.
+func TestMonitorCompressesOnlyLargeReports(t *testing.T) {
+	for _, p := range clientProtocols {
+		t.Run(p.name, func(t *testing.T) {
+			reg := &fakeRegistrar{sess: newFakeSession("r1"), calls: make(chan string, 16)}
+			var wire capture
+			srv := serveMounted(t, func(o ...connect.HandlerOption) (string, http.Handler) {
+				route, h := mustMonitor(t, reg, MonitorOptions{}).Handler(o...)
+				return route, wire.around(h)
+			}, true)
+			client := loadmonitorv1connect.NewLoadMonitorServiceClient(srv.Client(), srv.URL, p.opts...)
+			ctx, cancel := context.WithCancel(testContext(t))
+			m := &monitorTest{t: t, ctx: testContext(t), cancel: cancel, reg: reg, sess: reg.sess, st: client.Monitor(ctx)}
+			defer func() { cancel(); _ = m.st.CloseResponse() }()
+			m.register()
+			for _, rep := range []*domain.Report{sampleReport(), hugeReport()} {
+				m.deliver(rep)
+				if got := m.recv().GetReport(); !proto.Equal(got, ReportToProto(rep)) {
+					t.Fatalf("a report of %d ranks did not arrive intact", len(rep.Ranks))
+				}
+			}
+			flags := wire.flags(t, 3) // the ack, the small report, the huge one
+			if flags[0]&1 != 0 || flags[1]&1 != 0 {
+				t.Errorf("the ack or a report of %d rank(s) went out compressed (flags %v)", len(sampleReport().Ranks), flags)
+			}
+			if flags[2]&1 == 0 {
+				t.Errorf("a report of %d ranks went out uncompressed (flags %v)", len(hugeReport().Ranks), flags)
+			}
+		})
+	}
+}
+
+// capture records the bytes a handler writes.
+type capture struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (c *capture) around(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(&captureWriter{ResponseWriter: w, c: c}, r)
+	})
+}
+
+// flags returns the flag bytes of the first n envelopes written.
+func (c *capture) flags(t *testing.T, n int) []byte {
+	t.Helper()
+	c.mu.Lock()
+	b := bytes.Clone(c.buf.Bytes())
+	c.mu.Unlock()
+	var out []byte
+	for len(out) < n {
+		if len(b) < 5 {
+			t.Fatalf("only %d envelopes written, want %d", len(out), n)
+		}
+		size := int(binary.BigEndian.Uint32(b[1:5]))
+		out = append(out, b[0])
+		b = b[min(len(b), 5+size):]
+	}
+	return out
+}
+
+type captureWriter struct {
+	http.ResponseWriter
+	c *capture
+}
+
+func (w *captureWriter) Write(p []byte) (int, error) {
+	w.c.mu.Lock()
+	w.c.buf.Write(p)
+	w.c.mu.Unlock()
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *captureWriter) Flush()                      { w.ResponseWriter.(http.Flusher).Flush() }
+func (w *captureWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func gunzip(t *testing.T, b []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
