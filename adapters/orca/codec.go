@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/loadreporter/loadreporter/adapters/internal/fanoutgzip"
 	"github.com/loadreporter/loadreporter/domain"
 )
 
@@ -97,12 +98,8 @@ func (jsonCodec) Unmarshal(b []byte, m any) error {
 	return protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, m.(proto.Message))
 }
 
-// compressMinBytes: an OrcaLoadReport is a few hundred bytes, which gzip
-// barely shrinks at a cost per stream larger than the rest of its delivery.
-const compressMinBytes = 1 << 10
-
 func codecOptions() connect.HandlerOption {
 	return connect.WithHandlerOptions(connect.WithCodec(binaryCodec{}),
 		connect.WithCodec(jsonCodec{"json"}), connect.WithCodec(jsonCodec{"json; charset=utf-8"}),
-		connect.WithCompressMinBytes(compressMinBytes))
+		fanoutgzip.Options())
 }

@@ -1,7 +1,10 @@
 package orca
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -13,8 +16,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/loadreporter/loadreporter/adapters/internal/fanoutgzip"
 	"github.com/loadreporter/loadreporter/domain/session"
 )
 
@@ -167,5 +172,49 @@ func TestConnectJSONClient(t *testing.T) {
 		if r := st.Msg(); r.ApplicationUtilization != 0.5 || r.RpsFractional != 4 || r.NamedMetrics["status"] != 1 {
 			t.Fatalf("report %v", r)
 		}
+	}
+}
+
+// TestSmallReportsGoUncompressed: a client that accepts gzip still gets an
+// OrcaLoadReport under fanoutgzip.MinBytes (one rank's) uncompressed (the
+// envelope's flag says so): gzip per stream would cost more than the rest
+// of its delivery. Larger ones are compressed once per fire (fanoutgzip).
+func TestSmallReportsGoUncompressed(t *testing.T) {
+	ctx := testContext(t, 10*time.Second)
+	eng := &engine{ranks: 1}
+	eng.set(modeHealthy, 0.5)
+	svc, err := New(startLoop(t, eng, session.DefaultLimits()), Options{NominalRPS: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serveH2C(t, mount(svc))
+	msg, err := proto.Marshal(&v3orcaservicepb.OrcaLoadReportRequest{ReportInterval: durationpb.New(10 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := append([]byte{0, 0, 0, 0, byte(len(msg))}, msg...)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+Procedure, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/connect+proto")
+	req.Header.Set("Connect-Accept-Encoding", "gzip")
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if enc := resp.Header.Get("Connect-Content-Encoding"); enc != "gzip" {
+		t.Fatalf("Connect-Content-Encoding %q: the server did not take up gzip, so the test proves nothing", enc)
+	}
+	prefix := make([]byte, 5)
+	if _, err := io.ReadFull(resp.Body, prefix); err != nil {
+		t.Fatal(err)
+	}
+	size := binary.BigEndian.Uint32(prefix[1:])
+	if prefix[0]&1 != 0 {
+		t.Errorf("a report of %d bytes went out compressed", size)
+	}
+	if size >= fanoutgzip.MinBytes {
+		t.Errorf("the report has %d bytes: not a small one, the test proves nothing", size)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/loadreporter/loadreporter/adapters/internal/fanoutgzip"
 	"github.com/loadreporter/loadreporter/domain"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 )
@@ -125,5 +126,5 @@ func (jsonCodec) Unmarshal(b []byte, m any) error {
 // codecOptions replaces connect's codecs on every handler of the package.
 func codecOptions() connect.HandlerOption {
 	return connect.WithHandlerOptions(connect.WithCodec(binaryCodec{}),
-		connect.WithCodec(jsonCodec{"json"}), connect.WithCodec(jsonCodec{"json; charset=utf-8"}), gzipOptions())
+		connect.WithCodec(jsonCodec{"json"}), connect.WithCodec(jsonCodec{"json; charset=utf-8"}), fanoutgzip.Options())
 }

@@ -2,10 +2,8 @@ package rpc
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/binary"
-	"io"
 	"net/http"
 	"sync"
 	"testing"
@@ -16,37 +14,6 @@ import (
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 )
-
-// TestFanoutGzipCompressesOncePerMessage: streams sending the same bytes
-// share one compression; other bytes are compressed anew; every output
-// decompresses to its input.
-func TestFanoutGzipCompressesOncePerMessage(t *testing.T) {
-	g := &fanoutGzip{}
-	report := bytes.Repeat([]byte("rank 7 token_usage 0.25 "), 200)
-	other := bytes.Repeat([]byte("rank 3 token_usage 0.75 "), 200)
-	var outs [][]byte
-	for _, in := range [][]byte{report, report, report, other, report} {
-		c := g.newCompressor()
-		var dst bytes.Buffer
-		c.Reset(&dst)
-		if _, err := c.Write(in); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if got := gunzip(t, dst.Bytes()); !bytes.Equal(got, in) {
-			t.Fatalf("decompressed %d bytes, not the %d written", len(got), len(in))
-		}
-		outs = append(outs, dst.Bytes())
-	}
-	if n := g.compress.Load(); n != 3 {
-		t.Errorf("%d compressions for report ×3, other, report: want 3 (the repeats copy)", n)
-	}
-	if !bytes.Equal(outs[0], outs[2]) {
-		t.Error("a repeat of the same bytes went out differently")
-	}
-}
 
 // TestMonitorCompressesOnlyLargeReports: a client that accepts gzip
 // (connect-go's default) gets a report of a few ranks uncompressed — gzip
@@ -127,16 +94,3 @@ func (w *captureWriter) Write(p []byte) (int, error) {
 
 func (w *captureWriter) Flush()                      { w.ResponseWriter.(http.Flusher).Flush() }
 func (w *captureWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-func gunzip(t *testing.T, b []byte) []byte {
-	t.Helper()
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}

@@ -1,4 +1,4 @@
-package rpc
+package fanoutgzip
 
 import (
 	"bytes"
@@ -10,11 +10,11 @@ import (
 	"connectrpc.com/connect"
 )
 
-// CompressMinBytes is the smallest message the handlers gzip for a client
-// that accepts it. A report of a few ranks is a few hundred bytes: gzip
-// saves little of it and would cost more CPU per stream (≈ 12 µs) than the
-// rest of its delivery.
-const CompressMinBytes = 1 << 10
+// MinBytes is the smallest message the handlers gzip for a client that
+// accepts it. A report of a few ranks is a few hundred bytes: gzip saves
+// little of it and would cost more CPU per stream (≈ 12 µs) than the rest
+// of its delivery.
+const MinBytes = 1 << 10
 
 // fanoutGzip is gzip with a memory of the last message it compressed.
 // Every stream of a fire sends the very same bytes, and connect compresses
@@ -31,12 +31,14 @@ type gzipped struct{ in, out []byte }
 
 func (g *fanoutGzip) newCompressor() connect.Compressor { return &fanoutCompressor{g: g} }
 
-// gzipOptions are the handlers' compression settings.
-func gzipOptions() connect.HandlerOption {
+// Options are the handler options that make gzip fan-out aware: messages
+// under MinBytes go uncompressed, larger ones are compressed about once
+// per fire. Each call makes its own memory, so give one to each handler.
+func Options() connect.HandlerOption {
 	g := &fanoutGzip{}
 	return connect.WithHandlerOptions(
 		connect.WithCompression("gzip", func() connect.Decompressor { return &gzip.Reader{} }, g.newCompressor),
-		connect.WithCompressMinBytes(CompressMinBytes))
+		connect.WithCompressMinBytes(MinBytes))
 }
 
 // gzip compresses in, or returns what it returned for the same bytes last.
