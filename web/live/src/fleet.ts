@@ -15,7 +15,7 @@
 // the server's time), so a browser whose clock is off still shows them
 // right.
 
-import { createClient, ConnectError } from "@connectrpc/connect";
+import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import {
   FleetService,
@@ -24,15 +24,11 @@ import {
   type WatchFleetResponse,
 } from "../gen/loadreporter/v1/fleet_pb";
 import { ReportStatus, type RankLoad } from "../gen/sglang/router/loadmonitor/v1/load_monitor_pb";
-import { byTestId, setText, sleep } from "./dom";
+import { byTestId, follow, setText, type IndicatorState } from "./dom";
 
-const minBackoffMs = 500;
-const maxBackoffMs = 15_000;
 // The server sends at least every 10 s (an empty message when the fleet is
 // quiet); three times that in silence means the connection is dead.
 const silenceMs = 30_000;
-
-type IndicatorState = "off" | "connecting" | "live" | "reconnecting";
 
 // stateName is the state as client.State names it (the server renders the
 // same names).
@@ -185,43 +181,14 @@ async function run(root: HTMLElement): Promise<void> {
   const base = new URL(".", location.href).href.replace(/\/$/, "");
   const client = createClient(FleetService, createConnectTransport({ baseUrl: base, useBinaryFormat: true }));
 
-  // Leaving the page ends the stream; a page restored from the
-  // back/forward cache starts afresh.
-  const leaving = new AbortController();
-  addEventListener("pagehide", () => leaving.abort());
-  addEventListener("pageshow", (e) => {
-    if (e.persisted) location.reload();
-  });
   setInterval(() => page.tickAges(), 1000);
-
-  let backoff = minBackoffMs;
-  let first = true;
-  while (!leaving.signal.aborted) {
-    page.indicator(first ? "connecting" : "reconnecting");
-    first = false;
-    const call = new AbortController();
-    const stop = () => call.abort();
-    leaving.signal.addEventListener("abort", stop);
-    let watchdog = setTimeout(stop, silenceMs);
-    try {
-      for await (const msg of client.watchFleet({}, { signal: call.signal })) {
-        clearTimeout(watchdog);
-        watchdog = setTimeout(stop, silenceMs);
-        backoff = minBackoffMs;
-        page.indicator("live");
-        page.render(msg);
-      }
-    } catch (e) {
-      if (!leaving.signal.aborted) console.warn("loadreporter: fleet stream ended:", ConnectError.from(e).message);
-    } finally {
-      clearTimeout(watchdog);
-      leaving.signal.removeEventListener("abort", stop);
-    }
-    if (leaving.signal.aborted) break;
-    page.indicator("reconnecting");
-    await sleep(backoff * (0.75 + Math.random() / 2), leaving.signal);
-    backoff = Math.min(backoff * 2, maxBackoffMs);
-  }
+  await follow(
+    "fleet stream",
+    (signal) => client.watchFleet({}, { signal }),
+    (msg) => page.render(msg),
+    (state) => page.indicator(state),
+    silenceMs,
+  );
 }
 
 const root = document.querySelector<HTMLElement>("[data-fleet-root]");

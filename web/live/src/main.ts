@@ -13,7 +13,7 @@
 //
 // Numbers are formatted like web/format.go; keep the two in step.
 
-import { createClient, ConnectError } from "@connectrpc/connect";
+import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { WatchService, type WatchResponse } from "../gen/loadreporter/v1/watch_pb";
 import {
@@ -22,12 +22,7 @@ import {
   type LoadReport,
   type RankLoad,
 } from "../gen/sglang/router/loadmonitor/v1/load_monitor_pb";
-import { byTestId, setText, sleep } from "./dom";
-
-const minBackoffMs = 500;
-const maxBackoffMs = 15_000;
-
-type IndicatorState = "off" | "connecting" | "live" | "reconnecting";
+import { byTestId, follow, setText, type IndicatorState } from "./dom";
 
 // Formatting, as in web/format.go.
 const intFmt = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
@@ -233,43 +228,14 @@ async function run(root: HTMLElement): Promise<void> {
   const base = new URL(".", location.href).href.replace(/\/$/, "");
   const client = createClient(WatchService, createConnectTransport({ baseUrl: base, useBinaryFormat: true }));
 
-  // Leaving the page ends the stream, so the server drops the session at
-  // once; a page restored from the back/forward cache starts afresh.
-  const leaving = new AbortController();
-  addEventListener("pagehide", () => leaving.abort());
-  addEventListener("pageshow", (e) => {
-    if (e.persisted) location.reload();
-  });
   setInterval(() => page.tickAge(), 1000);
-
-  let backoff = minBackoffMs;
-  let first = true;
-  while (!leaving.signal.aborted) {
-    page.indicator(first ? "connecting" : "reconnecting");
-    first = false;
-    const call = new AbortController();
-    const stop = () => call.abort();
-    leaving.signal.addEventListener("abort", stop);
-    let watchdog = setTimeout(stop, silenceMs);
-    try {
-      for await (const res of client.watch({ reportIntervalMs: BigInt(intervalMs) }, { signal: call.signal })) {
-        clearTimeout(watchdog);
-        watchdog = setTimeout(stop, silenceMs);
-        backoff = minBackoffMs;
-        page.indicator("live");
-        page.render(res);
-      }
-    } catch (e) {
-      if (!leaving.signal.aborted) console.warn("loadreporter: watch ended:", ConnectError.from(e).message);
-    } finally {
-      clearTimeout(watchdog);
-      leaving.signal.removeEventListener("abort", stop);
-    }
-    if (leaving.signal.aborted) break;
-    page.indicator("reconnecting");
-    await sleep(backoff * (0.75 + Math.random() / 2), leaving.signal);
-    backoff = Math.min(backoff * 2, maxBackoffMs);
-  }
+  await follow(
+    "watch",
+    (signal) => client.watch({ reportIntervalMs: BigInt(intervalMs) }, { signal }),
+    (msg) => page.render(msg),
+    (state) => page.indicator(state),
+    silenceMs,
+  );
 }
 
 const root = document.querySelector<HTMLElement>("[data-live-root]");
