@@ -19,7 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/loadreporter/loadreporter/adapters/internal/fanoutgzip"
+	"github.com/loadreporter/loadreporter/adapters/internal/fanout"
 	"github.com/loadreporter/loadreporter/domain/session"
 )
 
@@ -176,9 +176,9 @@ func TestConnectJSONClient(t *testing.T) {
 }
 
 // TestSmallReportsGoUncompressed: a client that accepts gzip still gets an
-// OrcaLoadReport under fanoutgzip.MinBytes (one rank's) uncompressed (the
+// OrcaLoadReport under fanout.MinBytes (one rank's) uncompressed (the
 // envelope's flag says so): gzip per stream would cost more than the rest
-// of its delivery. Larger ones are compressed once per fire (fanoutgzip).
+// of its delivery. Larger ones are compressed once per fire (adapters/internal/fanout).
 func TestSmallReportsGoUncompressed(t *testing.T) {
 	ctx := testContext(t, 10*time.Second)
 	eng := &engine{ranks: 1}
@@ -214,7 +214,7 @@ func TestSmallReportsGoUncompressed(t *testing.T) {
 	if prefix[0]&1 != 0 {
 		t.Errorf("a report of %d bytes went out compressed", size)
 	}
-	if size >= fanoutgzip.MinBytes {
+	if size >= fanout.MinBytes {
 		t.Errorf("the report has %d bytes: not a small one, the test proves nothing", size)
 	}
 }

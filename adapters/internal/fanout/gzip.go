@@ -1,4 +1,4 @@
-package fanoutgzip
+package fanout
 
 import (
 	"bytes"
@@ -31,10 +31,10 @@ type gzipped struct{ in, out []byte }
 
 func (g *fanoutGzip) newCompressor() connect.Compressor { return &fanoutCompressor{g: g} }
 
-// Options are the handler options that make gzip fan-out aware: messages
-// under MinBytes go uncompressed, larger ones are compressed about once
-// per fire. Each call makes its own memory, so give one to each handler.
-func Options() connect.HandlerOption {
+// gzipOptions make gzip fan-out aware: messages under MinBytes go
+// uncompressed, larger ones are compressed about once per fire. Each call
+// makes its own memory, so each handler has one.
+func gzipOptions() connect.HandlerOption {
 	g := &fanoutGzip{}
 	return connect.WithHandlerOptions(
 		connect.WithCompression("gzip", func() connect.Decompressor { return &gzip.Reader{} }, g.newCompressor),

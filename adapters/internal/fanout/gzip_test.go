@@ -1,4 +1,4 @@
-package fanoutgzip
+package fanout
 
 import (
 	"bytes"

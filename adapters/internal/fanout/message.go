@@ -1,0 +1,113 @@
+package fanout
+
+import (
+	"sync"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// Message is a protobuf message whose encodings are computed at most once,
+// so a report fanned out to a thousand streams is marshalled once per
+// codec. It is what a handler's stream sends.
+type Message struct {
+	msg      proto.Message
+	binOnce  sync.Once
+	bin      []byte
+	binErr   error
+	jsonOnce sync.Once
+	json     []byte
+	jsonErr  error
+}
+
+// NewMessage wraps m, which must not change afterwards.
+func NewMessage(m proto.Message) *Message { return &Message{msg: m} }
+
+// Proto is the message itself.
+func (f *Message) Proto() proto.Message { return f.msg }
+
+func (f *Message) binary() ([]byte, error) {
+	f.binOnce.Do(func() { f.bin, f.binErr = proto.Marshal(f.msg) })
+	return f.bin, f.binErr
+}
+
+func (f *Message) protoJSON() ([]byte, error) {
+	f.jsonOnce.Do(func() { f.json, f.jsonErr = protojson.Marshal(f.msg) })
+	return f.json, f.jsonErr
+}
+
+// Latest remembers the Message built for the latest key (a report): every
+// stream of a fire sends the same one, so one entry suffices.
+type Latest[K comparable] struct {
+	mu  sync.Mutex
+	key K
+	msg *Message
+}
+
+// Get returns the Message for key, built by build the first time.
+func (l *Latest[K]) Get(key K, build func() proto.Message) *Message {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.msg == nil || l.key != key {
+		l.key, l.msg = key, NewMessage(build())
+	}
+	return l.msg
+}
+
+// Unmarshal decodes a request into m, with whatever checks the service
+// wants on top of the encoding's.
+type Unmarshal func(b []byte, m proto.Message) error
+
+// Options are a handler's codecs and compression: connect's "proto" and
+// "json" codecs (under both of connect's names for JSON) that also send a
+// *Message as its cached encoding, decoding requests with the given
+// functions, and the fan-out aware gzip.
+func Options(binary, json Unmarshal) connect.HandlerOption {
+	return connect.WithHandlerOptions(connect.WithCodec(binaryCodec{binary}),
+		connect.WithCodec(jsonCodec{"json", json}), connect.WithCodec(jsonCodec{"json; charset=utf-8", json}),
+		gzipOptions())
+}
+
+// binaryCodec is connect's "proto" codec that also accepts *Message.
+type binaryCodec struct{ unmarshal Unmarshal }
+
+func (binaryCodec) Name() string { return "proto" }
+
+func (binaryCodec) Marshal(m any) ([]byte, error) {
+	if f, ok := m.(*Message); ok {
+		b, err := f.binary()
+		// connect owns what Marshal returns and recycles it: hand out a copy.
+		return append([]byte(nil), b...), err
+	}
+	return proto.Marshal(m.(proto.Message))
+}
+
+func (binaryCodec) MarshalAppend(dst []byte, m any) ([]byte, error) {
+	if f, ok := m.(*Message); ok {
+		b, err := f.binary()
+		return append(dst, b...), err
+	}
+	return proto.MarshalOptions{}.MarshalAppend(dst, m.(proto.Message))
+}
+
+func (c binaryCodec) Unmarshal(b []byte, m any) error { return c.unmarshal(b, m.(proto.Message)) }
+
+// jsonCodec is connect's JSON codec under one of its names that also
+// accepts *Message.
+type jsonCodec struct {
+	name      string
+	unmarshal Unmarshal
+}
+
+func (c jsonCodec) Name() string { return c.name }
+
+func (jsonCodec) Marshal(m any) ([]byte, error) {
+	if f, ok := m.(*Message); ok {
+		b, err := f.protoJSON()
+		return append([]byte(nil), b...), err
+	}
+	return protojson.Marshal(m.(proto.Message))
+}
+
+func (c jsonCodec) Unmarshal(b []byte, m any) error { return c.unmarshal(b, m.(proto.Message)) }
