@@ -149,12 +149,8 @@ func (m *Monitor) serve(ctx context.Context, st *stream) error {
 			m.log.Warn("Monitor is mounted without rpc.WithTransportInfo: nothing bounds a send to a router that stops reading")
 		})
 	}
-	// Once the reporter shuts down, no send may hold the handler: a router
-	// that does not read would keep it until its connection died.
-	stop := context.AfterFunc(m.reg.ShuttingDown(), func() {
-		tr.setWriteDeadline(time.Now().Add(m.opts.FinalWriteTimeout))
-	})
-	defer stop()
+	// At shutdown, a send in progress to a router that does not read is
+	// bounded by BoundWritesAtShutdown, which covers every stream.
 
 	r := m.newReceiver(st)
 	first, err := m.firstFrame(ctx, st, r)

@@ -31,9 +31,9 @@ func WithTransportInfo(next http.Handler) http.Handler {
 // BoundWritesAtShutdown bounds, once shuttingDown ends, every write of
 // every response still open behind it to timeout from then: a browser's
 // Watch, an ORCA client or a page's event stream that stopped reading
-// cannot hold the server's shutdown to the end of its grace. Monitor bounds
-// its own final frame the same way; this covers every other stream. Mount
-// it inside WithTransportInfo, whose response controller it uses.
+// cannot hold the server's shutdown to the end of its grace, nor can a
+// router's Monitor stream. Mount it inside WithTransportInfo, whose
+// response controller it uses.
 func BoundWritesAtShutdown(shuttingDown context.Context, timeout time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := transportFrom(r.Context())

@@ -22,11 +22,19 @@ import (
 // HTTP/2 client whose streams buffer at most 64 KiB unread.
 func serveH2C(t *testing.T, handler func(...connect.HandlerOption) (string, http.Handler)) (string, *http.Client) {
 	t.Helper()
+	return serveH2CStopping(t, handler, context.Background(), 0)
+}
+
+// serveH2CStopping is serveH2C with the server's writes bounded to
+// finalWrite once stopping ends, as the reporter mounts its handlers.
+func serveH2CStopping(t *testing.T, handler func(...connect.HandlerOption) (string, http.Handler),
+	stopping context.Context, finalWrite time.Duration) (string, *http.Client) {
+	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle(handler())
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: WithTransportInfo(mux), Protocols: &p}
+	srv := &http.Server{Handler: WithTransportInfo(BoundWritesAtShutdown(stopping, finalWrite, mux)), Protocols: &p}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -59,14 +67,15 @@ func hugeReport() *domain.Report {
 // TestMonitorStuckReaderOnShutdown: a registered router that stops reading
 // (its flow-control window is full, so the handler's send blocks) does not
 // hold its handler past FinalWriteTimeout once the reporter shuts down.
-// This is SetWriteDeadline on an h2c stream, through WithTransportInfo.
+// This is SetWriteDeadline on an h2c stream, through WithTransportInfo and
+// BoundWritesAtShutdown, mounted as the reporter mounts them.
 func TestMonitorStuckReaderOnShutdown(t *testing.T) {
 	eachClient(t, func(t *testing.T, proto []connect.ClientOption) {
 		stopping, shutdown := context.WithCancel(context.Background())
 		defer shutdown()
 		reg := &fakeRegistrar{sess: newFakeSession("r1"), calls: make(chan string, 16), stopping: stopping}
 		mon := mustMonitor(t, reg, MonitorOptions{FinalWriteTimeout: 100 * time.Millisecond})
-		url, hc := serveH2C(t, mon.Handler)
+		url, hc := serveH2CStopping(t, mon.Handler, stopping, 100*time.Millisecond)
 		ctx, cancel := context.WithCancel(testContext(t))
 		defer cancel()
 		client := loadmonitorv1connect.NewLoadMonitorServiceClient(hc, url, proto...)
@@ -140,9 +149,9 @@ func TestBoundWritesAtShutdown(t *testing.T) {
 			}
 		}
 	})
-	url, hc := serveH2C(t, func(...connect.HandlerOption) (string, http.Handler) {
-		return "/", BoundWritesAtShutdown(stopping, 100*time.Millisecond, stream)
-	})
+	url, hc := serveH2CStopping(t, func(...connect.HandlerOption) (string, http.Handler) {
+		return "/", stream
+	}, stopping, 100*time.Millisecond)
 	req, _ := http.NewRequestWithContext(testContext(t), http.MethodGet, url+"/events", nil)
 	resp, err := hc.Do(req)
 	if err != nil {
