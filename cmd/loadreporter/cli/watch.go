@@ -2,49 +2,36 @@ package cli
 
 import (
 	"context"
-	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/loadreporter/loadreporter/client"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/envflag"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/routerflags"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 )
 
 // WatchConfig is what `loadreporter watch` can be told.
 type WatchConfig struct {
-	Target    string
-	Targets   []string // set: print a fleet table of these workers instead
-	Interval  time.Duration
-	Lease     time.Duration
-	RouterID  string
-	AuthToken string
-	TLS       bool
-	Insecure  bool
-	Count     int
+	routerflags.Router
+	Target  string
+	Targets []string // set: print a fleet table of these workers instead
+	Count   int
 }
 
 // ParseWatch reads watch's configuration from args and the environment.
 func ParseWatch(args []string, getenv func(string) string, out io.Writer) (WatchConfig, error) {
-	host, _ := os.Hostname()
-	c := WatchConfig{Target: "127.0.0.1:8080", Interval: time.Second, Lease: 10 * time.Second,
-		RouterID: fmt.Sprintf("watch-%s-%d", host, os.Getpid())}
+	c := WatchConfig{Router: routerflags.Defaults("watch"), Target: "127.0.0.1:8080"}
 	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&c.Target, "target", c.Target, "HOST:PORT of the worker's loadreporter")
 	var targets string
 	fs.StringVar(&targets, "targets", "", "comma-separated HOST:PORTs: print a fleet table of these workers, refreshed every --interval, instead of one worker's reports")
-	fs.DurationVar(&c.Interval, "interval", c.Interval, "report interval to ask for")
-	fs.DurationVar(&c.Lease, "lease", c.Lease, "lease to ask for (keep-alives go at the granted renew_after)")
-	fs.StringVar(&c.RouterID, "router-id", c.RouterID, "router_id to register as")
-	fs.StringVar(&c.AuthToken, "auth-token", c.AuthToken, "bearer token the worker requires")
-	fs.BoolVar(&c.TLS, "tls", c.TLS, "dial with TLS")
-	fs.BoolVar(&c.Insecure, "tls-insecure", c.Insecure, "with --tls: do not verify the server certificate")
+	c.Router.Register(fs)
 	fs.IntVar(&c.Count, "count", c.Count, "exit after this many reports, or fleet tables with --targets (0: until interrupted)")
 	fs.Usage = envflag.Usage(fs, out, "Usage: loadreporter watch [flags]\n\nDials a worker as a router and prints each report, one line per rank;\nwith --targets, prints a table of the fleet, one line per worker.", nil)
 	if err := envflag.Parse(fs, args, getenv, nil); err != nil {
@@ -53,19 +40,11 @@ func ParseWatch(args []string, getenv func(string) string, out io.Writer) (Watch
 	if _, _, err := net.SplitHostPort(c.Target); err != nil {
 		return c, fmt.Errorf("--target %q: want HOST:PORT", c.Target)
 	}
-	for t := range strings.SplitSeq(targets, ",") {
-		if t = strings.TrimSpace(t); t == "" {
-			continue
-		}
-		if _, _, err := net.SplitHostPort(t); err != nil {
-			return c, fmt.Errorf("--targets: %q: want HOST:PORT", t)
-		}
-		c.Targets = append(c.Targets, t)
+	var err error
+	if c.Targets, err = routerflags.Targets(targets); err != nil {
+		return c, err
 	}
-	if c.Interval < time.Millisecond || c.Lease < time.Millisecond {
-		return c, fmt.Errorf("--interval and --lease must be at least 1ms")
-	}
-	return c, nil
+	return c, c.Router.Check()
 }
 
 // Watch registers with the worker as a router (through package client)
@@ -77,7 +56,7 @@ func Watch(ctx context.Context, c WatchConfig, out io.Writer) error {
 	if len(c.Targets) > 0 {
 		return watchFleet(ctx, c, out, isTerminal(out))
 	}
-	w, err := client.Dial(c.Target, c.clientOptions())
+	w, err := client.Dial(c.Target, c.ClientOptions())
 	if err != nil {
 		return err
 	}
@@ -132,14 +111,6 @@ func grantLine(c WatchConfig, g client.Grant) string {
 }
 
 // clientOptions are the client's options for c's flags.
-func (c WatchConfig) clientOptions() client.Options {
-	o := client.Options{RouterID: c.RouterID, ReportInterval: c.Interval, Lease: c.Lease, BearerToken: c.AuthToken}
-	if c.TLS {
-		o.TLS = &tls.Config{InsecureSkipVerify: c.Insecure} //nolint:gosec // opt-in flag
-	}
-	return o
-}
-
 // FormatReport renders a report as a header line and one line per rank.
 func FormatReport(r *pb.LoadReport) string {
 	var b strings.Builder

@@ -20,7 +20,7 @@ const clearScreen = "\x1b[H\x1b[2J"
 // terminal each table replaces the last; elsewhere (a file, a pipe) the
 // tables follow one another, separated by a blank line.
 func watchFleet(ctx context.Context, c WatchConfig, out io.Writer, terminal bool) error {
-	f, err := client.NewFleet(c.clientOptions())
+	f, err := client.NewFleet(c.ClientOptions())
 	if err != nil {
 		return err
 	}

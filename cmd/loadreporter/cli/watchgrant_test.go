@@ -11,6 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/routerflags"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 )
@@ -85,7 +86,8 @@ func TestWatchPrintsTheGrant(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c := WatchConfig{Target: ln.Addr().String(), Interval: 250 * time.Millisecond, Lease: 20 * time.Second, RouterID: "watch-test", Count: 2}
+	c := WatchConfig{Target: ln.Addr().String(), Count: 2,
+		Router: routerflags.Router{Interval: 250 * time.Millisecond, Lease: 20 * time.Second, RouterID: "watch-test"}}
 	var out bytes.Buffer
 	if err := Watch(ctx, c, &out); err != nil {
 		t.Fatal(err)

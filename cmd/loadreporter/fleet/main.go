@@ -27,7 +27,7 @@ type Main struct {
 // New dials every target (returning at once: the views start
 // Disconnected) and builds the server; it listens only on Start.
 func New(c Config) (*Main, error) {
-	f, err := client.NewFleet(c.clientOptions())
+	f, err := client.NewFleet(c.ClientOptions())
 	if err != nil {
 		return nil, err
 	}
