@@ -27,7 +27,7 @@ type Fleet struct {
 	rndMu sync.Mutex
 	rnd   *rand.Rand
 
-	changes signals
+	changes latest[struct{}]
 }
 
 // NewFleet returns an empty Fleet whose workers all use opts (one
@@ -48,7 +48,7 @@ func newFleet(opts Options, d deps, rnd *rand.Rand) (*Fleet, error) {
 		}
 	}
 	f := &Fleet{opts: o, deps: d, rnd: rnd}
-	f.deps.published = f.changes.notify
+	f.deps.published = f.notify
 	f.workers.Store(new([]*Worker{}))
 	return f, nil
 }
@@ -60,7 +60,7 @@ func newFleet(opts Options, d deps, rnd *rand.Rand) (*Fleet, error) {
 // A slow reader never delays a Worker. The channel is closed when the
 // Fleet is closed or cancel is called.
 func (f *Fleet) Subscribe() (changed <-chan struct{}, cancel func()) {
-	return f.changes.add()
+	return f.changes.add(func() (struct{}, bool) { return struct{}{}, true })
 }
 
 // Add dials the worker at addr; an address already in the fleet is an
@@ -82,7 +82,7 @@ func (f *Fleet) Add(addr string) error {
 	}
 	next := slices.Insert(slices.Clone(cur), i, w)
 	f.workers.Store(&next)
-	f.changes.notify()
+	f.notify()
 	return nil
 }
 
@@ -100,7 +100,7 @@ func (f *Fleet) Remove(addr string) bool {
 	next := slices.Delete(slices.Clone(cur), i, i+1)
 	f.workers.Store(&next)
 	f.mu.Unlock()
-	f.changes.notify()
+	f.notify()
 	_ = w.Close()
 	return true
 }
@@ -274,3 +274,6 @@ func RankScore(k *pb.RankLoad) float64 {
 	queued := float64(k.GetNumWaitingUncachedTokens()) / float64(max(1, k.GetMaxTotalNumTokens()))
 	return slots + queued
 }
+
+// notify signals a change to every subscriber.
+func (f *Fleet) notify() { f.changes.publish(struct{}{}) }

@@ -153,22 +153,25 @@ func snapshotAge(r *pb.LoadReport, receivedAt time.Time) time.Duration {
 	return receivedAt.Sub(time.UnixMilli(oldest))
 }
 
-// subscribers fans views out to capacity-1, latest-wins channels. Only the
-// Worker's own goroutine publishes.
-type subscribers struct {
+// latest fans values out to capacity-1, latest-wins channels: a value not
+// yet taken is replaced by the newer one, so a slow reader never holds up
+// the publisher and always reads the newest. A Worker publishes its views
+// through one; a Fleet publishes change signals (struct{}: a signal not
+// yet taken stands for any number of changes).
+type latest[T any] struct {
 	mu     sync.Mutex
-	chans  map[chan *View]struct{}
+	chans  map[chan T]struct{}
 	closed bool
 }
 
-// add registers a channel holding the current view (if any). current is
-// read under the lock that publish holds, so no view published meanwhile
-// is lost to the new subscriber.
-func (s *subscribers) add(current func() *View) (<-chan *View, func()) {
-	ch := make(chan *View, 1)
+// add registers a channel holding current's value, if it has one. current
+// is read under the lock that publish holds, so no value published
+// meanwhile is lost to the new subscriber.
+func (s *latest[T]) add(current func() (T, bool)) (<-chan T, func()) {
+	ch := make(chan T, 1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if first := current(); first != nil {
+	if first, ok := current(); ok {
 		ch <- first
 	}
 	if s.closed {
@@ -176,7 +179,7 @@ func (s *subscribers) add(current func() *View) (<-chan *View, func()) {
 		return ch, func() {}
 	}
 	if s.chans == nil {
-		s.chans = make(map[chan *View]struct{})
+		s.chans = make(map[chan T]struct{})
 	}
 	s.chans[ch] = struct{}{}
 	return ch, func() {
@@ -189,8 +192,8 @@ func (s *subscribers) add(current func() *View) (<-chan *View, func()) {
 	}
 }
 
-// publish replaces each channel's unread view with v; it never blocks.
-func (s *subscribers) publish(v *View) {
+// publish replaces each channel's unread value with v; it never blocks.
+func (s *latest[T]) publish(v T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for ch := range s.chans {
@@ -199,73 +202,17 @@ func (s *subscribers) publish(v *View) {
 			continue
 		default:
 		}
-		select { // full: drop the unread view (readers only take)
+		select { // full: drop the unread value (readers only take)
 		case <-ch:
 		default:
 		}
-		ch <- v // room now: the publisher is the only writer
+		ch <- v // room now: publishers hold mu, so none wrote meanwhile
 	}
 }
 
 // close closes every channel; later subscriptions get a closed channel
-// holding the last view.
-func (s *subscribers) close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ch := range s.chans {
-		close(ch)
-	}
-	s.chans, s.closed = nil, true
-}
-
-// signals tells capacity-1 channels that something changed; a signal not
-// yet taken stands for any number of changes.
-type signals struct {
-	mu     sync.Mutex
-	chans  map[chan struct{}]struct{}
-	closed bool
-}
-
-// add registers a channel holding one signal, for the state as it is.
-func (s *signals) add() (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	ch <- struct{}{}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		close(ch)
-		return ch, func() {}
-	}
-	if s.chans == nil {
-		s.chans = make(map[chan struct{}]struct{})
-	}
-	s.chans[ch] = struct{}{}
-	return ch, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if _, ok := s.chans[ch]; ok {
-			delete(s.chans, ch)
-			close(ch)
-		}
-	}
-}
-
-// notify signals every channel that has no signal pending; it never
-// blocks.
-func (s *signals) notify() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ch := range s.chans {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// close closes every channel; later subscriptions get a closed channel
-// holding one signal.
-func (s *signals) close() {
+// holding the current value.
+func (s *latest[T]) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for ch := range s.chans {

@@ -75,9 +75,9 @@ func TestStateAt(t *testing.T) {
 
 // A slow subscriber holds only the latest view; publishing never blocks.
 func TestSubscribersLatestWins(t *testing.T) {
-	var s subscribers
+	var s latest[*View]
 	first := &View{Addr: "first"}
-	slow, cancelSlow := s.add(func() *View { return first })
+	slow, cancelSlow := s.add(func() (*View, bool) { return first, true })
 	defer cancelSlow()
 	var last *View
 	for i := range 1000 {
@@ -97,13 +97,13 @@ func TestSubscribersLatestWins(t *testing.T) {
 	if _, ok := <-slow; ok {
 		t.Fatal("cancel closes the channel")
 	}
-	other, cancelOther := s.add(func() *View { return nil })
+	other, cancelOther := s.add(func() (*View, bool) { return nil, false })
 	defer cancelOther()
 	s.close()
 	if _, ok := <-other; ok {
 		t.Fatal("close closes every channel")
 	}
-	late, cancelLate := s.add(func() *View { return last })
+	late, cancelLate := s.add(func() (*View, bool) { return last, true })
 	defer cancelLate()
 	if v, ok := <-late; !ok || v != last {
 		t.Fatal("a subscription after close gets the last view")
@@ -116,19 +116,19 @@ func TestSubscribersLatestWins(t *testing.T) {
 // A view published while a subscription is being made reaches it: the
 // current view is read under the lock publish takes.
 func TestSubscribeLosesNoConcurrentView(t *testing.T) {
-	var s subscribers
+	var s latest[*View]
 	v1, v2 := &View{Addr: "v1"}, &View{Addr: "v2"}
-	var latest atomic.Pointer[View]
-	latest.Store(v1)
+	var current atomic.Pointer[View]
+	current.Store(v1)
 	published := make(chan struct{})
-	ch, cancel := s.add(func() *View {
-		cur := latest.Load()
+	ch, cancel := s.add(func() (*View, bool) {
+		cur := current.Load()
 		go func() { // a publisher racing the subscription
 			defer close(published)
-			latest.Store(v2)
+			current.Store(v2)
 			s.publish(v2)
 		}()
-		return cur
+		return cur, true
 	})
 	defer cancel()
 	<-published

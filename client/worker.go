@@ -59,7 +59,7 @@ type Worker struct {
 	metrics *metrics                            // nil without a Registerer
 
 	view       atomic.Pointer[View]
-	subs       subscribers
+	subs       latest[*View]
 	rejected   [numRejectReasons]atomic.Uint64
 	reconnects atomic.Uint64
 
@@ -162,7 +162,7 @@ func (w *Worker) View() *View { return w.view.Load() }
 // delays the Worker. The channel is closed when the Worker stops or
 // cancel is called.
 func (w *Worker) Subscribe() (views <-chan *View, cancel func()) {
-	return w.subs.add(w.View)
+	return w.subs.add(func() (*View, bool) { v := w.View(); return v, v != nil })
 }
 
 // Done is closed when the Worker has stopped: Close, or a permanent error
