@@ -82,7 +82,7 @@ func (s *Store) Append(ctx context.Context, reports []*domain.Report) error {
 			continue
 		}
 		s.seen[id] = struct{}{}
-		s.insert(normalize(r))
+		s.insert(audit.Stored(r))
 	}
 	if over := len(s.reports) - s.capacity; over > 0 {
 		s.dropFront(over)
@@ -111,27 +111,6 @@ func (s *Store) dropFront(n int) {
 	clear(s.reports[:n])
 	s.reports = s.reports[n:]
 }
-
-// normalize copies r the way a database keeps it: times in UTC to the
-// microsecond, a missing rank snapshot time taking the report time.
-func normalize(r *domain.Report) *domain.Report {
-	c := *r
-	c.ReportTime = micro(r.ReportTime)
-	c.Ranks = make([]domain.RankLoad, len(r.Ranks))
-	for i, k := range r.Ranks {
-		if k.SnapshotTime.IsZero() {
-			k.SnapshotTime = c.ReportTime
-		}
-		k.SnapshotTime = micro(k.SnapshotTime)
-		c.Ranks[i] = k
-	}
-	if len(c.Ranks) == 0 {
-		c.Ranks = nil
-	}
-	return &c
-}
-
-func micro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
 // DeleteBefore removes at most limit of the oldest reports recorded before
 // t. See ports.HistoryStore.

@@ -47,9 +47,8 @@ func (s *Store) Append(ctx context.Context, reports []*domain.Report) error {
 	return wrapErr(ctx, "append commit", tx.Commit(ctx))
 }
 
-// normalized copies reports the way the database keeps them (times in UTC
-// to the microsecond, a rank without a snapshot time taking the report's,
-// ranks ordered by dp_rank), drops repeats of a report within the batch,
+// normalized copies reports the way the database keeps them
+// (audit.Stored), drops repeats of a report within the batch,
 // and orders the batch by worker and report order, so that concurrent
 // batches take their locks and write their rows in one order.
 func normalized(reports []*domain.Report) []*domain.Report {
@@ -65,18 +64,7 @@ func normalized(reports []*domain.Report) []*domain.Report {
 			continue
 		}
 		seen[id] = true
-		c := *r
-		c.ReportTime = micro(r.ReportTime)
-		c.Ranks = make([]domain.RankLoad, len(r.Ranks))
-		for i, k := range r.Ranks {
-			if k.SnapshotTime.IsZero() {
-				k.SnapshotTime = c.ReportTime
-			}
-			k.SnapshotTime = micro(k.SnapshotTime)
-			c.Ranks[i] = k
-		}
-		slices.SortFunc(c.Ranks, func(a, b domain.RankLoad) int { return cmp.Compare(a.DPRank, b.DPRank) })
-		out = append(out, &c)
+		out = append(out, audit.Stored(r))
 	}
 	slices.SortFunc(out, compareReports)
 	return out
@@ -88,8 +76,6 @@ func compareReports(a, b *domain.Report) int {
 	return cmp.Or(strings.Compare(a.Worker.Addr, b.Worker.Addr), a.ReportTime.Compare(b.ReportTime),
 		strings.Compare(a.SourceInstanceID, b.SourceInstanceID), cmp.Compare(a.SequenceID, b.SequenceID))
 }
-
-func micro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
 // lockWorkers takes a transaction lock per worker of rs, in one order, so
 // that appends for the same worker take turns to merge their reports into
