@@ -376,10 +376,11 @@ var rules = []rule{
 		// not drag the service's internals along.
 		folder: "client",
 		may: "client/... may import the standard library, gen/... and third-party modules, never domain, ports, " +
-			"adapters, web or cmd; its test code may boot the service through cmd/loadreporter/app and its ports",
+			"adapters, web or cmd; its test code may boot the service through cmd/loadreporter/app and its ports, " +
+			"and use ports/porttest's fake clock",
 		allows: func(_ layout, _ string, d dep, test bool) bool {
 			return d.std() || d.thirdParty() || d.in("gen") || d.in("client") ||
-				test && (d.in("cmd/loadreporter/app") || d.in("domain") || d.port())
+				test && (d.in("cmd/loadreporter/app") || d.in("domain") || d.in("ports"))
 		},
 	},
 	{

@@ -102,6 +102,26 @@ func (c *Clock) WaitPending(ctx context.Context, n int) error {
 	}
 }
 
+// WaitTimerAt blocks until a timer due exactly at at waits, or ctx ends.
+func (c *Clock) WaitTimerAt(ctx context.Context, at time.Time) error {
+	for {
+		c.mu.Lock()
+		changed, found := c.changed, false
+		for _, t := range c.timers {
+			found = found || t.at.Equal(at)
+		}
+		c.mu.Unlock()
+		if found {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // Changed returns a channel closed at the next change of the timers.
 func (c *Clock) Changed() <-chan struct{} {
 	c.mu.Lock()
