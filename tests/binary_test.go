@@ -3,11 +3,14 @@ package tests
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,20 +18,42 @@ import (
 	"github.com/loadreporter/loadreporter/domain"
 )
 
-// loadreporterBinary builds cmd/loadreporter into the test's temporary
-// folder.
+// built is cmd/loadreporter, built once per run of the package by the
+// first test that needs it; TestMain removes its folder.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+// loadreporterBinary returns the path of the built binary.
 func loadreporterBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary: skipped with -short")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	bin := filepath.Join(t.TempDir(), "loadreporter")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/loadreporter").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "loadreporter-tests-"); built.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		built.bin = filepath.Join(built.dir, "loadreporter")
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", built.bin, "../cmd/loadreporter").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
+}
+
+// removeBuilt removes what loadreporterBinary built.
+func removeBuilt() {
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
 }
 
 // TestSIGTERMWithStuckStreamsExitsZero: the binary, sent SIGTERM while a

@@ -23,7 +23,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
+	goleak.VerifyTestMain(cleanupAfter{m},
 		// net/http keeps idle client connections' readers until they close.
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
@@ -31,6 +31,15 @@ func TestMain(m *testing.M) {
 		// does not stop its writer on Close.
 		goleak.IgnoreAnyFunction("github.com/go-zeromq/zmq4.(*pubMWriter).run"),
 	)
+}
+
+// cleanupAfter removes what the package's tests left for each other (the
+// built binary) once they all ran.
+type cleanupAfter struct{ m *testing.M }
+
+func (c cleanupAfter) Run() int {
+	defer removeBuilt()
+	return c.m.Run()
 }
 
 // countingEngine is an instant engine of n ranks that counts its pulls.
