@@ -12,15 +12,12 @@ import (
 // frames remembers the OrcaLoadReport of the latest report, mapped and
 // encoded once however many streams send it: every session of a fire
 // receives the same *domain.Report.
-type frames struct {
-	nominalRPS float64
-	latest     fanout.Latest[*domain.Report]
-}
+type frames = fanout.Latest[*domain.Report]
 
 type frame = fanout.Message
 
-func (c *frames) get(r *domain.Report) *frame {
-	return c.latest.Get(r, func() proto.Message { return loadReport(r, c.nominalRPS) })
+func newFrames(nominalRPS float64) *frames {
+	return &frames{Build: func(r *domain.Report) proto.Message { return loadReport(r, nominalRPS) }}
 }
 
 // codecOptions: requests decode as connect's own codecs decode them

@@ -98,7 +98,7 @@ func (o Options) withDefaults() (Options, error) {
 type Service struct {
 	core     Core
 	interval time.Duration
-	frames   frames
+	frames   *frames
 }
 
 // New returns the ORCA service over the fire loop; o's errors are
@@ -112,7 +112,7 @@ func newService(core Core, o Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{core: core, interval: o.DefaultInterval, frames: frames{nominalRPS: o.NominalRPS}}, nil
+	return &Service{core: core, interval: o.DefaultInterval, frames: newFrames(o.NominalRPS)}, nil
 }
 
 // Handler returns the route and handler to mount on the shared mux. It
@@ -140,7 +140,7 @@ func (s *Service) stream(ctx context.Context, req *connect.Request[v3orcaservice
 	for {
 		select {
 		case rep := <-sub.Reports():
-			if err := st.Send(s.frames.get(rep)); err != nil {
+			if err := st.Send(s.frames.Get(rep)); err != nil {
 				return err
 			}
 		case <-sub.Done():

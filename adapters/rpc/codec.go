@@ -18,12 +18,12 @@ type outFrame = fanout.Message
 
 // reportFrames remembers the frame of the latest report: every session of a
 // fire receives the same *domain.Report.
-type reportFrames struct{ latest fanout.Latest[*domain.Report] }
+type reportFrames = fanout.Latest[*domain.Report]
 
-func (c *reportFrames) get(r *domain.Report) *outFrame {
-	return c.latest.Get(r, func() proto.Message {
-		return &pb.WorkerFrame{Payload: &pb.WorkerFrame_Report{Report: ReportToProto(r)}}
-	})
+func newReportFrames() *reportFrames { return &reportFrames{Build: reportFrame} }
+
+func reportFrame(r *domain.Report) proto.Message {
+	return &pb.WorkerFrame{Payload: &pb.WorkerFrame_Report{Report: ReportToProto(r)}}
 }
 
 // unmarshalBinary also refuses enum numbers the enum does not define

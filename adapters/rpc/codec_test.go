@@ -42,17 +42,17 @@ func TestReportRoundTrip(t *testing.T) {
 // TestFrameBuiltOncePerReport: every stream of a fire gets the same frame
 // (encoded once by fanout's codecs), holding the report as the wire says.
 func TestFrameBuiltOncePerReport(t *testing.T) {
-	var cache reportFrames
+	cache := newReportFrames()
 	r := sampleReport()
-	f := cache.get(r)
-	if cache.get(r) != f {
+	f := cache.Get(r)
+	if cache.Get(r) != f {
 		t.Fatal("the same report must reuse its frame")
 	}
 	want := &pb.WorkerFrame{Payload: &pb.WorkerFrame_Report{Report: ReportToProto(r)}}
 	if !proto.Equal(f.Proto(), want) {
 		t.Fatalf("frame %v, want %v", f.Proto(), want)
 	}
-	if cache.get(sampleReport()) == f {
+	if cache.Get(sampleReport()) == f {
 		t.Fatal("a new report must get a new frame")
 	}
 }

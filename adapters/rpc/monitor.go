@@ -82,7 +82,7 @@ type Monitor struct {
 	reg    Registrar
 	log    *slog.Logger
 	opts   MonitorOptions
-	frames reportFrames
+	frames *reportFrames
 
 	pending            atomic.Int64
 	firstFrameTimeouts atomic.Uint64
@@ -113,7 +113,7 @@ func newMonitor(reg Registrar, o MonitorOptions) (*Monitor, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Monitor{reg: reg, log: o.Logger, opts: o}
+	m := &Monitor{reg: reg, log: o.Logger, opts: o, frames: newReportFrames()}
 	m.timeoutLog.every = o.AbuseLogInterval
 	m.budgetLog.every = o.AbuseLogInterval
 	return m, nil

@@ -60,7 +60,7 @@ func (w *writer) drain() {
 		select {
 		case rep := <-w.sub.Reports():
 			w.mu.Unlock()
-			if err := w.st.Send(w.m.frames.get(rep)); err != nil {
+			if err := w.st.Send(w.m.frames.Get(rep)); err != nil {
 				w.finish(err)
 				return
 			}

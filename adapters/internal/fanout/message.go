@@ -37,20 +37,23 @@ func (f *Message) protoJSON() ([]byte, error) {
 	return f.json, f.jsonErr
 }
 
-// Latest remembers the Message built for the latest key (a report): every
-// stream of a fire sends the same one, so one entry suffices.
+// Latest remembers the Message Build made for the latest key (a report):
+// every stream of a fire sends the same one, so one entry suffices. Build
+// is set once, so a Get on the fan-out's path allocates nothing.
 type Latest[K comparable] struct {
+	Build func(K) proto.Message
+
 	mu  sync.Mutex
 	key K
 	msg *Message
 }
 
-// Get returns the Message for key, built by build the first time.
-func (l *Latest[K]) Get(key K, build func() proto.Message) *Message {
+// Get returns the Message for key, built the first time.
+func (l *Latest[K]) Get(key K) *Message {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.msg == nil || l.key != key {
-		l.key, l.msg = key, NewMessage(build())
+		l.key, l.msg = key, NewMessage(l.Build(key))
 	}
 	return l.msg
 }

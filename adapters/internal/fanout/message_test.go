@@ -40,14 +40,13 @@ func TestMessageEncodedOnceAndHandedOutAsCopies(t *testing.T) {
 // TestLatestBuildsOncePerKey: the same key returns the same Message without
 // building again; a new key builds anew.
 func TestLatestBuildsOncePerKey(t *testing.T) {
-	var l Latest[int]
 	builds := 0
-	build := func() proto.Message { builds++; return &structpb.Struct{} }
-	a := l.Get(1, build)
-	if l.Get(1, build) != a || builds != 1 {
+	l := Latest[int]{Build: func(int) proto.Message { builds++; return &structpb.Struct{} }}
+	a := l.Get(1)
+	if l.Get(1) != a || builds != 1 {
 		t.Fatalf("key 1 twice: %d builds", builds)
 	}
-	if l.Get(2, build) == a || builds != 2 {
+	if l.Get(2) == a || builds != 2 {
 		t.Fatalf("key 2 reused key 1's message (%d builds)", builds)
 	}
 }
