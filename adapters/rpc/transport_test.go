@@ -17,17 +17,12 @@ import (
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 )
 
-// serveH2C serves handler behind WithTransportInfo over unencrypted HTTP/2
-// on loopback, as the reporter does by default, and returns its URL and an
-// HTTP/2 client whose streams buffer at most 64 KiB unread.
-func serveH2C(t *testing.T, handler func(...connect.HandlerOption) (string, http.Handler)) (string, *http.Client) {
-	t.Helper()
-	return serveH2CStopping(t, handler, context.Background(), 0)
-}
-
-// serveH2CStopping is serveH2C with the server's writes bounded to
-// finalWrite once stopping ends, as the reporter mounts its handlers.
-func serveH2CStopping(t *testing.T, handler func(...connect.HandlerOption) (string, http.Handler),
+// serveH2C serves handler over unencrypted HTTP/2 on loopback as the
+// reporter mounts its handlers (WithTransportInfo around
+// BoundWritesAtShutdown, whose bound is finalWrite once stopping ends), and
+// returns its URL and an HTTP/2 client whose streams buffer at most 64 KiB
+// unread.
+func serveH2C(t *testing.T, handler func(...connect.HandlerOption) (string, http.Handler),
 	stopping context.Context, finalWrite time.Duration) (string, *http.Client) {
 	t.Helper()
 	mux := http.NewServeMux()
@@ -75,7 +70,7 @@ func TestMonitorStuckReaderOnShutdown(t *testing.T) {
 		defer shutdown()
 		reg := &fakeRegistrar{sess: newFakeSession("r1"), calls: make(chan string, 16), stopping: stopping}
 		mon := mustMonitor(t, reg, MonitorOptions{FinalWriteTimeout: 100 * time.Millisecond})
-		url, hc := serveH2CStopping(t, mon.Handler, stopping, 100*time.Millisecond)
+		url, hc := serveH2C(t, mon.Handler, stopping, 100*time.Millisecond)
 		ctx, cancel := context.WithCancel(testContext(t))
 		defer cancel()
 		client := loadmonitorv1connect.NewLoadMonitorServiceClient(hc, url, proto...)
@@ -149,7 +144,7 @@ func TestBoundWritesAtShutdown(t *testing.T) {
 			}
 		}
 	})
-	url, hc := serveH2CStopping(t, func(...connect.HandlerOption) (string, http.Handler) {
+	url, hc := serveH2C(t, func(...connect.HandlerOption) (string, http.Handler) {
 		return "/", stream
 	}, stopping, 100*time.Millisecond)
 	req, _ := http.NewRequestWithContext(testContext(t), http.MethodGet, url+"/events", nil)
