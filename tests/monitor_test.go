@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -280,5 +281,50 @@ func TestOversizedFrameIsRefused(t *testing.T) {
 	}
 	if m.FireLoop().Count(session.KindMonitor) != 0 {
 		t.Fatal("a session was registered from an oversized frame")
+	}
+}
+
+// TestPhaseSlotsSplitTheFleetsFires: with --phase-slots 2, two routers on
+// the same interval sit on different phases of it, so after the first
+// report they are served by different fires (different sequence_ids),
+// each still once per interval. With one grid they would share every fire.
+func TestPhaseSlotsSplitTheFleetsFires(t *testing.T) {
+	c := testConfig()
+	c.PhaseSlots = 2
+	c.HistoryInterval = 0 // only the two routers hold slots
+	m := startMain(t, c, &countingEngine{ranks: 2})
+	ctx := testCtx(t, 20*time.Second)
+	seqs := map[string][]uint64{}
+	var routers []router
+	for _, id := range []string{"a", "b"} {
+		r := openGRPC(t, ctx, m.Addr())
+		if err := r.Send(registerFrame(id, 100, 60000)); err != nil {
+			t.Fatal(err)
+		}
+		recvFrame(t, r)  // registered
+		recvReport(t, r) // the first report: due at once, maybe shared
+		routers = append(routers, r)
+	}
+	for range 10 { // side by side, so both lists cover the same second
+		for i, id := range []string{"a", "b"} {
+			seqs[id] = append(seqs[id], recvReport(t, routers[i]).GetSequenceId())
+		}
+	}
+	shared := 0
+	for _, s := range seqs["a"] {
+		if slices.Contains(seqs["b"], s) {
+			shared++
+		}
+	}
+	// A fire that runs late (a loaded machine) may find both phases due.
+	if shared > 2 {
+		t.Fatalf("%d of 10 reports shared a fire: a %v, b %v", shared, seqs["a"], seqs["b"])
+	}
+	for id, s := range seqs {
+		for i := 1; i < len(s); i++ {
+			if s[i]-s[i-1] > 4 {
+				t.Fatalf("%s skipped fires: %v (one report per interval, two fires between)", id, s)
+			}
+		}
 	}
 }

@@ -21,6 +21,9 @@ type Options struct {
 	Builder  domain.ReportBuilder
 	Limits   session.Limits
 	Schedule session.Schedule
+	// PhaseSlots spreads aligned sessions over this many phases of their
+	// interval (session.Grid); 0 or 1 keeps one shared grid.
+	PhaseSlots int
 	// PullBudget bounds each fire's pull, retry included (default 1 s).
 	PullBudget time.Duration
 	// Expected is the rank set snapshots must carry; empty means learn it
@@ -79,6 +82,10 @@ func New(o Options) (*Loop, error) {
 	if err := o.Limits.Validate(); err != nil {
 		return nil, err
 	}
+	grid := session.Grid{Schedule: o.Schedule, PhaseSlots: o.PhaseSlots}
+	if err := grid.Validate(); err != nil {
+		return nil, err
+	}
 	if o.PullBudget == 0 {
 		o.PullBudget = DefaultPullBudget
 	}
@@ -104,7 +111,7 @@ func New(o Options) (*Loop, error) {
 		observer: o.Observer, log: o.Logger,
 		history: o.History, historyInterval: o.HistoryInterval,
 		wake:     make(chan struct{}, 1),
-		table:    session.NewTable(o.Limits, o.Schedule, o.Clock.Now()),
+		table:    session.NewTable(o.Limits, grid, o.Clock.Now()),
 		expected: o.Expected,
 	}, nil
 }

@@ -2,6 +2,7 @@ package fireloop
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -495,5 +496,54 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	h := newHarness(t, nil)
 	if _, err := New(Options{Source: h.engine, Clock: h.clock, PullBudget: -1}); err == nil {
 		t.Fatal("accepted a negative budget")
+	}
+	if _, err := New(Options{Source: h.engine, Clock: h.clock, Schedule: session.Anchored, PhaseSlots: 3}); err == nil ||
+		!strings.Contains(err.Error(), "needs the aligned schedule") {
+		t.Fatalf("phase slots with anchored deadlines: %v", err)
+	}
+}
+
+// With phase slots, a fire serves only the routers of its phase: pulls are
+// bounded by the slots per interval, not by the routers, and each router
+// still gets one report per interval, always from the same phase.
+func TestPhaseSlotsSplitEachFire(t *testing.T) {
+	h := newHarness(t, nil, func(o *Options) { o.PhaseSlots = 4 })
+	ids := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	subs := h.registerTogether(ids, slices.Repeat([]int64{100}, len(ids)), 60000)
+	if f := h.fires.next(t); f.Delivered["monitor"] != len(ids) {
+		t.Fatalf("first fire served %d routers, want all %d", f.Delivered["monitor"], len(ids))
+	}
+	for _, s := range subs {
+		report(t, s)
+	}
+	pullsBefore := h.engine.count()
+	// Slots 2 and 3 (phases 50 and 75 ms) come round first, then 0 and 1.
+	got := map[string][]time.Duration{}
+	for at := 50 * ms; at < 1050*ms; at += 25 * ms {
+		h.expectWake(at)
+		h.advanceTo(at)
+		if f := h.fires.next(t); f.Delivered["monitor"] != 2 {
+			t.Fatalf("the fire at %v served %d routers, want the 2 of its phase", at, f.Delivered["monitor"])
+		}
+		for _, s := range subs {
+			select {
+			case r := <-s.Reports():
+				got[s.RouterID()] = append(got[s.RouterID()], r.ReportTime.Sub(t0))
+			default:
+			}
+		}
+	}
+	if n := h.engine.count() - pullsBefore; n != 40 {
+		t.Fatalf("pulls over one second = %d, want 40 (4 phases × 10 intervals)", n)
+	}
+	for id, times := range got {
+		if len(times) != 10 {
+			t.Fatalf("%s got %d reports in a second, want 10: %v", id, len(times), times)
+		}
+		for i := 1; i < len(times); i++ {
+			if times[i]-times[i-1] != 100*ms {
+				t.Fatalf("%s: reports at %v, want 100 ms apart", id, times)
+			}
+		}
 	}
 }

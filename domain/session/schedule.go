@@ -26,6 +26,43 @@ func (s Schedule) String() string {
 	return "aligned"
 }
 
+// MaxPhaseSlots bounds Grid.PhaseSlots: more phases than this would only
+// multiply pulls without shrinking a burst any further that matters.
+const MaxPhaseSlots = 100
+
+// Grid is how a table places report deadlines: the schedule and, for the
+// aligned one, how many phases of their interval sessions spread over.
+type Grid struct {
+	Schedule Schedule
+	// PhaseSlots (aligned only; 0 or 1: SPEC §2.4's single grid) puts each
+	// session on one of n phases of its interval, epoch + slot·interval/n +
+	// k·interval, the slot chosen least-loaded at registration and kept for
+	// the session's life. A fire then serves about 1/n of the routers, so
+	// its burst, and the wait of the router served last, shrink n-fold,
+	// while pulls stay bounded by n per shortest interval, whatever the
+	// number of routers.
+	PhaseSlots int
+}
+
+// Validate checks g's phase slots against its schedule.
+func (g Grid) Validate() error {
+	if g.PhaseSlots < 0 || g.PhaseSlots > MaxPhaseSlots {
+		return domain.Errorf(domain.CodeInvalidArgument, "phase-slots must be in [1, %d], got %d", MaxPhaseSlots, g.PhaseSlots)
+	}
+	if g.PhaseSlots > 1 && g.Schedule != Aligned {
+		return domain.Errorf(domain.CodeInvalidArgument, "phase-slots %d needs the aligned schedule; %s deadlines follow each registration", g.PhaseSlots, g.Schedule)
+	}
+	return nil
+}
+
+// slots is the number of phases in force (at least 1).
+func (g Grid) slots() int { return max(1, g.PhaseSlots) }
+
+// phase is where slot's grid starts within an interval.
+func (g Grid) phase(slot int, interval time.Duration) time.Duration {
+	return time.Duration(int64(interval) * int64(slot) / int64(g.slots()))
+}
+
 // ParseSchedule reads the flag spelling of a schedule.
 func ParseSchedule(s string) (Schedule, error) {
 	switch s {

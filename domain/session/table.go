@@ -52,6 +52,7 @@ type Session struct {
 	lease    lease     // the lease, when leased
 	first    bool      // no report delivered yet
 	oneShot  bool      // ends after its first report
+	slot     int       // the session's phase slot (Grid.PhaseSlots)
 	outbox   *Outbox
 }
 
@@ -70,32 +71,42 @@ func (s *Session) Config() Config { return s.cfg }
 // Next is the session's next report deadline.
 func (s *Session) Next() time.Time { return s.next }
 
+// Slot is the phase slot whose grid the session's deadlines lie on (0
+// when the grid has a single phase).
+func (s *Session) Slot() int { return s.slot }
+
 // Outbox is where the session's reports arrive.
 func (s *Session) Outbox() *Outbox { return s.outbox }
 
 // Table holds the live sessions. It is not safe for concurrent use, but
 // Session.Renew may run concurrently with any of its methods.
 type Table struct {
-	limits   Limits
-	schedule Schedule
-	epoch    time.Time
-	lastID   uint64
-	byID     map[uint64]*Session
+	limits Limits
+	grid   Grid
+	epoch  time.Time
+	lastID uint64
+	byID   map[uint64]*Session
 	// ordered holds the live sessions by ID, i.e. in registration order, so
 	// every fire serves them in the same order: a router's place in the
 	// fan-out, and so its report spacing, stays steady from fire to fire.
 	ordered  []*Session
 	byRouter map[string]*Session // Monitor sessions by router_id
 	counts   [numKinds]int
+	inSlot   []int // live recurring sessions per phase slot
 }
 
-// NewTable returns an empty table whose aligned grid starts at epoch.
-func NewTable(limits Limits, schedule Schedule, epoch time.Time) *Table {
+// NewTable returns an empty table whose aligned grid starts at epoch. The
+// grid must be valid (Grid.Validate).
+func NewTable(limits Limits, grid Grid, epoch time.Time) *Table {
 	return &Table{
-		limits: limits, schedule: schedule, epoch: epoch,
+		limits: limits, grid: grid, epoch: epoch,
 		byID: map[uint64]*Session{}, byRouter: map[string]*Session{},
+		inSlot: make([]int, grid.slots()),
 	}
 }
+
+// SlotLoads returns how many live recurring sessions each phase slot holds.
+func (t *Table) SlotLoads() []int { return slices.Clone(t.inSlot) }
 
 // Limits returns the table's limits.
 func (t *Table) Limits() Limits { return t.limits }
@@ -143,6 +154,10 @@ func (t *Table) Add(o Options, now time.Time) (s, replaced *Session, err error) 
 		next: now, first: true, oneShot: o.OneShot, outbox: NewOutbox(),
 		leased: !o.NoLease, lease: lease{base: t.epoch},
 	}
+	if !o.OneShot { // a one-shot never reaches a grid: it holds no slot
+		s.slot = leastLoaded(t.inSlot)
+		t.inSlot[s.slot]++
+	}
 	if !o.FirstDue.IsZero() {
 		s.next = o.FirstDue
 	}
@@ -181,6 +196,9 @@ func (t *Table) remove(s *Session, err error) {
 		delete(t.byRouter, s.routerID)
 	}
 	t.counts[s.kind]--
+	if !s.oneShot {
+		t.inSlot[s.slot]--
+	}
 	s.outbox.end(err)
 }
 
@@ -210,7 +228,7 @@ func (t *Table) Update(s *Session, cfg Config, now time.Time, moveDeadline bool)
 		s.lease.set(cfg.Lease, now)
 	}
 	if moveDeadline && !s.first {
-		s.next = t.schedule.afterUpdate(t.epoch, cfg.Interval, now)
+		s.next = t.grid.Schedule.afterUpdate(t.sessionEpoch(s), cfg.Interval, now)
 	}
 	return true
 }
@@ -259,7 +277,7 @@ func (t *Table) Deliver(r *domain.Report, at time.Time) (delivered, dropped [num
 			served = append(served, s)
 			continue
 		}
-		s.next = t.schedule.afterReport(t.epoch, s.cfg.Interval, s.next, at, s.first)
+		s.next = t.grid.Schedule.afterReport(t.sessionEpoch(s), s.cfg.Interval, s.next, at, s.first)
 		s.first = false
 	}
 	for _, s := range served {
@@ -282,4 +300,21 @@ func (t *Table) NextWake() (wake time.Time, ok bool) {
 		}
 	}
 	return wake, ok
+}
+
+// sessionEpoch is where s's aligned grid starts: the table's epoch moved
+// by s's phase within its interval.
+func (t *Table) sessionEpoch(s *Session) time.Time {
+	return t.epoch.Add(t.grid.phase(s.slot, s.cfg.Interval))
+}
+
+// leastLoaded is the first slot holding the fewest sessions.
+func leastLoaded(inSlot []int) int {
+	best := 0
+	for i, n := range inSlot {
+		if n < inSlot[best] {
+			best = i
+		}
+	}
+	return best
 }

@@ -25,7 +25,7 @@ func mustAdd(t *testing.T, tb *Table, o Options, now time.Time) *Session {
 func report(seq uint64) *domain.Report { return &domain.Report{SequenceID: seq} }
 
 func TestReplacementNeverRemovesTheReplacement(t *testing.T) {
-	tb := NewTable(DefaultLimits(), Anchored, epoch)
+	tb := NewTable(DefaultLimits(), Grid{Schedule: Anchored}, epoch)
 	old := mustAdd(t, tb, monitor("r1", time.Second, 5*time.Second), ms(0))
 	neu, replaced, err := tb.Add(monitor("r1", time.Second, 5*time.Second), ms(10))
 	if err != nil || replaced != old {
@@ -49,7 +49,7 @@ func TestReplacementNeverRemovesTheReplacement(t *testing.T) {
 func TestMaxSessions(t *testing.T) {
 	l := DefaultLimits()
 	l.MaxSessions = 2
-	tb := NewTable(l, Aligned, epoch)
+	tb := NewTable(l, Grid{Schedule: Aligned}, epoch)
 	mustAdd(t, tb, monitor("a", time.Second, 5*time.Second), ms(0))
 	mustAdd(t, tb, Options{Kind: KindHistory, Config: Config{Interval: time.Second}, NoLease: true}, ms(0))
 	mustAdd(t, tb, Options{Kind: KindWatch, Config: Config{Interval: time.Second}, NoLease: true}, ms(0))
@@ -63,7 +63,7 @@ func TestMaxSessions(t *testing.T) {
 }
 
 func TestKeepAliveNeverMovesDeadline(t *testing.T) {
-	tb := NewTable(DefaultLimits(), Anchored, epoch)
+	tb := NewTable(DefaultLimits(), Grid{Schedule: Anchored}, epoch)
 	s := mustAdd(t, tb, monitor("r", 100*time.Millisecond, time.Second), ms(0))
 	tb.Deliver(report(1), ms(0))
 	before := s.Next()
@@ -80,7 +80,7 @@ func TestKeepAliveNeverMovesDeadline(t *testing.T) {
 }
 
 func TestNextWakeIncludesLease(t *testing.T) {
-	tb := NewTable(DefaultLimits(), Anchored, epoch)
+	tb := NewTable(DefaultLimits(), Grid{Schedule: Anchored}, epoch)
 	if _, ok := tb.NextWake(); ok {
 		t.Fatal("empty table has a wake time")
 	}
@@ -92,7 +92,7 @@ func TestNextWakeIncludesLease(t *testing.T) {
 }
 
 func TestDeliverSlowerSessionOnlyAtItsDeadlines(t *testing.T) {
-	tb := NewTable(DefaultLimits(), Aligned, epoch)
+	tb := NewTable(DefaultLimits(), Grid{Schedule: Aligned}, epoch)
 	fast := mustAdd(t, tb, monitor("fast", 100*time.Millisecond, time.Minute), ms(0))
 	slow := mustAdd(t, tb, monitor("slow", 300*time.Millisecond, time.Minute), ms(0))
 	tb.Deliver(report(1), ms(0))
@@ -123,7 +123,7 @@ func TestDeliverSlowerSessionOnlyAtItsDeadlines(t *testing.T) {
 }
 
 func TestOneShotEndsAfterFirstReport(t *testing.T) {
-	tb := NewTable(DefaultLimits(), Aligned, epoch)
+	tb := NewTable(DefaultLimits(), Grid{Schedule: Aligned}, epoch)
 	s := mustAdd(t, tb, Options{Kind: KindPoll, Config: Config{Interval: time.Second}, NoLease: true, OneShot: true}, ms(0))
 	d, _ := tb.Deliver(report(1), ms(5))
 	if d[KindPoll] != 1 || tb.Live(s) || (<-s.Outbox().Reports()).SequenceID != 1 {
@@ -179,7 +179,7 @@ func TestOutboxNotifiesAfterEachOfferAndTheEnd(t *testing.T) {
 	})
 	o.Offer(report(1))
 	o.Offer(report(2))
-	tb := NewTable(DefaultLimits(), Aligned, epoch)
+	tb := NewTable(DefaultLimits(), Grid{Schedule: Aligned}, epoch)
 	s, _, _ := tb.Add(Options{Kind: KindWatch, Name: "w", Config: Config{Interval: time.Second}, NoLease: true}, epoch)
 	s.Outbox().Notify(func() { seen = append(seen, "ended") })
 	tb.Remove(s, nil)
@@ -192,7 +192,7 @@ func TestOutboxNotifiesAfterEachOfferAndTheEnd(t *testing.T) {
 
 func TestUpdateMovesDeadline(t *testing.T) {
 	for _, sch := range []Schedule{Anchored, Aligned} {
-		tb := NewTable(DefaultLimits(), sch, epoch)
+		tb := NewTable(DefaultLimits(), Grid{Schedule: sch}, epoch)
 		s := mustAdd(t, tb, monitor("r", time.Second, 5*time.Second), ms(0))
 		tb.Deliver(report(1), ms(0))
 		tb.Update(s, Config{Interval: 200 * time.Millisecond, Lease: 2 * time.Second}, ms(1010), true)
@@ -207,7 +207,7 @@ func TestUpdateMovesDeadline(t *testing.T) {
 }
 
 func TestRemovalsDuringPassesTouchEverySession(t *testing.T) {
-	tb := NewTable(DefaultLimits(), Aligned, epoch)
+	tb := NewTable(DefaultLimits(), Grid{Schedule: Aligned}, epoch)
 	var polls, monitors []*Session
 	for i := range 5 {
 		polls = append(polls, mustAdd(t, tb, Options{Kind: KindPoll, Config: Config{Interval: time.Second}, NoLease: true, OneShot: true}, ms(i)))
@@ -234,7 +234,7 @@ func TestRemovalsDuringPassesTouchEverySession(t *testing.T) {
 }
 
 func TestDeliverServesInRegistrationOrder(t *testing.T) {
-	tb := NewTable(DefaultLimits(), Aligned, epoch)
+	tb := NewTable(DefaultLimits(), Grid{Schedule: Aligned}, epoch)
 	var subs []*Session
 	for i := range 50 {
 		subs = append(subs, mustAdd(t, tb, monitor(string(rune('A'+i)), time.Second, time.Minute), ms(0)))
@@ -250,7 +250,7 @@ func TestDeliverServesInRegistrationOrder(t *testing.T) {
 }
 
 func TestUpdateWithTheSameIntervalStillMovesTheDeadline(t *testing.T) {
-	tb := NewTable(DefaultLimits(), Anchored, epoch)
+	tb := NewTable(DefaultLimits(), Grid{Schedule: Anchored}, epoch)
 	s := mustAdd(t, tb, monitor("r", time.Second, 5*time.Second), ms(0))
 	tb.Deliver(report(1), ms(0))
 	tb.Update(s, s.Config(), ms(300), false) // lease only: the deadline stays
@@ -268,7 +268,7 @@ func TestUpdateWithTheSameIntervalStillMovesTheDeadline(t *testing.T) {
 func TestORCASessions(t *testing.T) {
 	l := DefaultLimits()
 	l.MaxSessions = 2
-	tb := NewTable(l, Aligned, epoch)
+	tb := NewTable(l, Grid{Schedule: Aligned}, epoch)
 	orca := Options{Kind: KindORCA, Name: "orca", Config: Config{Interval: 100 * time.Millisecond}, NoLease: true}
 	s := mustAdd(t, tb, orca, ms(0))
 	mustAdd(t, tb, monitor("r", 100*time.Millisecond, time.Second), ms(0))

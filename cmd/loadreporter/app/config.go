@@ -37,6 +37,7 @@ type Config struct {
 	StaleAfter time.Duration
 	PullBudget time.Duration
 	Schedule   string
+	PhaseSlots int
 	Limits     session.Limits
 
 	ShutdownGrace time.Duration
@@ -83,6 +84,7 @@ func DefaultConfig() Config {
 		StaleAfter:        3 * time.Second,
 		PullBudget:        fireloop.DefaultPullBudget,
 		Schedule:          "aligned",
+		PhaseSlots:        1,
 		Limits:            session.DefaultLimits(),
 		ShutdownGrace:     5 * time.Second,
 		Migrate:           true,
@@ -126,6 +128,7 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.DurationVar(&c.StaleAfter, "stale-after", c.StaleAfter, "a report whose oldest rank is older than this is STALE")
 	fs.DurationVar(&c.PullBudget, "pull-budget", c.PullBudget, "bound on one fire's pull, retry included")
 	fs.StringVar(&c.Schedule, "schedule", c.Schedule, "report deadlines: aligned (shared grid) or anchored (per registration)")
+	fs.IntVar(&c.PhaseSlots, "phase-slots", c.PhaseSlots, "aligned: spread routers over this many phases of their interval; each fire serves one phase's routers, so its burst shrinks, but pulls grow to this many per interval (1: one shared grid)")
 	fs.DurationVar(&c.Limits.MinInterval, "min-report-interval", c.Limits.MinInterval, "smallest report interval a router may ask for")
 	fs.DurationVar(&c.Limits.MaxInterval, "max-report-interval", c.Limits.MaxInterval, "largest report interval a router may ask for")
 	fs.DurationVar(&c.Limits.MinLease, "min-lease", c.Limits.MinLease, "shortest lease granted (shorter requests are raised)")
@@ -220,8 +223,15 @@ func (c Config) Validate() error {
 	if c.PullBudget <= 0 {
 		return fmt.Errorf("--pull-budget %s: must be > 0", c.PullBudget)
 	}
-	if _, err := session.ParseSchedule(c.Schedule); err != nil {
+	schedule, err := session.ParseSchedule(c.Schedule)
+	if err != nil {
 		return fmt.Errorf("--schedule: %s", domain.ErrorMessage(err))
+	}
+	if c.PhaseSlots < 1 {
+		return fmt.Errorf("--phase-slots %d: must be in [1, %d] (1: one shared grid)", c.PhaseSlots, session.MaxPhaseSlots)
+	}
+	if err := (session.Grid{Schedule: schedule, PhaseSlots: c.PhaseSlots}).Validate(); err != nil {
+		return fmt.Errorf("--%s", domain.ErrorMessage(err))
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return fmt.Errorf("--%s", domain.ErrorMessage(err))

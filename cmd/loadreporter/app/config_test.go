@@ -48,7 +48,7 @@ func TestHelpListsEveryFlagWithDefaultAndVariable(t *testing.T) {
 	for _, want := range []string{
 		"--listen", "default 127.0.0.1:8080", "LOADREPORTER_LISTEN",
 		"--source", "--engine-url", "--engine-api-key", "--dp-size", "--stale-after", "default 3s",
-		"--pull-budget", "--schedule", "default aligned", "--min-report-interval", "default 10ms",
+		"--pull-budget", "--schedule", "default aligned", "--phase-slots", "LOADREPORTER_PHASE_SLOTS", "--min-report-interval", "default 10ms",
 		"--max-report-interval", "default 1m0s", "--min-lease", "--max-lease", "default 10m0s",
 		"--max-sessions", "default 10000", "--shutdown-grace", "--worker-addr", "--worker-type",
 		"--model", "--zone", "--tls-cert", "--tls-key", "--tls-client-ca", "--auth-token",
@@ -66,6 +66,8 @@ func TestBadSettingsNameTheirFlag(t *testing.T) {
 		"--source":              {"--source", "ollama"},
 		"--engine-url":          {"--source", "sglang-http"},
 		"--schedule":            {"--schedule", "random"},
+		"--phase-slots":         {"--phase-slots", "0"},
+		"--phase-slots 4 needs": {"--schedule", "anchored", "--phase-slots", "4"},
 		"--pull-budget":         {"--pull-budget", "0s"},
 		"--min-report-interval": {"--min-report-interval", "0s"},
 		"--max-lease":           {"--max-lease", "1ms"},

@@ -121,7 +121,7 @@ func (m *Main) Start() error {
 			"addr", ln.Addr().String())
 	}
 	m.log.Info("loadreporter serving", "addr", ln.Addr().String(), "source", m.cfg.Source, "history", m.history.kind,
-		"schedule", m.cfg.Schedule, "tls", useTLS, "auth", m.cfg.AuthToken != "")
+		"schedule", m.cfg.Schedule, "phase_slots", m.cfg.PhaseSlots, "tls", useTLS, "auth", m.cfg.AuthToken != "")
 	return nil
 }
 

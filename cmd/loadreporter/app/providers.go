@@ -226,6 +226,7 @@ func NewFireLoop(c Config, src ports.SnapshotSource, simSrc *sim.Source, clk por
 		},
 		Limits:          c.Limits,
 		Schedule:        schedule,
+		PhaseSlots:      c.PhaseSlots,
 		PullBudget:      c.PullBudget,
 		Expected:        expected,
 		Observer:        obs,

@@ -1,0 +1,115 @@
+package session
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// With 4 phase slots, sessions fill the least-loaded slot and, after their
+// first report, each session's deadlines lie on epoch + slot·interval/4 +
+// k·interval: four fires per interval, each serving its own quarter.
+func TestPhaseSlotsSpreadSessionsOverTheInterval(t *testing.T) {
+	tb := NewTable(DefaultLimits(), Grid{Schedule: Aligned, PhaseSlots: 4}, epoch)
+	var ss []*Session
+	for i := range 8 {
+		ss = append(ss, mustAdd(t, tb, monitor(fmt.Sprint("r", i), 100*time.Millisecond, time.Minute), ms(0)))
+	}
+	for i, s := range ss {
+		if s.Slot() != i%4 {
+			t.Fatalf("session %d in slot %d, want %d (least loaded first)", i, s.Slot(), i%4)
+		}
+	}
+	// Everyone's first report comes from the fire at 0; the next deadline
+	// is the first point of the session's own grid ≥ 50 ms later: slots 2
+	// and 3 start their grids at 50 and 75, so they come round before 100.
+	tb.Deliver(report(1), ms(0))
+	nextBySlot := []int{100, 125, 50, 75}
+	for i, s := range ss {
+		if want := ms(nextBySlot[s.Slot()]); !s.Next().Equal(want) {
+			t.Fatalf("session %d (slot %d): next %v, want %v", i, s.Slot(), s.Next().Sub(epoch), want.Sub(epoch))
+		}
+	}
+	var fires []string
+	for now := ms(1); now.Before(ms(300)); now = now.Add(time.Millisecond) {
+		if !tb.AnyDue(now) {
+			continue
+		}
+		d, _ := tb.Deliver(report(2), now)
+		fires = append(fires, fmt.Sprintf("%v:%d", now.Sub(epoch), d[KindMonitor]))
+	}
+	want := []string{"50ms:2", "75ms:2", "100ms:2", "125ms:2", "150ms:2", "175ms:2",
+		"200ms:2", "225ms:2", "250ms:2", "275ms:2"}
+	if !slices.Equal(fires, want) {
+		t.Fatalf("fires %v, want %v", fires, want)
+	}
+	for i, s := range ss {
+		if off := s.Next().Sub(epoch) % (100 * time.Millisecond); off != time.Duration(s.Slot())*25*time.Millisecond {
+			t.Fatalf("session %d: deadline %v is off its slot's phase (%v)", i, s.Next().Sub(epoch), off)
+		}
+	}
+}
+
+// A session keeps its slot for life; a freed slot is the next one filled,
+// and one-shot sessions never take a slot.
+func TestPhaseSlotsStayBalancedUnderChurn(t *testing.T) {
+	tb := NewTable(DefaultLimits(), Grid{Schedule: Aligned, PhaseSlots: 3}, epoch)
+	a := mustAdd(t, tb, monitor("a", time.Second, time.Minute), ms(0))
+	b := mustAdd(t, tb, monitor("b", time.Second, time.Minute), ms(0))
+	mustAdd(t, tb, monitor("c", time.Second, time.Minute), ms(0))
+	mustAdd(t, tb, Options{Kind: KindPoll, Config: Config{Interval: time.Second}, NoLease: true, OneShot: true}, ms(0))
+	if got := tb.SlotLoads(); !slices.Equal(got, []int{1, 1, 1}) {
+		t.Fatalf("slot loads %v, want [1 1 1] (the poll holds none)", got)
+	}
+	tb.Remove(b, nil)
+	d := mustAdd(t, tb, monitor("d", time.Second, time.Minute), ms(10))
+	if d.Slot() != 1 {
+		t.Fatalf("d took slot %d, want b's freed slot 1", d.Slot())
+	}
+	// A replacement frees the old session's slot before taking one.
+	a2, replaced, err := tb.Add(monitor("a", time.Second, time.Minute), ms(20))
+	if err != nil || replaced != a || a2.Slot() != 0 {
+		t.Fatalf("replacement: slot %d, replaced %v, err %v", a2.Slot(), replaced == a, err)
+	}
+	tb.Deliver(report(1), ms(20)) // every poll is served and gone
+	if got := tb.SlotLoads(); !slices.Equal(got, []int{1, 1, 1}) {
+		t.Fatalf("slot loads %v after churn, want [1 1 1]", got)
+	}
+}
+
+// update_config moves the deadline onto the session's own phase of the new
+// interval.
+func TestPhaseSlotsUpdateKeepsThePhase(t *testing.T) {
+	tb := NewTable(DefaultLimits(), Grid{Schedule: Aligned, PhaseSlots: 2}, epoch)
+	mustAdd(t, tb, monitor("a", 100*time.Millisecond, time.Minute), ms(0))
+	b := mustAdd(t, tb, monitor("b", 100*time.Millisecond, time.Minute), ms(0))
+	tb.Deliver(report(1), ms(0))
+	if !tb.Update(b, Config{Interval: time.Second, Lease: time.Minute}, ms(130), true) {
+		t.Fatal("update refused")
+	}
+	// Slot 1 of 2 at 1 s: grid 500 + k·1000; first point ≥ 130+500 is 1500.
+	if !b.Next().Equal(ms(1500)) {
+		t.Fatalf("next %v, want 1.5s", b.Next().Sub(epoch))
+	}
+}
+
+func TestGridValidate(t *testing.T) {
+	for _, c := range []struct {
+		g    Grid
+		want string // "" valid, else a part of the error
+	}{
+		{Grid{Schedule: Aligned}, ""},
+		{Grid{Schedule: Anchored, PhaseSlots: 1}, ""},
+		{Grid{Schedule: Aligned, PhaseSlots: MaxPhaseSlots}, ""},
+		{Grid{Schedule: Aligned, PhaseSlots: -1}, "phase-slots must be in [1, 100], got -1"},
+		{Grid{Schedule: Aligned, PhaseSlots: MaxPhaseSlots + 1}, "got 101"},
+		{Grid{Schedule: Anchored, PhaseSlots: 4}, "needs the aligned schedule"},
+	} {
+		err := c.g.Validate()
+		if (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.g, err, c.want)
+		}
+	}
+}
