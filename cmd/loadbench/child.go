@@ -55,6 +55,7 @@ func serveChild(ctx context.Context, o options) error {
 		c.LogLevel = "error"
 		c.Limits.MaxSessions = max(c.Limits.MaxSessions, o.routers+10)
 		c.MaxStreamsPerConn = max(c.MaxStreamsPerConn, o.routers+10) // the join probe shares a connection
+		c.PhaseSlots = o.slots[0]
 		m, err := app.InitializeMainWithEngine(c, app.Engine{Source: engine})
 		if err != nil {
 			return err
@@ -69,6 +70,12 @@ func serveChild(ctx context.Context, o options) error {
 			return err
 		}
 		addr, closeServer = ln.Addr().String(), serveORCA(ln, engine)
+	case "grpcfanout":
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		addr, closeServer = ln.Addr().String(), serveGRPCFanout(ln, engine, o.interval)
 	case "perstream":
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -32,7 +33,8 @@ type options struct {
 	measure  time.Duration
 	conns    int
 	ranks    int
-	peer     string // the server ours is compared with: orca or perstream
+	peer     string // the server ours is compared with: orca, perstream or grpcfanout
+	slots    []int  // loadreporter's --phase-slots, one measurement of ours each
 	suite    bool   // run every scenario of suiteScenarios
 	child    string // internal: run as the server child ("ours", "orca" or "perstream")
 	profile  string // write a CPU profile of our server's measured window here
@@ -48,7 +50,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.measure, "measure", 10*time.Second, "measured time")
 	fs.IntVar(&o.conns, "conns", 1, "HTTP/2 connections the streams are spread over")
 	fs.IntVar(&o.ranks, "ranks", 8, "DP ranks of the instant engine")
-	fs.StringVar(&o.peer, "peer", "orca", "what ours is compared with: orca (grpc-go server shaped like ORCA's service) or perstream (the same on connect and net/http)")
+	fs.StringVar(&o.peer, "peer", "orca", "what ours is compared with: orca (grpc-go server shaped like ORCA's service), perstream (the same on connect and net/http) or grpcfanout (a bare grpc-go server sending one encoded report per fire to every stream: the floor of grpc-go's transport)")
+	slots := fs.String("phase-slots", "1,10", "loadreporter's --phase-slots, comma-separated: ours is measured once for each")
 	fs.BoolVar(&o.suite, "suite", false, "run every scenario (100 × 100 ms; 1 000 × 100 ms over 1 and 10 connections; 10 000 × 1 s over 100) and print the targets")
 	fs.StringVar(&o.profile, "profile", "", "write a CPU profile of loadreporter's measured window to this file, and its heap profile and memory statistics just before the window to FILE.heap and FILE.mem (with --suite: one set per scenario, suffixed)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "the same as --profile")
@@ -56,11 +59,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	var err error
+	if o.slots, err = parseSlots(*slots); err != nil {
+		return err
+	}
 	if o.child != "" {
 		return serveChild(ctx, o)
 	}
-	if o.peer != "orca" && o.peer != "perstream" {
-		return fmt.Errorf("--peer %q: want orca or perstream", o.peer)
+	if o.peer != "orca" && o.peer != "perstream" && o.peer != "grpcfanout" {
+		return fmt.Errorf("--peer %q: want orca, perstream or grpcfanout", o.peer)
 	}
 	fmt.Fprintf(out, "loadbench %s, load average %s\n", time.Now().Format(time.DateTime), loadAvg())
 	scenarios := []options{o}
@@ -73,7 +80,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		rows = append(rows, r)
+		rows = append(rows, r...)
 	}
 	if o.suite {
 		printSummary(out, rows)
@@ -104,36 +111,51 @@ func suiteScenarios(o options) []options {
 	return out
 }
 
-// runScenario measures the peer, then ours, and prints them side by side.
-func runScenario(ctx context.Context, out io.Writer, o options) (scenarioResult, error) {
+// runScenario measures the peer, then ours once per phase-slot setting,
+// and prints each of ours side by side with the peer.
+func runScenario(ctx context.Context, out io.Writer, o options) ([]scenarioResult, error) {
 	o.warmup = max(o.warmup, 2*o.interval)
-	sr := scenarioResult{o: o, loadBefore: loadAvg()}
+	loadBefore := loadAvg()
 	fmt.Fprintf(out, "\n== %d routers × %v, %d ranks, %d connection(s), %v measured after %v warm-up; load %s\n",
-		o.routers, o.interval, o.ranks, o.conns, o.measure, o.warmup, sr.loadBefore)
-	for _, kind := range []string{o.peer, "ours"} {
-		r, err := measureServer(ctx, o, kind)
-		if err != nil {
-			return sr, fmt.Errorf("%s: %w", kind, err)
-		}
-		if kind == "ours" {
-			sr.ours = r
-		} else {
-			sr.peer = r
-		}
+		o.routers, o.interval, o.ranks, o.conns, o.measure, o.warmup, loadBefore)
+	peer, err := measureServer(ctx, o, o.peer, 1)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.peer, err)
 	}
-	sr.loadAfter = loadAvg()
-	printTable(out, &sr)
-	return sr, nil
+	var out2 []scenarioResult
+	for _, n := range o.slots {
+		ours, err := measureServer(ctx, o, "ours", n)
+		if err != nil {
+			return nil, fmt.Errorf("ours, --phase-slots %d: %w", n, err)
+		}
+		sr := scenarioResult{o: o, slots: n, peer: peer, ours: ours, loadBefore: loadBefore, loadAfter: loadAvg()}
+		printTable(out, &sr)
+		out2 = append(out2, sr)
+	}
+	return out2, nil
+}
+
+// parseSlots reads --phase-slots: a comma-separated list of 1 to 100.
+func parseSlots(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 100 {
+			return nil, fmt.Errorf("--phase-slots %q: want numbers in [1, 100] separated by commas", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // startChild runs this binary as the server and returns its address.
-func startChild(ctx context.Context, o options, kind string) (*exec.Cmd, string, error) {
+func startChild(ctx context.Context, o options, kind string, slots int) (*exec.Cmd, string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, "", err
 	}
 	cmd := exec.CommandContext(ctx, self, "--child", kind, "--ranks", fmt.Sprint(o.ranks),
-		"--routers", fmt.Sprint(o.routers))
+		"--routers", fmt.Sprint(o.routers), "--interval", o.interval.String(), "--phase-slots", fmt.Sprint(slots))
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -49,10 +49,10 @@ type routerStats struct {
 
 var monitorDesc = &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
 
-func measureServer(ctx context.Context, o options, kind string) (result, error) {
+func measureServer(ctx context.Context, o options, kind string, slots int) (result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cmd, addrs, err := startChild(ctx, o, kind)
+	cmd, addrs, err := startChild(ctx, o, kind, slots)
 	if err != nil {
 		return result{}, err
 	}
@@ -87,14 +87,19 @@ func measureServer(ctx context.Context, o options, kind string) (result, error) 
 	}
 	sleep(ctx, o.warmup)
 	rssAfter := rss(pid)
+	profile := ""
 	if o.profile != "" && kind == "ours" {
-		saveMemory(statsAddr, o.profile) // it collects garbage: before the window
+		profile = o.profile
+		if slots > 1 {
+			profile = fmt.Sprintf("%s.slots%d", o.profile, slots)
+		}
+		saveMemory(statsAddr, profile) // it collects garbage: before the window
 	}
 	cpu0, pulls0 := cpuTime(pid), pulls(statsAddr)
 	start := time.Now()
 	tally.inWindow.Store(true)
-	if o.profile != "" && kind == "ours" {
-		go saveProfile(statsAddr, o.measure-time.Second, o.profile) // done before the child stops
+	if profile != "" {
+		go saveProfile(statsAddr, o.measure-time.Second, profile) // done before the child stops
 	}
 	joins := probeJoins(ctx, conns[0], o)
 	sleep(ctx, time.Until(start.Add(o.measure)))

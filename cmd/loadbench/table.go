@@ -7,13 +7,11 @@ import (
 	"time"
 )
 
-// oursPullsPerInterval is how many pulls loadreporter may make per report
-// interval, whatever the number of routers (SPEC §2.4: pulls are shared).
-const oursPullsPerInterval = 1
-
-// scenarioResult is one scenario: the peer and ours, measured back to back.
+// scenarioResult is one scenario: the peer and ours with one --phase-slots
+// setting, measured back to back.
 type scenarioResult struct {
 	o                     options
+	slots                 int // loadreporter's --phase-slots
 	peer, ours            result
 	loadBefore, loadAfter string
 	met, unmet            []string
@@ -31,8 +29,8 @@ type row struct {
 }
 
 func printTable(out io.Writer, sr *scenarioResult) {
-	fmt.Fprintf(out, "%-38s %12s %12s  %-5s %-14s %-12s %s\n", "", sr.peer.kind, "ours", "", "ratio", "target", "met")
-	for _, r := range scenarioRows(sr.o, sr.peer, sr.ours) {
+	fmt.Fprintf(out, "%-38s %12s %12s  %-5s %-14s %-12s %s\n", "", sr.peer.kind, oursLabel(sr.slots), "", "ratio", "target", "met")
+	for _, r := range scenarioRows(sr.o, sr.slots, sr.peer, sr.ours) {
 		met := ""
 		if r.target != "" {
 			met = "no"
@@ -61,9 +59,20 @@ func ratio(peer, ours float64, lowerBetter bool) string {
 	return fmt.Sprintf("%.1f× more", ours/peer)
 }
 
+// oursLabel names loadreporter's column: "ours", or "ours/N" with N phase
+// slots.
+func oursLabel(slots int) string {
+	if slots > 1 {
+		return fmt.Sprintf("ours/%d", slots)
+	}
+	return "ours"
+}
+
 // scenarioRows builds the table of a scenario, with SPEC §8's targets where
-// they apply: the 1 000 and 10 000 router rows.
-func scenarioRows(o options, peer, ours result) []row {
+// they apply: the 1 000 and 10 000 router rows. Pulls may number one per
+// phase slot and interval, whatever the number of routers (SPEC §2.4: pulls
+// are shared), plus one per join probe.
+func scenarioRows(o options, slots int, peer, ours result) []row {
 	big := o.routers >= 1000
 	limit := func(ok bool, t string) (string, bool) {
 		if !big {
@@ -83,7 +92,7 @@ func scenarioRows(o options, peer, ours result) []row {
 	add("  (expected)", expected, expected, "/s", false, "", false)
 	add("reports missed (gap ≥ 1.5 intervals)", float64(peer.missed), float64(ours.missed), "", true, "0", ours.missed == 0)
 	// Each join probe is due at once: it may cost a pull of its own.
-	maxPulls := float64(oursPullsPerInterval)/o.interval.Seconds() + float64(len(ours.joins))/ours.window.Seconds()
+	maxPulls := float64(slots)/o.interval.Seconds() + float64(len(ours.joins))/ours.window.Seconds()
 	add("engine pulls per second", perSecond(peer, peer.pulls), perSecond(ours, ours.pulls), "/s", true,
 		fmt.Sprintf("≤ %.1f", maxPulls), perSecond(ours, ours.pulls) <= maxPulls*1.05)
 	add("interval error p50", ms(peer.intervalErrP50), ms(ours.intervalErrP50), "ms", true, "", false)
@@ -123,8 +132,8 @@ func perSecond(r result, n int64) float64 { return float64(n) / r.window.Seconds
 func printSummary(out io.Writer, rows []scenarioResult) {
 	fmt.Fprintf(out, "\n== targets (SPEC §8), load now %s\n", loadAvg())
 	for _, sr := range rows {
-		fmt.Fprintf(out, "%5d × %-5v %3d conn: met %d of %d", sr.o.routers, sr.o.interval, sr.o.conns,
-			len(sr.met), len(sr.met)+len(sr.unmet))
+		fmt.Fprintf(out, "%5d × %-5v %3d conn, %-8s met %d of %d", sr.o.routers, sr.o.interval, sr.o.conns,
+			oursLabel(sr.slots)+":", len(sr.met), len(sr.met)+len(sr.unmet))
 		if len(sr.unmet) > 0 {
 			fmt.Fprintf(out, "; not met: %s", strings.Join(sr.unmet, ", "))
 		}
