@@ -72,6 +72,14 @@ func TestRankGaugesFollowTheLatestReport(t *testing.T) {
 	if !strings.Contains(body, `loadreporter_report_status{status="UNREACHABLE"} 1`+"\n") {
 		t.Errorf("status gauge:\n%s", grep(body, "report_status"))
 	}
+
+	// Back after the outage, and then updated in place: a rank's series
+	// come back, and a kept handle still writes the series that is scraped.
+	m.Fired(fired(domain.StatusHealthy, rank(0, 0.75)))
+	m.Fired(fired(domain.StatusHealthy, rank(0, 0.125)))
+	if body := scrape(t, m); !strings.Contains(body, `loadreporter_rank_token_usage{dp_rank="0"} 0.125`+"\n") {
+		t.Errorf("rank 0 after the outage:\n%s", grep(body, `dp_rank="0"`))
+	}
 }
 
 func grep(body, what string) string {

@@ -16,8 +16,9 @@ import (
 // none (an old value would be read as current load).
 type rankGauges struct {
 	mu     sync.Mutex
-	shown  map[string]bool // dp_rank labels with series
+	shown  map[int64][]prometheus.Gauge // per dp_rank with series: one handle per gauge
 	gauges []rankGauge
+	seen   map[int64]bool // scratch for set: the ranks of the report at hand
 }
 
 type rankGauge struct {
@@ -32,7 +33,7 @@ func newRankGauges() rankGauges {
 			value: value,
 		}
 	}
-	return rankGauges{shown: map[string]bool{}, gauges: []rankGauge{
+	return rankGauges{shown: map[int64][]prometheus.Gauge{}, seen: map[int64]bool{}, gauges: []rankGauge{
 		g("running_reqs", "Running requests of the rank in the latest report.", func(r domain.RankLoad) float64 { return float64(r.NumRunningReqs) }),
 		g("waiting_reqs", "Waiting requests of the rank in the latest report.", func(r domain.RankLoad) float64 { return float64(r.NumWaitingReqs) }),
 		g("waiting_uncached_tokens", "Uncached prompt tokens waiting on the rank.", func(r domain.RankLoad) float64 { return float64(r.NumWaitingUncachedTokens) }),
@@ -51,26 +52,41 @@ func (g *rankGauges) register(r *prometheus.Registry) {
 	}
 }
 
-// set shows ranks and removes the series of every rank not among them.
+// set shows ranks and removes the series of every rank not among them. A
+// rank's gauges are looked up by label once, when it appears, and kept:
+// a fire then costs one Set per gauge and rank, which matters with
+// hundreds of ranks and a fire every few milliseconds (--phase-slots).
 func (g *rankGauges) set(ranks []domain.RankLoad) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := make(map[string]bool, len(ranks))
+	clear(g.seen)
 	for _, r := range ranks {
-		label := strconv.FormatInt(r.DPRank, 10)
-		now[label] = true
-		for _, x := range g.gauges {
-			x.vec.WithLabelValues(label).Set(x.value(r))
+		g.seen[r.DPRank] = true
+		handles, ok := g.shown[r.DPRank]
+		if !ok {
+			label := strconv.FormatInt(r.DPRank, 10)
+			handles = make([]prometheus.Gauge, len(g.gauges))
+			for i, x := range g.gauges {
+				handles[i] = x.vec.WithLabelValues(label)
+			}
+			g.shown[r.DPRank] = handles
+		}
+		for i, x := range g.gauges {
+			handles[i].Set(x.value(r))
 		}
 	}
-	for label := range g.shown {
-		if !now[label] {
+	if len(g.shown) == len(g.seen) {
+		return // the same ranks as before (dp_rank is unique in a valid report)
+	}
+	for rank := range g.shown {
+		if !g.seen[rank] {
+			label := strconv.FormatInt(rank, 10)
 			for _, x := range g.gauges {
 				x.vec.DeleteLabelValues(label)
 			}
+			delete(g.shown, rank)
 		}
 	}
-	g.shown = now
 }
 
 func b2f(b bool) float64 {
