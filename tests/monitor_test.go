@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -325,6 +327,18 @@ func TestPhaseSlotsSplitTheFleetsFires(t *testing.T) {
 			if s[i]-s[i-1] > 4 {
 				t.Fatalf("%s skipped fires: %v (one report per interval, two fires between)", id, s)
 			}
+		}
+	}
+	// Operators see the spread on /metrics.
+	resp, err := http.Get("http://" + m.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, series := range []string{`loadreporter_phase_slot_sessions{slot="0"} 1`, `loadreporter_phase_slot_sessions{slot="1"} 1`} {
+		if !strings.Contains(string(body), series+"\n") {
+			t.Errorf("/metrics lacks %s", series)
 		}
 	}
 }

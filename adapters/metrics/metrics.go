@@ -242,3 +242,27 @@ func (m *Metrics) WatchMonitor(pending func() int64, firstFrameTimeouts, overBud
 		}, func() float64 { return float64(overBudget()) }),
 	)
 }
+
+// WatchPhaseSlots exports, at each scrape, how many recurring sessions
+// each phase slot of the aligned grid holds (--phase-slots): an uneven
+// spread means uneven bursts.
+func (m *Metrics) WatchPhaseSlots(loads func() []int) {
+	m.registry.MustRegister(slotCollector{
+		desc: prometheus.NewDesc("loadreporter_phase_slot_sessions",
+			"Recurring sessions (routers, browsers, ORCA, history) per phase slot of the aligned grid.", []string{"slot"}, nil),
+		loads: loads,
+	})
+}
+
+type slotCollector struct {
+	desc  *prometheus.Desc
+	loads func() []int
+}
+
+func (c slotCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c slotCollector) Collect(ch chan<- prometheus.Metric) {
+	for i, n := range c.loads() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), strconv.Itoa(i))
+	}
+}

@@ -91,3 +91,22 @@ func grep(body, what string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+func TestPhaseSlotSessionsAreReadAtScrape(t *testing.T) {
+	m := New(time.Now)
+	loads := []int{3, 2, 3}
+	m.WatchPhaseSlots(func() []int { return loads })
+	body := scrape(t, m)
+	for _, series := range []string{
+		`loadreporter_phase_slot_sessions{slot="0"} 3`, `loadreporter_phase_slot_sessions{slot="1"} 2`,
+		`loadreporter_phase_slot_sessions{slot="2"} 3`,
+	} {
+		if !strings.Contains(body, series+"\n") {
+			t.Errorf("missing %s in\n%s", series, grep(body, "phase_slot"))
+		}
+	}
+	loads = []int{3, 3, 3}
+	if body := scrape(t, m); !strings.Contains(body, `loadreporter_phase_slot_sessions{slot="1"} 3`+"\n") {
+		t.Errorf("not read again at the next scrape:\n%s", grep(body, "phase_slot"))
+	}
+}

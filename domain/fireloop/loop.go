@@ -126,6 +126,14 @@ func (l *Loop) Latest() *domain.Report {
 	return l.latest
 }
 
+// SlotLoads returns how many recurring sessions each phase slot holds
+// (one slot unless Options.PhaseSlots spread them).
+func (l *Loop) SlotLoads() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.table.SlotLoads()
+}
+
 // Count returns the number of live sessions of kind k.
 func (l *Loop) Count(k session.Kind) int {
 	l.mu.Lock()

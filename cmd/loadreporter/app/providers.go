@@ -271,6 +271,7 @@ func NewMonitor(c Config, loop *fireloop.Loop, clk ports.Clock, log *slog.Logger
 		return nil, err
 	}
 	m.WatchMonitor(mon.PendingStreams, mon.FirstFrameTimeouts, mon.OverBudget)
+	m.WatchPhaseSlots(loop.SlotLoads)
 	return mon, nil
 }
 
