@@ -2,22 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
-	"io"
 	"net"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/loadreporter/loadreporter/adapters/rpc"
 	"github.com/loadreporter/loadreporter/domain"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
-	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 )
 
 // fanoutPeer is the floor of grpc-go's server transport for our fan-out:
@@ -59,14 +54,7 @@ func (passCodec) Unmarshal(d mem.BufferSlice, v any) error {
 func serveGRPCFanout(ln net.Listener, engine *instantEngine, interval time.Duration) func() error {
 	p := &fanoutPeer{fired: make(chan struct{})}
 	srv := grpc.NewServer(grpc.ForceServerCodecV2(passCodec{}), grpc.MaxConcurrentStreams(1<<20))
-	srv.RegisterService(&grpc.ServiceDesc{
-		ServiceName: loadmonitorv1connect.LoadMonitorServiceName,
-		HandlerType: (*any)(nil),
-		Streams: []grpc.StreamDesc{{
-			StreamName: "Monitor", ServerStreams: true, ClientStreams: true,
-			Handler: func(_ any, st grpc.ServerStream) error { return p.monitor(st) },
-		}},
-	}, p)
+	registerMonitor(srv, p.monitor)
 	ctx, cancel := context.WithCancel(context.Background())
 	go p.fire(ctx, engine, interval)
 	go func() { _ = srv.Serve(ln) }()
@@ -101,20 +89,7 @@ func (p *fanoutPeer) fire(ctx context.Context, engine *instantEngine, interval t
 }
 
 func (p *fanoutPeer) monitor(st grpc.ServerStream) error {
-	first := new(pb.RouterFrame)
-	if err := st.RecvMsg(first); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		return err
-	}
-	reg := first.GetRegister()
-	if reg == nil {
-		return status.Error(codes.InvalidArgument, "the first frame must be register")
-	}
-	lease := reg.GetLeaseTtlMs()
-	if err := st.SendMsg(&pb.WorkerFrame{Payload: &pb.WorkerFrame_Registered{Registered: &pb.RegisterResponse{
-		LeaseTtlMs: lease, RenewAfterMs: max(1, lease/3)}}}); err != nil {
+	if reg, err := acceptRegister(st); reg == nil || err != nil {
 		return err
 	}
 	go func() { // drain keep-alives: grpc-go's RecvMsg cannot be selected on

@@ -32,34 +32,48 @@ type orcaPeer struct {
 func serveORCA(ln net.Listener, engine *instantEngine) func() error {
 	p := &orcaPeer{engine: engine}
 	srv := grpc.NewServer()
+	registerMonitor(srv, p.monitor)
+	go func() { _ = srv.Serve(ln) }()
+	return func() error { srv.Stop(); return nil }
+}
+
+// registerMonitor serves monitor as the Monitor method of srv, as a bare
+// grpc-go peer does without generated grpc-go code.
+func registerMonitor(srv *grpc.Server, monitor func(grpc.ServerStream) error) {
 	srv.RegisterService(&grpc.ServiceDesc{
 		ServiceName: loadmonitorv1connect.LoadMonitorServiceName,
 		HandlerType: (*any)(nil),
 		Streams: []grpc.StreamDesc{{
 			StreamName: "Monitor", ServerStreams: true, ClientStreams: true,
-			Handler: func(_ any, st grpc.ServerStream) error { return p.monitor(st) },
+			Handler: func(_ any, st grpc.ServerStream) error { return monitor(st) },
 		}},
-	}, p)
-	go func() { _ = srv.Serve(ln) }()
-	return func() error { srv.Stop(); return nil }
+	}, nil)
 }
 
-func (p *orcaPeer) monitor(st grpc.ServerStream) error {
+// acceptRegister reads a peer stream's first frame, which must register
+// with an interval, and acks it without any of loadreporter's checks; a
+// stream closed before any frame yields nil and nil.
+func acceptRegister(st grpc.ServerStream) (*pb.RegisterRequest, error) {
 	first := new(pb.RouterFrame)
 	if err := st.RecvMsg(first); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil
+			return nil, nil
 		}
-		return err
+		return nil, err
 	}
 	reg := first.GetRegister()
 	if reg == nil || reg.GetReportIntervalMs() <= 0 {
-		return status.Error(codes.InvalidArgument, "the first frame must be register")
+		return nil, status.Error(codes.InvalidArgument, "the first frame must be register")
 	}
 	lease := reg.GetLeaseTtlMs()
 	ack := &pb.WorkerFrame{Payload: &pb.WorkerFrame_Registered{Registered: &pb.RegisterResponse{
 		LeaseTtlMs: lease, RenewAfterMs: max(1, lease/3)}}}
-	if err := st.SendMsg(ack); err != nil {
+	return reg, st.SendMsg(ack)
+}
+
+func (p *orcaPeer) monitor(st grpc.ServerStream) error {
+	reg, err := acceptRegister(st)
+	if reg == nil || err != nil {
 		return err
 	}
 	ticker := time.NewTicker(time.Duration(reg.GetReportIntervalMs()) * time.Millisecond)
