@@ -146,13 +146,7 @@ func TestMaxSessionsAndShutdown(t *testing.T) {
 // with JSON, through the encode-once codec.
 func TestConnectJSONClient(t *testing.T) {
 	ctx := testContext(t, 10*time.Second)
-	eng := &engine{ranks: 1}
-	eng.set(modeHealthy, 0.5)
-	svc, err := New(startLoop(t, eng, session.DefaultLimits()), Options{NominalRPS: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := serveH2C(t, mount(svc))
+	addr := serveOneHealthyRank(t)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	client := connect.NewClient[v3orcaservicepb.OrcaLoadReportRequest, v3orcapb.OrcaLoadReport](
@@ -181,13 +175,7 @@ func TestConnectJSONClient(t *testing.T) {
 // of its delivery. Larger ones are compressed once per fire (adapters/internal/fanout).
 func TestSmallReportsGoUncompressed(t *testing.T) {
 	ctx := testContext(t, 10*time.Second)
-	eng := &engine{ranks: 1}
-	eng.set(modeHealthy, 0.5)
-	svc, err := New(startLoop(t, eng, session.DefaultLimits()), Options{NominalRPS: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := serveH2C(t, mount(svc))
+	addr := serveOneHealthyRank(t)
 	msg, err := proto.Marshal(&v3orcaservicepb.OrcaLoadReportRequest{ReportInterval: durationpb.New(10 * time.Millisecond)})
 	if err != nil {
 		t.Fatal(err)
@@ -217,4 +205,18 @@ func TestSmallReportsGoUncompressed(t *testing.T) {
 	if size >= fanout.MinBytes {
 		t.Errorf("the report has %d bytes: not a small one, the test proves nothing", size)
 	}
+}
+
+// serveOneHealthyRank serves ORCA over h2c for an engine of one healthy
+// rank at utilization 0.5, with a nominal 4 requests/s, and returns its
+// address.
+func serveOneHealthyRank(t *testing.T) string {
+	t.Helper()
+	eng := &engine{ranks: 1}
+	eng.set(modeHealthy, 0.5)
+	svc, err := New(startLoop(t, eng, session.DefaultLimits()), Options{NominalRPS: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveH2C(t, mount(svc))
 }
