@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/loadreporter/loadreporter/domain/session"
 )
 
 func main() {
@@ -36,7 +38,7 @@ type options struct {
 	peer     string // the server ours is compared with: orca, perstream or grpcfanout
 	slots    []int  // loadreporter's --phase-slots, one measurement of ours each
 	suite    bool   // run every scenario of suiteScenarios
-	child    string // internal: run as the server child ("ours", "orca" or "perstream")
+	child    string // internal: run as the server child ("ours", "orca", "perstream" or "grpcfanout")
 	profile  string // write a CPU profile of our server's measured window here
 }
 
@@ -122,7 +124,7 @@ func runScenario(ctx context.Context, out io.Writer, o options) ([]scenarioResul
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.peer, err)
 	}
-	var out2 []scenarioResult
+	var results []scenarioResult
 	for _, n := range o.slots {
 		ours, err := measureServer(ctx, o, "ours", n)
 		if err != nil {
@@ -130,18 +132,19 @@ func runScenario(ctx context.Context, out io.Writer, o options) ([]scenarioResul
 		}
 		sr := scenarioResult{o: o, slots: n, peer: peer, ours: ours, loadBefore: loadBefore, loadAfter: loadAvg()}
 		printTable(out, &sr)
-		out2 = append(out2, sr)
+		results = append(results, sr)
 	}
-	return out2, nil
+	return results, nil
 }
 
-// parseSlots reads --phase-slots: a comma-separated list of 1 to 100.
+// parseSlots reads --phase-slots: a comma-separated list of settings
+// loadreporter accepts.
 func parseSlots(s string) ([]int, error) {
 	var out []int
 	for f := range strings.SplitSeq(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 100 {
-			return nil, fmt.Errorf("--phase-slots %q: want numbers in [1, 100] separated by commas", s)
+		if err != nil || n < 1 || n > session.MaxPhaseSlots {
+			return nil, fmt.Errorf("--phase-slots %q: want numbers in [1, %d] separated by commas", s, session.MaxPhaseSlots)
 		}
 		out = append(out, n)
 	}
