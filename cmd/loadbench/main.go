@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,7 +37,7 @@ type options struct {
 	conns    int
 	ranks    int
 	peer     string // the server ours is compared with: orca, perstream or grpcfanout
-	slots    []int  // loadreporter's --phase-slots, one measurement of ours each
+	slots    []int  // loadreporter's --phase-slots, one measurement of ours each; autoSlots: sized per scenario
 	suite    bool   // run every scenario of suiteScenarios
 	child    string // internal: run as the server child ("ours", "orca", "perstream" or "grpcfanout")
 	profile  string // write a CPU profile of our server's measured window here
@@ -53,7 +54,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.conns, "conns", 1, "HTTP/2 connections the streams are spread over")
 	fs.IntVar(&o.ranks, "ranks", 8, "DP ranks of the instant engine")
 	fs.StringVar(&o.peer, "peer", "orca", "what ours is compared with: orca (grpc-go server shaped like ORCA's service), perstream (the same on connect and net/http) or grpcfanout (a bare grpc-go server sending one encoded report per fire to every stream: the floor of grpc-go's transport)")
-	slots := fs.String("phase-slots", "1,10", "loadreporter's --phase-slots, comma-separated: ours is measured once for each")
+	slots := fs.String("phase-slots", "1,auto", "loadreporter's --phase-slots, comma-separated: ours is measured once for each; auto is one phase per 100 routers of the scenario (10 at 1 000, 100 at 10 000)")
 	fs.BoolVar(&o.suite, "suite", false, "run every scenario (100 × 100 ms; 1 000 × 100 ms over 1 and 10 connections; 10 000 × 1 s over 100) and print the targets")
 	fs.StringVar(&o.profile, "profile", "", "write a CPU profile of loadreporter's measured window to this file, and its heap profile and memory statistics just before the window to FILE.heap and FILE.mem (with --suite: one set per scenario, suffixed)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "the same as --profile")
@@ -125,7 +126,7 @@ func runScenario(ctx context.Context, out io.Writer, o options) ([]scenarioResul
 		return nil, fmt.Errorf("%s: %w", o.peer, err)
 	}
 	var results []scenarioResult
-	for _, n := range o.slots {
+	for _, n := range scenarioSlots(o.slots, o.routers) {
 		ours, err := measureServer(ctx, o, "ours", n)
 		if err != nil {
 			return nil, fmt.Errorf("ours, --phase-slots %d: %w", n, err)
@@ -137,18 +138,45 @@ func runScenario(ctx context.Context, out io.Writer, o options) ([]scenarioResul
 	return results, nil
 }
 
+// autoSlots in --phase-slots stands for routersPerPhase routers per phase:
+// a fire then serves about as many routers whatever the scenario's size.
+const (
+	autoSlots       = 0
+	routersPerPhase = 100
+)
+
 // parseSlots reads --phase-slots: a comma-separated list of settings
-// loadreporter accepts.
+// loadreporter accepts, or auto.
 func parseSlots(s string) ([]int, error) {
 	var out []int
 	for f := range strings.SplitSeq(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
+		f = strings.TrimSpace(f)
+		if f == "auto" {
+			out = append(out, autoSlots)
+			continue
+		}
+		n, err := strconv.Atoi(f)
 		if err != nil || n < 1 || n > session.MaxPhaseSlots {
-			return nil, fmt.Errorf("--phase-slots %q: want numbers in [1, %d] separated by commas", s, session.MaxPhaseSlots)
+			return nil, fmt.Errorf("--phase-slots %q: want auto or numbers in [1, %d], separated by commas", s, session.MaxPhaseSlots)
 		}
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// scenarioSlots resolves auto for a scenario of routers and drops a
+// setting already measured (auto is 1 at 100 routers).
+func scenarioSlots(slots []int, routers int) []int {
+	var out []int
+	for _, n := range slots {
+		if n == autoSlots {
+			n = min(max(routers/routersPerPhase, 1), session.MaxPhaseSlots)
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // startChild runs this binary as the server and returns its address.
