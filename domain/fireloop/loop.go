@@ -199,15 +199,13 @@ func (l *Loop) Run(ctx context.Context) error {
 	for {
 		l.mu.Lock()
 		now := l.clock.Now()
-		l.table.ExpireLeases(now)
-		due := l.table.AnyDue(now)
-		wake, hasWake := l.table.NextWake()
+		sw := l.table.Sweep(now)
 		counts := l.countsChanged()
 		l.mu.Unlock()
 		if counts != nil && l.observer != nil {
 			l.observer.SessionsChanged(counts)
 		}
-		if due {
+		if sw.Due {
 			if err := l.fire(ctx); err != nil {
 				return nil
 			}
@@ -215,8 +213,8 @@ func (l *Loop) Run(ctx context.Context) error {
 		}
 		var timerC <-chan time.Time
 		var timer ports.Timer
-		if hasWake {
-			timer = l.clock.NewTimer(wake)
+		if sw.HasWake {
+			timer = l.clock.NewTimer(sw.Wake)
 			timerC = timer.C()
 		}
 		select {

@@ -1,0 +1,90 @@
+package session
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/loadreporter/loadreporter/domain"
+)
+
+// Sweep must end expired sessions before it looks for due ones and the
+// next wake: a session whose lease ran out is neither due nor a wake.
+func TestSweepExpiresThenLooksAtWhatIsLeft(t *testing.T) {
+	tb := NewTable(DefaultLimits(), Grid{Schedule: Anchored}, epoch)
+	if sw := tb.Sweep(ms(0)); sw.HasWake || sw.Due || len(sw.Expired) != 0 {
+		t.Fatalf("empty table: %+v", sw)
+	}
+	short := mustAdd(t, tb, monitor("short", 50*time.Millisecond, time.Second), ms(0)) // due at once, lease to 1 s
+	long := mustAdd(t, tb, monitor("long", 300*time.Millisecond, time.Minute), ms(0))  // due at once, lease to 60 s
+	history := mustAdd(t, tb, Options{Kind: KindHistory, Config: Config{Interval: 5 * time.Second}, NoLease: true}, ms(0))
+	tb.Deliver(report(1), ms(0)) // next: short 50 ms, long 300 ms, history 5 s
+
+	if sw := tb.Sweep(ms(10)); sw.Due || !sw.Wake.Equal(ms(50)) || len(sw.Expired) != 0 {
+		t.Fatalf("at 10 ms: due %v, wake %v, expired %d; want not due, wake at 50 ms, none expired", sw.Due, sw.Wake.Sub(epoch), len(sw.Expired))
+	}
+	if sw := tb.Sweep(ms(60)); !sw.Due || !sw.Wake.Equal(ms(50)) {
+		t.Fatalf("at 60 ms: due %v, wake %v; want due, wake at 50 ms", sw.Due, sw.Wake.Sub(epoch))
+	}
+	// At 1 s short's lease runs out, its deadline (50 ms) long past: it
+	// goes, and what is left is long's deadline at 300 ms.
+	sw := tb.Sweep(ms(1000))
+	if len(sw.Expired) != 1 || sw.Expired[0] != short || tb.Live(short) {
+		t.Fatalf("at 1 s expired %v, want only short", sw.Expired)
+	}
+	if domain.ErrorCode(short.Outbox().Err()) != domain.CodeLeaseExpired {
+		t.Fatalf("short ended with %v, want LEASE_EXPIRED", short.Outbox().Err())
+	}
+	if !sw.Due || !sw.Wake.Equal(ms(300)) || !tb.Live(long) || !tb.Live(history) {
+		t.Fatalf("at 1 s: due %v, wake %v; want long due at 300 ms and history live", sw.Due, sw.Wake.Sub(epoch))
+	}
+	// Anchored, missed ticks skipped: long's next deadline is 1.2 s.
+	tb.Deliver(report(2), ms(1000))
+	if sw := tb.Sweep(ms(1001)); sw.Due || !sw.Wake.Equal(ms(1200)) {
+		t.Fatalf("after the delivery: due %v, wake %v; want not due, wake at 1.2 s", sw.Due, sw.Wake.Sub(epoch))
+	}
+	// A lease expiry earlier than every deadline is the wake.
+	tb.Update(long, Config{Interval: time.Minute, Lease: time.Second}, ms(1001), true)
+	if sw := tb.Sweep(ms(1002)); !sw.Wake.Equal(ms(2001)) {
+		t.Fatalf("wake %v, want long's lease expiry at 2.001 s", sw.Wake.Sub(epoch))
+	}
+}
+
+// The fire loop's look at the table before and after each fire: three
+// passes (ExpireLeases, AnyDue, NextWake, as the loop did) against one
+// Sweep, side by side at 10 000 routers on 100 phases (`go test
+// ./domain/session -run '^$' -bench FireLook`).
+func BenchmarkFireLook(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		tb := NewTable(Limits{MaxSessions: n, MinInterval: time.Millisecond, MaxInterval: time.Hour, MinLease: time.Second, MaxLease: time.Hour},
+			Grid{Schedule: Aligned, PhaseSlots: 100}, epoch)
+		for i := range n {
+			mustAddB(b, tb, monitor(fmt.Sprint("r", i), time.Second, time.Minute), ms(0))
+		}
+		tb.Deliver(report(1), ms(0))
+		now := ms(5)
+		b.Run(fmt.Sprintf("sessions=%d/three-passes", n), func(b *testing.B) {
+			for b.Loop() {
+				tb.ExpireLeases(now)
+				if tb.AnyDue(now) {
+					b.Fatal("due")
+				}
+				tb.NextWake()
+			}
+		})
+		b.Run(fmt.Sprintf("sessions=%d/sweep", n), func(b *testing.B) {
+			for b.Loop() {
+				if tb.Sweep(now).Due {
+					b.Fatal("due")
+				}
+			}
+		})
+	}
+}
+
+func mustAddB(b *testing.B, tb *Table, o Options, now time.Time) {
+	b.Helper()
+	if _, _, err := tb.Add(o, now); err != nil {
+		b.Fatal(err)
+	}
+}
