@@ -78,7 +78,7 @@ lint:
 	$(BUF) format -d --exit-code
 
 # bench runs SPEC §8's fan-out scenarios (100 × 100 ms; 1 000 × 100 ms over
-# 1 and 10 connections; 10 000 × 1 s over 100) against loadreporter and a
+# 1, 10 and 1 000 connections; 10 000 × 1 s over 100) against loadreporter and a
 # grpc-go server shaped like ORCA's service, side by side, with the targets;
 # one scenario: ./bin/loadbench --routers 1000 --interval 100ms --conns 10.
 # bench runs loadbench's suite (issue 13's rows); with ROUTERS, INTERVAL or

@@ -55,7 +55,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.ranks, "ranks", 8, "DP ranks of the instant engine")
 	fs.StringVar(&o.peer, "peer", "orca", "what ours is compared with: orca (grpc-go server shaped like ORCA's service), perstream (the same on connect and net/http) or grpcfanout (a bare grpc-go server sending one encoded report per fire to every stream: the floor of grpc-go's transport)")
 	slots := fs.String("phase-slots", "1,auto", "loadreporter's --phase-slots, comma-separated: ours is measured once for each; auto is one phase per 100 routers of the scenario (10 at 1 000, 100 at 10 000)")
-	fs.BoolVar(&o.suite, "suite", false, "run every scenario (100 × 100 ms; 1 000 × 100 ms over 1 and 10 connections; 10 000 × 1 s over 100) and print the targets")
+	fs.BoolVar(&o.suite, "suite", false, "run every scenario (100 × 100 ms; 1 000 × 100 ms over 1, 10 and 1 000 connections; 10 000 × 1 s over 100) and print the targets")
 	fs.StringVar(&o.profile, "profile", "", "write a CPU profile of loadreporter's measured window to this file, and its heap profile and memory statistics just before the window to FILE.heap and FILE.mem (with --suite: one set per scenario, suffixed)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "the same as --profile")
 	fs.StringVar(&o.child, "child", "", "internal: serve as the child process (ours, orca or perstream)")
@@ -91,7 +91,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-// suiteScenarios are the rows of SPEC §8 and issue 13, with o's other flags.
+// suiteScenarios are the rows of SPEC §8 and issue 13, and a fleet's shape
+// (one connection per router), with o's other flags.
 func suiteScenarios(o options) []options {
 	shapes := []struct {
 		routers, conns int
@@ -100,6 +101,7 @@ func suiteScenarios(o options) []options {
 		{100, 1, 100 * time.Millisecond},
 		{1000, 1, 100 * time.Millisecond},
 		{1000, 10, 100 * time.Millisecond},
+		{1000, 1000, 100 * time.Millisecond}, // a fleet's shape: one connection per router
 		{10000, 100, time.Second},
 	}
 	var out []options
