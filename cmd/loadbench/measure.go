@@ -35,6 +35,7 @@ type result struct {
 	firstP99       time.Duration
 	joins          []time.Duration // probes: one router joining under load, ack to first report
 	missed         int64           // deadlines without a report: gaps of 1.5 intervals or more
+	dropped        int64           // of them, reports replaced unread (ours' counter); -1: unknown
 	leaseLost      int64
 	streamErrors   int64
 }
@@ -95,7 +96,7 @@ func measureServer(ctx context.Context, o options, kind string, slots int) (resu
 		}
 		saveMemory(statsAddr, profile) // it collects garbage: before the window
 	}
-	cpu0, pulls0 := cpuTime(pid), pulls(statsAddr)
+	cpu0, pulls0, dropped0 := cpuTime(pid), pulls(statsAddr), droppedReports(addr)
 	start := time.Now()
 	tally.inWindow.Store(true)
 	if profile != "" {
@@ -105,7 +106,7 @@ func measureServer(ctx context.Context, o options, kind string, slots int) (resu
 	sleep(ctx, time.Until(start.Add(o.measure)))
 	tally.inWindow.Store(false)
 	window := time.Since(start)
-	cpu1, pulls1 := cpuTime(pid), pulls(statsAddr)
+	cpu1, pulls1, dropped1 := cpuTime(pid), pulls(statsAddr), droppedReports(addr)
 	if ctx.Err() != nil {
 		return result{}, ctx.Err()
 	}
@@ -119,9 +120,17 @@ func measureServer(ctx context.Context, o options, kind string, slots int) (resu
 		intervalErrP50: percentile(errs, 50), intervalErrP99: percentile(errs, 99),
 		ageP50: percentile(ages, 50), ageP99: percentile(ages, 99),
 		firstP50: percentile(firsts, 50), firstP99: percentile(firsts, 99),
-		joins: joins, missed: missed,
+		joins: joins, missed: missed, dropped: counted(dropped0, dropped1),
 		leaseLost: tally.leaseLost.Load(), streamErrors: tally.streamErrors.Load(),
 	}, nil
+}
+
+// counted is a counter's growth, or -1 when either reading is unknown.
+func counted(before, after int64) int64 {
+	if before < 0 || after < 0 {
+		return -1
+	}
+	return after - before
 }
 
 // openRouter opens a Monitor stream and registers on it.

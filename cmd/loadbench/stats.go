@@ -61,6 +61,28 @@ func pulls(statsAddr string) int64 {
 	return n
 }
 
+// droppedReports reads loadreporter's count of Monitor reports replaced
+// unread (latest wins): of the late reports, those that never arrived. It
+// is -1 for a server without that counter (a peer) or when /metrics fails.
+func droppedReports(addr string) int64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, `loadreporter_reports_dropped_total{kind="monitor"} `); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return -1
+			}
+			return int64(n)
+		}
+	}
+	return -1
+}
+
 func saveProfile(statsAddr string, d time.Duration, path string) {
 	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", statsAddr, int(d.Seconds())))
 	if err != nil {

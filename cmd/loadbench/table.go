@@ -41,10 +41,19 @@ func printTable(out io.Writer, sr *scenarioResult) {
 				sr.unmet = append(sr.unmet, r.name)
 			}
 		}
-		fmt.Fprintf(out, "%-38s %12.2f %12.2f  %-5s %-14s %-12s %s\n", r.name, r.peer, r.ours, r.unit,
+		fmt.Fprintf(out, "%-38s %12s %12s  %-5s %-14s %-12s %s\n", r.name, cell(r.peer), cell(r.ours), r.unit,
 			ratio(r.peer, r.ours, r.lowerBetter), r.target, met)
 	}
 	fmt.Fprintf(out, "load after: %s\n", sr.loadAfter)
+}
+
+// cell prints a figure; a negative one is unknown (a peer without the
+// counter).
+func cell(v float64) string {
+	if v < 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", v)
 }
 
 func ratio(peer, ours float64, lowerBetter bool) string {
@@ -91,6 +100,7 @@ func scenarioRows(o options, slots int, peer, ours result) []row {
 	add("reports delivered per second", perSecond(peer, peer.delivered), perSecond(ours, ours.delivered), "/s", false, "", false)
 	add("  (expected)", expected, expected, "/s", false, "", false)
 	add("reports missed (gap ≥ 1.5 intervals)", float64(peer.missed), float64(ours.missed), "", true, "0", ours.missed == 0)
+	add("  of them lost (replaced unread)", float64(peer.dropped), float64(ours.dropped), "", true, "", false)
 	// Each join probe is due at once: it may cost a pull of its own.
 	maxPulls := float64(slots)/o.interval.Seconds() + float64(len(ours.joins))/ours.window.Seconds()
 	add("engine pulls per second", perSecond(peer, peer.pulls), perSecond(ours, ours.pulls), "/s", true,
