@@ -383,12 +383,7 @@ func TestPullErrors(t *testing.T) {
 			s := newSource(t, Options{BaseURL: sourcetest.ServeBlocking(t, tt.handler)})
 			snap, err := pull(t, s, tt.deadline)
 			msg := sourcetest.Failure(t, snap, err, tt.wantCode, tt.timeout)
-			for _, w := range tt.want {
-				w = strings.ReplaceAll(w, "{url}", s.URL())
-				if !strings.Contains(msg, w) {
-					t.Errorf("error %q\ndoes not contain %q", msg, w)
-				}
-			}
+			sourcetest.Mentions(t, msg, tt.want, "{url}", s.URL())
 		})
 	}
 }
@@ -419,16 +414,7 @@ func TestPullThenValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			url := sourcetest.Serve(t, serveBody(tt.body))
 			snap, err := pull(t, newSource(t, Options{BaseURL: url}), sourcetest.Wait)
-			if err != nil {
-				t.Fatalf("Pull: %v", err)
-			}
-			verr := domain.ValidateSnapshot(snap, domain.RankRange(2))
-			if verr == nil {
-				t.Fatalf("ValidateSnapshot accepted %+v", snap)
-			}
-			if msg := domain.ErrorMessage(verr); !strings.Contains(msg, tt.want) {
-				t.Errorf("validation error %q\ndoes not contain %q", msg, tt.want)
-			}
+			sourcetest.Rejected(t, snap, err, tt.want)
 		})
 	}
 }

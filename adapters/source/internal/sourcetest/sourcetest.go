@@ -88,6 +88,35 @@ func Failure(t testing.TB, got any, err error, code string, timeout bool) string
 	return msg
 }
 
+// Mentions checks that msg contains each of want, after replacing in
+// want the placeholder pairs of vars ("{url}", url, ...).
+func Mentions(t testing.TB, msg string, want []string, vars ...string) {
+	t.Helper()
+	r := strings.NewReplacer(vars...)
+	for _, w := range want {
+		if w = r.Replace(w); !strings.Contains(msg, w) {
+			t.Errorf("error %q\ndoes not contain %q", msg, w)
+		}
+	}
+}
+
+// Rejected checks a pull whose values parse but break the snapshot's
+// invariants: it succeeded (err is nil), and domain.ValidateSnapshot,
+// expecting ranks 0 and 1, refuses snap with a message containing want.
+func Rejected(t testing.TB, snap domain.Snapshot, err error, want string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("Pull: %v", err)
+	}
+	verr := domain.ValidateSnapshot(snap, domain.RankRange(2))
+	if verr == nil {
+		t.Fatalf("ValidateSnapshot accepted %+v", snap)
+	}
+	if msg := domain.ErrorMessage(verr); !strings.Contains(msg, want) {
+		t.Errorf("validation error %q\ndoes not contain %q", msg, want)
+	}
+}
+
 // Invalid checks that err is a construction error with code
 // domain.CodeInvalidArgument and exactly the message want.
 func Invalid(t testing.TB, err error, want string) {
