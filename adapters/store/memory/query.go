@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"cmp"
 	"context"
 	"math"
 	"slices"
@@ -125,18 +124,8 @@ func (s *Store) Outages(ctx context.Context, q audit.OutagesQuery) (audit.Outage
 		res.Outages = append(res.Outages, o)
 	}
 	s.mu.RUnlock()
-	slices.SortStableFunc(res.Outages, func(a, b audit.Outage) int {
-		return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.WorkerAddr, b.WorkerAddr))
-	})
-	res.Outages, res.Truncated = truncate(res.Outages, q.MaxResults())
+	res.Finish(q.MaxResults())
 	return res, nil
-}
-
-func truncate[T any](s []T, n int) ([]T, bool) {
-	if len(s) > n {
-		return s[:n], true
-	}
-	return s, false
 }
 
 // RankStats returns per-rank statistics. See ports.HistoryQuery.
@@ -191,10 +180,7 @@ func (s *Store) RankStats(ctx context.Context, q audit.RankStatsQuery) (audit.Ra
 			MaxWaitingReqs: a.maxWaiting, MeanGenThroughput: a.gen / n,
 		})
 	}
-	slices.SortFunc(res.Stats, func(a, b audit.RankStat) int {
-		return cmp.Or(cmp.Compare(a.WorkerAddr, b.WorkerAddr), cmp.Compare(a.DPRank, b.DPRank))
-	})
-	res.Stats, res.Truncated = truncate(res.Stats, q.MaxResults())
+	res.Finish(q.MaxResults())
 	return res, nil
 }
 
@@ -230,13 +216,7 @@ func (s *Store) Gaps(ctx context.Context, q audit.GapsQuery) (audit.GapsResult, 
 		prev[w] = r
 	}
 	s.mu.RUnlock()
-	slices.SortStableFunc(res.Gaps, func(a, b audit.Gap) int {
-		return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.WorkerAddr, b.WorkerAddr))
-	})
-	var t1, t2 bool
-	res.Gaps, t1 = truncate(res.Gaps, q.MaxResults())
-	res.Restarts, t2 = truncate(res.Restarts, q.MaxResults())
-	res.Truncated = t1 || t2
+	res.Finish(q.MaxResults())
 	return res, nil
 }
 
@@ -263,9 +243,6 @@ func (s *Store) Imbalance(ctx context.Context, q audit.ImbalanceQuery) (audit.Im
 		res.Spans = append(res.Spans, sp)
 	}
 	s.mu.RUnlock()
-	slices.SortStableFunc(res.Spans, func(a, b audit.Imbalance) int {
-		return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.WorkerAddr, b.WorkerAddr))
-	})
-	res.Spans, res.Truncated = truncate(res.Spans, q.MaxResults())
+	res.Finish(q.MaxResults())
 	return res, nil
 }

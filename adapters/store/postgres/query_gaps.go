@@ -1,9 +1,7 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -67,15 +65,6 @@ func (s *Store) Gaps(ctx context.Context, q audit.GapsQuery) (audit.GapsResult, 
 	if err != nil {
 		return audit.GapsResult{}, err
 	}
-	slices.SortStableFunc(res.Gaps, func(a, b audit.Gap) int {
-		return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.WorkerAddr, b.WorkerAddr))
-	})
-	slices.SortStableFunc(res.Restarts, func(a, b audit.Restart) int {
-		return cmp.Or(a.FirstTime.Compare(b.FirstTime), cmp.Compare(a.WorkerAddr, b.WorkerAddr))
-	})
-	var t1, t2 bool
-	res.Gaps, t1 = truncate(res.Gaps, q.MaxResults())
-	res.Restarts, t2 = truncate(res.Restarts, q.MaxResults())
-	res.Truncated = t1 || t2
+	res.Finish(q.MaxResults())
 	return res, nil
 }

@@ -1,9 +1,7 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -34,9 +32,6 @@ func (s *Store) Imbalance(ctx context.Context, q audit.ImbalanceQuery) (audit.Im
 	if err != nil {
 		return audit.ImbalanceResult{}, err
 	}
-	slices.SortStableFunc(res.Spans, func(a, b audit.Imbalance) int {
-		return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.WorkerAddr, b.WorkerAddr))
-	})
-	res.Spans, res.Truncated = truncate(res.Spans, q.MaxResults())
+	res.Finish(q.MaxResults())
 	return res, nil
 }

@@ -1,9 +1,7 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -41,16 +39,6 @@ func (s *Store) Outages(ctx context.Context, q audit.OutagesQuery) (audit.Outage
 	if err != nil {
 		return audit.OutagesResult{}, err
 	}
-	slices.SortStableFunc(res.Outages, func(a, b audit.Outage) int {
-		return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.WorkerAddr, b.WorkerAddr))
-	})
-	res.Outages, res.Truncated = truncate(res.Outages, q.MaxResults())
+	res.Finish(q.MaxResults())
 	return res, nil
-}
-
-func truncate[T any](s []T, n int) ([]T, bool) {
-	if len(s) > n {
-		return s[:n], true
-	}
-	return s, false
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -115,10 +114,7 @@ func (s *Store) RankStats(ctx context.Context, q audit.RankStatsQuery) (audit.Ra
 			MaxWaitingReqs: a.maxWait, MeanGenThroughput: a.gen / n,
 		})
 	}
-	slices.SortFunc(res.Stats, func(a, b audit.RankStat) int {
-		return cmp.Or(strings.Compare(a.WorkerAddr, b.WorkerAddr), cmp.Compare(a.DPRank, b.DPRank))
-	})
-	res.Stats, res.Truncated = truncate(res.Stats, q.MaxResults())
+	res.Finish(q.MaxResults())
 	return res, nil
 }
 
