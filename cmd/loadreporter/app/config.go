@@ -128,7 +128,7 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.DurationVar(&c.StaleAfter, "stale-after", c.StaleAfter, "a report whose oldest rank is older than this is STALE")
 	fs.DurationVar(&c.PullBudget, "pull-budget", c.PullBudget, "bound on one fire's pull, retry included")
 	fs.StringVar(&c.Schedule, "schedule", c.Schedule, "report deadlines: aligned (shared grid) or anchored (per registration)")
-	fs.IntVar(&c.PhaseSlots, "phase-slots", c.PhaseSlots, "aligned: spread routers over this many phases of their interval; each fire serves one phase's routers, so its burst shrinks, but pulls grow to this many per interval (1: one shared grid)")
+	fs.IntVar(&c.PhaseSlots, "phase-slots", c.PhaseSlots, "aligned: spread routers over this many phases of their interval; each fire serves one phase's routers, so its burst shrinks, but pulls grow to this many per interval (1: one shared grid; about one phase per 100 routers is a good start)")
 	fs.DurationVar(&c.Limits.MinInterval, "min-report-interval", c.Limits.MinInterval, "smallest report interval a router may ask for")
 	fs.DurationVar(&c.Limits.MaxInterval, "max-report-interval", c.Limits.MaxInterval, "largest report interval a router may ask for")
 	fs.DurationVar(&c.Limits.MinLease, "min-lease", c.Limits.MinLease, "shortest lease granted (shorter requests are raised)")
