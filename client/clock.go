@@ -34,7 +34,8 @@ func (t realTimer) Stop()               { t.t.Stop() }
 // tests replace them, the public API never exposes them.
 type deps struct {
 	clock clock
-	// rand is uniform in [0, 1); it jitters the backoff.
+	// rand is uniform in [0, 1); it jitters the backoff and the first
+	// keep-alive after a registration.
 	rand func() float64
 	// renewAfter turns the granted renew_after into the keep-alive period
 	// (tests stop renewing to make the lease expire).

@@ -6,8 +6,9 @@
 // # Workers
 //
 // Dial opens one Worker: it registers under Options.RouterID, sends a
-// keep-alive every renew_after_ms of the worker's answer, and on Close sends
-// stop. When a stream ends for any reason but a refused configuration
+// keep-alive every renew_after_ms of the worker's answer (the first at a
+// random point of the second half of that period, so routers that
+// registered together do not renew together), and on Close sends stop. When a stream ends for any reason but a refused configuration
 // (LEASE_EXPIRED, SHUTTING_DOWN, REPLACED, a transport error, nothing
 // received for a lease) it reconnects after a jittered exponential Backoff
 // and registers again under the same router_id, so the worker replaces the

@@ -175,7 +175,7 @@ func (s *session) onFrame(f *pb.WorkerFrame) (end sessionEnd, over bool) {
 		st.grant = Grant{Interval: st.interval, Lease: s.granted, RenewAfter: renewAfter}
 		s.renew = w.deps.renewAfter(renewAfter)
 		stopTimer(s.keepAlive)
-		s.keepAlive = w.deps.clock.NewTimer(s.renew)
+		s.keepAlive = w.deps.clock.NewTimer(firstKeepAlive(s.renew, w.deps.rand()))
 		if s.updatedLease > 0 { // an update raced the ack
 			s.shortenRenew()
 			st.grant.updateLease(s.updatedLease)
@@ -242,6 +242,14 @@ func (s *session) update(u updateRequest) {
 	s.armStale()
 	w.publish(st)
 	u.reply <- nil // after publish: UpdateConfig returns with the view showing it
+}
+
+// firstKeepAlive is when the first keep-alive after a registration goes: at
+// a random point (u uniform in [0, 1)) of the second half of the period.
+// Routers that registered together, as a fleet does after a worker restarts,
+// then do not renew together every period for the rest of their sessions.
+func firstKeepAlive(period time.Duration, u float64) time.Duration {
+	return period/2 + time.Duration(u*float64(period-period/2))
 }
 
 // shortenRenew fits the keep-alive period to a lease update. The worker

@@ -386,3 +386,46 @@ func TestSilentStreamIsAbandoned(t *testing.T) {
 		t.Fatalf("%d reconnects", w.Reconnects())
 	}
 }
+
+// The first keep-alive after a registration goes at a random point of the
+// period's second half (rand 0.25: at 6.25 s of 10 s), the later ones every
+// period: a fleet that registered at once does not renew at once.
+func TestFirstKeepAliveIsSpreadThenEveryPeriod(t *testing.T) {
+	ctx := testCtx(t, 10*time.Second)
+	fw := startFakeWorker(t)
+	clk := newFakeClock(time.UnixMilli(1_700_000_000_000))
+	w := dialT(t, fw.addr, fastOptions(ProtocolGRPC), deps{clock: clk, rand: func() float64 { return 0.25 }})
+	views, cancel := w.Subscribe()
+	defer cancel()
+	fs := fw.next(ctx, t)
+	fs.register(ctx, t, 30_000, 10_000)
+	waitView(ctx, t, views, "registered", func(v *View) bool { return v.State == Stale })
+
+	first := clk.Now().Add(6250 * time.Millisecond)
+	if err := clk.waitTimer(ctx, first); err != nil {
+		t.Fatal("no keep-alive armed at 6.25 s, the second half of the 10 s period at rand 0.25")
+	}
+	clk.Advance(6250 * time.Millisecond)
+	if f := fs.frame(ctx, t); f.GetKeepAlive() == nil {
+		t.Fatalf("want keep_alive, got %v", f)
+	}
+	if err := clk.waitTimer(ctx, first.Add(10*time.Second)); err != nil {
+		t.Fatal("the next keep-alive is not a whole period after the first")
+	}
+	clk.Advance(10 * time.Second)
+	if f := fs.frame(ctx, t); f.GetKeepAlive() == nil {
+		t.Fatalf("want keep_alive, got %v", f)
+	}
+}
+
+func TestFirstKeepAliveStaysInTheSecondHalf(t *testing.T) {
+	const p = 3333 * time.Millisecond
+	for _, u := range []float64{0, 0.5, 0.999999} {
+		if d := firstKeepAlive(p, u); d < p/2 || d >= p {
+			t.Errorf("firstKeepAlive(%v, %v) = %v, want in [%v, %v)", p, u, d, p/2, p)
+		}
+	}
+	if d := firstKeepAlive(time.Millisecond, 0.9); d <= 0 {
+		t.Errorf("the shortest period's first keep-alive is %v, want > 0", d)
+	}
+}
