@@ -19,11 +19,11 @@ func TestRenewWithoutTheTable(t *testing.T) {
 	if got := tb.ExpireLeases(ms(1800)); len(got) != 0 {
 		t.Fatal("the lease expired despite the renewal at 900 ms")
 	}
-	if w, _ := tb.NextWake(); !w.Equal(ms(0)) {
+	if w := tb.Sweep(ms(1800)).Wake; !w.Equal(ms(0)) {
 		t.Fatalf("wake %v, want the first deadline", w.Sub(epoch))
 	}
 	tb.Deliver(report(1), ms(0))
-	if w, _ := tb.NextWake(); !w.Equal(ms(100)) {
+	if w := tb.Sweep(ms(1800)).Wake; !w.Equal(ms(100)) {
 		t.Fatalf("wake %v, want 100 ms", w.Sub(epoch))
 	}
 	if got := tb.ExpireLeases(ms(1900)); len(got) != 1 || domain.ErrorCode(s.Outbox().Err()) != domain.CodeLeaseExpired {

@@ -34,7 +34,7 @@ func TestPhaseSlotsSpreadSessionsOverTheInterval(t *testing.T) {
 	}
 	var fires []string
 	for now := ms(1); now.Before(ms(300)); now = now.Add(time.Millisecond) {
-		if !tb.AnyDue(now) {
+		if !tb.Sweep(now).Due {
 			continue
 		}
 		d, _ := tb.Deliver(report(2), now)

@@ -241,33 +241,15 @@ type Sweep struct {
 	HasWake bool       // false when no session lives
 }
 
-// Sweep does in one pass what ExpireLeases, AnyDue and NextWake do in
-// three: it ends every session whose lease ran out at or before now, then
-// reports, over the sessions left, whether one is due and when the next
-// deadline or expiry is. The fire loop looks twice per fire, and with
-// thousands of sessions on many phases three passes each time were a
-// tenth of a fire's cost.
-func (t *Table) Sweep(now time.Time) Sweep { return t.scan(now, true) }
-
-// ExpireLeases ends, with LEASE_EXPIRED, every session whose lease ran out
-// at or before now, and returns them.
-func (t *Table) ExpireLeases(now time.Time) []*Session { return t.Sweep(now).Expired }
-
-// AnyDue reports whether some session's deadline is at or before now.
-func (t *Table) AnyDue(now time.Time) bool { return t.scan(now, false).Due }
-
-// NextWake is the earliest deadline or lease expiry among live sessions;
-// ok is false when there is none.
-func (t *Table) NextWake() (wake time.Time, ok bool) {
-	sw := t.scan(time.Time{}, false)
-	return sw.Wake, sw.HasWake
-}
-
-// scan is Sweep's pass; with expire false it only reads (Due against now).
-func (t *Table) scan(now time.Time, expire bool) Sweep {
+// Sweep looks at the table once: it ends every session whose lease ran out
+// at or before now, then reports, over the sessions left, whether one is
+// due and when the next deadline or expiry is. The fire loop looks before
+// and after each fire; with thousands of sessions on many phases, the three
+// passes it made (expiry, due, next wake) were a tenth of a fire's cost.
+func (t *Table) Sweep(now time.Time) Sweep {
 	var out Sweep
 	for _, s := range t.ordered {
-		if expire && s.leased && s.lease.sweep(now) {
+		if s.leased && s.lease.sweep(now) {
 			out.Expired = append(out.Expired, s)
 			continue
 		}
@@ -289,6 +271,10 @@ func (t *Table) scan(now time.Time, expire bool) Sweep {
 	}
 	return out
 }
+
+// ExpireLeases ends, with LEASE_EXPIRED, every session whose lease ran out
+// at or before now, and returns them.
+func (t *Table) ExpireLeases(now time.Time) []*Session { return t.Sweep(now).Expired }
 
 // Deliver gives r to every session due at or before at (the pull-completion
 // time, so sessions that registered during the pull share it), advances

@@ -81,12 +81,12 @@ func TestKeepAliveNeverMovesDeadline(t *testing.T) {
 
 func TestNextWakeIncludesLease(t *testing.T) {
 	tb := NewTable(DefaultLimits(), Grid{Schedule: Anchored}, epoch)
-	if _, ok := tb.NextWake(); ok {
+	if tb.Sweep(ms(0)).HasWake {
 		t.Fatal("empty table has a wake time")
 	}
 	s := mustAdd(t, tb, monitor("r", 30*time.Second, time.Second), ms(0))
 	tb.Deliver(report(1), ms(0))
-	if w, _ := tb.NextWake(); !w.Equal(ms(1000)) || !s.Next().Equal(ms(30000)) {
+	if w := tb.Sweep(ms(0)).Wake; !w.Equal(ms(1000)) || !s.Next().Equal(ms(30000)) {
 		t.Fatalf("wake %v, want the lease expiry at 1s", w.Sub(epoch))
 	}
 }
@@ -101,7 +101,7 @@ func TestDeliverSlowerSessionOnlyAtItsDeadlines(t *testing.T) {
 	got := map[string][]uint64{}
 	for i := 1; i <= 6; i++ {
 		now := ms(100 * i)
-		if !tb.AnyDue(now) {
+		if !tb.Sweep(now).Due {
 			t.Fatalf("nothing due at %dms", 100*i)
 		}
 		tb.Deliver(report(uint64(i+1)), now)
