@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPhaseSlotsAutoIsOnePhasePerHundredRouters(t *testing.T) {
@@ -62,5 +63,53 @@ func TestDroppedReportsReadsOursCounterOnly(t *testing.T) {
 	}
 	if got := counted(-1, 42); got != -1 || cell(float64(got)) != "—" {
 		t.Errorf("an unknown reading gives %d, printed %q; want -1, —", got, cell(float64(got)))
+	}
+}
+
+func TestLiveMemoryReadsTheLineAfterACollection(t *testing.T) {
+	child := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/debug/memstats" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, "as found: heap_inuse 9 heap_alloc 8 stack_inuse 7 sys 6 goroutines 5\n"+
+			"after GC: heap_inuse 4000 heap_alloc 3000 stack_inuse 2048 sys 99 goroutines 3\n")
+	}))
+	defer child.Close()
+	m, ok := liveMemory(strings.TrimPrefix(child.URL, "http://"))
+	if !ok || m != (memory{heap: 3000, stacks: 2048}) {
+		t.Fatalf("liveMemory = %+v, %v; want heap_alloc 3000 and stack_inuse 2048 of the after-GC line", m, ok)
+	}
+	for _, bad := range []string{"", "as found: heap_alloc 1 stack_inuse 2\n", "after GC: heap_alloc x stack_inuse 2\n", "after GC: heap_alloc 1\n"} {
+		if m, ok := parseLiveMemory(bad); ok {
+			t.Errorf("parseLiveMemory(%q) = %+v, ok; want not ok", bad, m)
+		}
+	}
+	if got := perStream(1000, 5096, true, 2); got != 2048 {
+		t.Errorf("perStream = %v, want 2048", got)
+	}
+	if got := perStream(1000, 5096, false, 2); got != -1 || cell(kib(got)) != "—" {
+		t.Errorf("an unknown reading gives %v, printed %q; want -1, —", got, cell(kib(got)))
+	}
+	rows := scenarioRows(options{routers: 1000, interval: 100 * time.Millisecond}, 1,
+		result{liveHeap: 10 * 1024, liveStacks: -1, window: time.Second},
+		result{liveHeap: 12 * 1024, liveStacks: 8 * 1024, window: time.Second})
+	found := 0
+	for _, r := range rows {
+		switch r.name {
+		case "  live after a collection: heap":
+			found++
+			if r.peer != 10 || r.ours != 12 || r.unit != "KiB" {
+				t.Errorf("heap row %+v, want 10 and 12 KiB", r)
+			}
+		case "  live after a collection: stacks":
+			found++
+			if r.peer != -1 || r.ours != 8 {
+				t.Errorf("stacks row %+v, want unknown and 8 KiB", r)
+			}
+		}
+	}
+	if found != 2 {
+		t.Errorf("%d of the two live-memory rows in the table", found)
 	}
 }

@@ -28,6 +28,8 @@ type result struct {
 	pulls          int64
 	window         time.Duration
 	rssPerStream   float64 // bytes
+	liveHeap       float64 // bytes per stream after a collection; -1: unknown
+	liveStacks     float64 // the same for goroutine stacks
 	intervalErrP50 time.Duration
 	intervalErrP99 time.Duration
 	ageP50, ageP99 time.Duration // receipt − report_time_unix_ms
@@ -62,6 +64,7 @@ func measureServer(ctx context.Context, o options, kind string, slots int) (resu
 	addr, statsAddr := f[0], f[1]
 	pid := cmd.Process.Pid
 	rssBefore := rss(pid)
+	live0, ok0 := liveMemory(statsAddr)
 
 	conns := make([]*grpc.ClientConn, o.conns)
 	for i := range conns {
@@ -107,6 +110,7 @@ func measureServer(ctx context.Context, o options, kind string, slots int) (resu
 	tally.inWindow.Store(false)
 	window := time.Since(start)
 	cpu1, pulls1, dropped1 := cpuTime(pid), pulls(statsAddr), droppedReports(addr)
+	live1, ok1 := liveMemory(statsAddr) // it collects garbage: after the window
 	if ctx.Err() != nil {
 		return result{}, ctx.Err()
 	}
@@ -117,6 +121,8 @@ func measureServer(ctx context.Context, o options, kind string, slots int) (resu
 	return result{
 		kind: kind, cpu: cpu1 - cpu0, delivered: tally.delivered.Load(), pulls: pulls1 - pulls0, window: window,
 		rssPerStream:   float64(rssAfter-rssBefore) / float64(o.routers),
+		liveHeap:       perStream(live0.heap, live1.heap, ok0 && ok1, o.routers),
+		liveStacks:     perStream(live0.stacks, live1.stacks, ok0 && ok1, o.routers),
 		intervalErrP50: percentile(errs, 50), intervalErrP99: percentile(errs, 99),
 		ageP50: percentile(ages, 50), ageP99: percentile(ages, 99),
 		firstP50: percentile(firsts, 50), firstP99: percentile(firsts, 99),

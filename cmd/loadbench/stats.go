@@ -83,6 +83,58 @@ func droppedReports(addr string) int64 {
 	return -1
 }
 
+// memory is what a server holds after a collection, in bytes: the heap's
+// live objects and the goroutines' stacks.
+type memory struct{ heap, stacks int64 }
+
+// liveMemory asks the child for its memory after a collection (the stats
+// endpoint collects garbage first); ok is false when that fails.
+func liveMemory(statsAddr string) (m memory, ok bool) {
+	resp, err := http.Get("http://" + statsAddr + "/debug/memstats")
+	if err != nil {
+		return memory{}, false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return parseLiveMemory(string(b))
+}
+
+// parseLiveMemory reads heap_alloc and stack_inuse from the "after GC:"
+// line of the child's /debug/memstats.
+func parseLiveMemory(s string) (m memory, ok bool) {
+	for line := range strings.Lines(s) {
+		rest, found := strings.CutPrefix(line, "after GC:")
+		if !found {
+			continue
+		}
+		f := strings.Fields(rest)
+		got := 0
+		for i := 0; i+1 < len(f); i += 2 {
+			n, err := strconv.ParseInt(f[i+1], 10, 64)
+			if err != nil {
+				return memory{}, false
+			}
+			switch f[i] {
+			case "heap_alloc":
+				m.heap, got = n, got+1
+			case "stack_inuse":
+				m.stacks, got = n, got+1
+			}
+		}
+		return m, got == 2
+	}
+	return memory{}, false
+}
+
+// perStream is the growth from before to after, per router stream, or
+// -1 (unknown) when either reading failed.
+func perStream(before, after int64, ok bool, routers int) float64 {
+	if !ok || routers == 0 {
+		return -1
+	}
+	return float64(after-before) / float64(routers)
+}
+
 func saveProfile(statsAddr string, d time.Duration, path string) {
 	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", statsAddr, int(d.Seconds())))
 	if err != nil {

@@ -121,10 +121,20 @@ func scenarioRows(o options, slots int, peer, ours result) []row {
 	t, ok = limit(len(ours.joins) > 0 && percentile(ours.joins, 100) <= time.Millisecond, "≤ 1")
 	add("one router joining: worst", ms(percentile(peer.joins, 100)), ms(percentile(ours.joins, 100)), "ms", true, t, ok)
 	t, ok = limit(ours.rssPerStream <= 16*1024, "≤ 16")
-	add("memory per router stream", peer.rssPerStream/1024, ours.rssPerStream/1024, "KiB", true, t, ok)
+	add("memory per router stream (RSS)", peer.rssPerStream/1024, ours.rssPerStream/1024, "KiB", true, t, ok)
+	add("  live after a collection: heap", kib(peer.liveHeap), kib(ours.liveHeap), "KiB", true, "", false)
+	add("  live after a collection: stacks", kib(peer.liveStacks), kib(ours.liveStacks), "KiB", true, "", false)
 	add("leases lost", float64(peer.leaseLost), float64(ours.leaseLost), "", true, "0", ours.leaseLost == 0)
 	add("streams broken", float64(peer.streamErrors), float64(ours.streamErrors), "", true, "0", ours.streamErrors == 0)
 	return rows
+}
+
+// kib is bytes in KiB, keeping -1 (unknown) as it is.
+func kib(b float64) float64 {
+	if b < 0 {
+		return -1
+	}
+	return b / 1024
 }
 
 func perReport(r result) float64 {
