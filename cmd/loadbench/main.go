@@ -41,6 +41,10 @@ type options struct {
 	suite    bool   // run every scenario of suiteScenarios
 	child    string // internal: run as the server child ("ours", "orca", "perstream" or "grpcfanout")
 	profile  string // write a CPU profile of our server's measured window here
+	// clientBDP keeps grpc-go's bandwidth probing on the client (a PING
+	// after data arrives, as grpc-go and grpcio clients do by default);
+	// false fixes the windows, which turns it off, as tonic's default does.
+	clientBDP bool
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -58,6 +62,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.BoolVar(&o.suite, "suite", false, "run every scenario (100 × 100 ms; 1 000 × 100 ms over 1, 10 and 1 000 connections; 10 000 × 1 s over 100) and print the targets")
 	fs.StringVar(&o.profile, "profile", "", "write a CPU profile of loadreporter's measured window to this file, and its heap profile and memory statistics just before the window to FILE.heap and FILE.mem (with --suite: one set per scenario, suffixed)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "the same as --profile")
+	fs.BoolVar(&o.clientBDP, "client-bdp", true, "the client probes each connection's bandwidth with a PING after data arrives (grpc-go's and grpcio's default); false fixes its windows at 64 KiB, which turns the probing off (tonic's default)")
 	fs.StringVar(&o.child, "child", "", "internal: serve as the child process (ours, orca or perstream)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -121,8 +126,8 @@ func suiteScenarios(o options) []options {
 func runScenario(ctx context.Context, out io.Writer, o options) ([]scenarioResult, error) {
 	o.warmup = max(o.warmup, 2*o.interval)
 	loadBefore := loadAvg()
-	fmt.Fprintf(out, "\n== %d routers × %v, %d ranks, %d connection(s), %v measured after %v warm-up; load %s\n",
-		o.routers, o.interval, o.ranks, o.conns, o.measure, o.warmup, loadBefore)
+	fmt.Fprintf(out, "\n== %d routers × %v, %d ranks, %d connection(s), %s, %v measured after %v warm-up; load %s\n",
+		o.routers, o.interval, o.ranks, o.conns, clientLabel(o), o.measure, o.warmup, loadBefore)
 	peer, err := measureServer(ctx, o, o.peer, 1)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.peer, err)

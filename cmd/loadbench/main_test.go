@@ -1,13 +1,22 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
+
+	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 )
 
 func TestPhaseSlotsAutoIsOnePhasePerHundredRouters(t *testing.T) {
@@ -111,5 +120,80 @@ func TestLiveMemoryReadsTheLineAfterACollection(t *testing.T) {
 	}
 	if found != 2 {
 		t.Errorf("%d of the two live-memory rows in the table", found)
+	}
+}
+
+// pingCounter counts the PING frames (not their acks) a client writes on
+// its HTTP/2 connection.
+type pingCounter struct {
+	net.Conn
+	mu      sync.Mutex
+	pending []byte // written, not yet parsed; the preface first
+	preface bool
+	pings   *atomic.Int64
+}
+
+func (c *pingCounter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.pending = append(c.pending, p...)
+	if !c.preface && len(c.pending) >= len(http2.ClientPreface) {
+		c.pending, c.preface = c.pending[len(http2.ClientPreface):], true
+	}
+	for c.preface && len(c.pending) >= 9 {
+		size := int(c.pending[0])<<16 | int(c.pending[1])<<8 | int(c.pending[2])
+		if len(c.pending) < 9+size {
+			break
+		}
+		if http2.FrameType(c.pending[3]) == http2.FramePing && http2.Flags(c.pending[4])&http2.FlagPingAck == 0 {
+			c.pings.Add(1)
+		}
+		c.pending = c.pending[9+size:]
+	}
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func TestClientBDPDecidesWhetherTheClientPings(t *testing.T) {
+	for _, bdp := range []bool{true, false} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := serveORCA(ln, &instantEngine{ranks: 8})
+		var pings atomic.Int64
+		dial := func(ctx context.Context, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			return &pingCounter{Conn: c, pings: &pings}, nil
+		}
+		o := options{clientBDP: bdp, interval: 10 * time.Millisecond, lease: 10 * time.Second}
+		cc, err := grpc.NewClient(ln.Addr().String(), append(dialOptions(o), grpc.WithContextDialer(dial))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		st, err := openRouter(ctx, cc, "r", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 30 { // the ack, then reports
+			if err := st.RecvMsg(&pb.WorkerFrame{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cancel()
+		_ = cc.Close()
+		_ = stop()
+		switch n := pings.Load(); {
+		case bdp && n == 0:
+			t.Errorf("--client-bdp: no PING in 30 frames; grpc-go's client probes bandwidth by default")
+		case !bdp && n != 0:
+			t.Errorf("--client-bdp=false: %d PINGs in 30 frames, want none", n)
+		}
+		if !strings.Contains(clientLabel(o), map[bool]string{true: "probing", false: "without"}[bdp]) {
+			t.Errorf("clientLabel(%v) = %q", bdp, clientLabel(o))
+		}
 	}
 }

@@ -68,7 +68,7 @@ func measureServer(ctx context.Context, o options, kind string, slots int) (resu
 
 	conns := make([]*grpc.ClientConn, o.conns)
 	for i := range conns {
-		conns[i], err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conns[i], err = grpc.NewClient(addr, dialOptions(o)...)
 		if err != nil {
 			return result{}, err
 		}
@@ -140,6 +140,27 @@ func counted(before, after int64) int64 {
 }
 
 // openRouter opens a Monitor stream and registers on it.
+// dialOptions are the client's: grpc-go's defaults, or with
+// --client-bdp=false windows fixed at HTTP/2's default, which turns off its
+// bandwidth probing (a PING, and the server's answer, after data arrives on
+// a connection with no probe out: about one per report when each router
+// has a connection of its own).
+func dialOptions(o options) []grpc.DialOption {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if !o.clientBDP {
+		opts = append(opts, grpc.WithInitialWindowSize(65535), grpc.WithInitialConnWindowSize(65535))
+	}
+	return opts
+}
+
+// clientLabel says in a scenario's header which client measured it.
+func clientLabel(o options) string {
+	if o.clientBDP {
+		return "client probing bandwidth (BDP pings)"
+	}
+	return "client without BDP pings"
+}
+
 func openRouter(ctx context.Context, cc *grpc.ClientConn, id string, o options) (grpc.ClientStream, error) {
 	st, err := cc.NewStream(ctx, monitorDesc, loadmonitorv1connect.LoadMonitorServiceMonitorProcedure)
 	if err != nil {
