@@ -10,7 +10,14 @@
 // report at receipt (receipt − report_time_unix_ms, so up to 1 ms more than
 // the truth: the field has millisecond resolution), and, about once a
 // second during the measured window, one new router joining on the first
-// connection: the time from its ack to its first report.
+// connection: the time from its ack to its first report. Memory is the
+// child's RSS growth over the streams, and what of it is live heap and
+// goroutine stacks after a collection (from the child's own statistics).
+//
+// The client is grpc-go's with its defaults, which probe each connection's
+// bandwidth with a PING after data arrives (grpcio's clients do too; tonic's
+// do not by default): with one connection per router that is about one PING
+// to answer per report. --client-bdp=false measures without it.
 //
 // --suite runs every scenario of issue 13 in one invocation; `make bench`
 // runs it. Other work on the machine moves every figure: read the load
