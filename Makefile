@@ -82,8 +82,9 @@ lint:
 # grpc-go server shaped like ORCA's service, side by side, with the targets;
 # one scenario: ./bin/loadbench --routers 1000 --interval 100ms --conns 10.
 # bench runs loadbench's suite (issue 13's rows); with ROUTERS, INTERVAL or
-# CONNS set, the one scenario they describe instead.
-BENCH_ARGS = $(if $(ROUTERS)$(INTERVAL)$(CONNS),$(if $(ROUTERS),--routers $(ROUTERS)) $(if $(INTERVAL),--interval $(INTERVAL)) $(if $(CONNS),--conns $(CONNS)),--suite)
+# CONNS set, the one scenario they describe instead. CLIENT_BDP=false
+# measures with a client that does not probe bandwidth (tonic's default).
+BENCH_ARGS = $(if $(ROUTERS)$(INTERVAL)$(CONNS),$(if $(ROUTERS),--routers $(ROUTERS)) $(if $(INTERVAL),--interval $(INTERVAL)) $(if $(CONNS),--conns $(CONNS)),--suite) $(if $(CLIENT_BDP),--client-bdp=$(CLIENT_BDP))
 bench:
 	$(GO) build -o bin/loadbench ./cmd/loadbench
 	./bin/loadbench $(BENCH_ARGS)
