@@ -41,7 +41,7 @@ func TestKeepAliveTakesNoLock(t *testing.T) {
 	}
 	// Renewed at 900 ms: the lease runs to 1900 ms, not 1000 ms.
 	h.loop.mu.Lock()
-	expired := len(h.loop.table.ExpireLeases(t0.Add(1899 * time.Millisecond)))
+	expired := len(h.loop.table.Sweep(t0.Add(1899 * time.Millisecond)).Expired)
 	h.loop.mu.Unlock()
 	if expired != 0 {
 		t.Fatal("the keep-alive did not renew the lease")

@@ -16,7 +16,7 @@ func TestRenewWithoutTheTable(t *testing.T) {
 	if !s.Renew(ms(900)) {
 		t.Fatal("a live session refused a renewal")
 	}
-	if got := tb.ExpireLeases(ms(1800)); len(got) != 0 {
+	if got := tb.Sweep(ms(1800)).Expired; len(got) != 0 {
 		t.Fatal("the lease expired despite the renewal at 900 ms")
 	}
 	if w := tb.Sweep(ms(1800)).Wake; !w.Equal(ms(0)) {
@@ -26,7 +26,7 @@ func TestRenewWithoutTheTable(t *testing.T) {
 	if w := tb.Sweep(ms(1800)).Wake; !w.Equal(ms(100)) {
 		t.Fatalf("wake %v, want 100 ms", w.Sub(epoch))
 	}
-	if got := tb.ExpireLeases(ms(1900)); len(got) != 1 || domain.ErrorCode(s.Outbox().Err()) != domain.CodeLeaseExpired {
+	if got := tb.Sweep(ms(1900)).Expired; len(got) != 1 || domain.ErrorCode(s.Outbox().Err()) != domain.CodeLeaseExpired {
 		t.Fatalf("expired %d, err %v", len(got), s.Outbox().Err())
 	}
 	if s.Renew(ms(1900)) || tb.KeepAlive(s, ms(1900)) {
@@ -39,7 +39,7 @@ func TestRenewWithoutTheTable(t *testing.T) {
 		t.Fatal("a replaced session was renewed")
 	}
 	watch := mustAdd(t, tb, Options{Kind: KindWatch, Name: "w", Config: Config{Interval: time.Second}, NoLease: true}, ms(0))
-	if !watch.Renew(ms(5000)) || len(tb.ExpireLeases(ms(1<<30))) != 1 { // only q's lease runs out
+	if !watch.Renew(ms(5000)) || len(tb.Sweep(ms(1<<30)).Expired) != 1 { // only q's lease runs out
 		t.Fatal("a session without a lease was refused or expired")
 	}
 }
@@ -59,7 +59,7 @@ func TestRenewRacesTheSweep(t *testing.T) {
 	})
 	var expired bool
 	for i := 0; i < 4000 && !expired; i += 7 {
-		expired = len(tb.ExpireLeases(ms(i))) == 1
+		expired = len(tb.Sweep(ms(i)).Expired) == 1
 	}
 	wg.Wait()
 	close(results)

@@ -71,10 +71,10 @@ func TestKeepAliveNeverMovesDeadline(t *testing.T) {
 	if !s.Next().Equal(before) {
 		t.Fatalf("deadline moved from %v to %v", before, s.Next())
 	}
-	if got := tb.ExpireLeases(ms(1000)); len(got) != 0 {
+	if got := tb.Sweep(ms(1000)).Expired; len(got) != 0 {
 		t.Fatal("lease expired despite keep-alive")
 	}
-	if got := tb.ExpireLeases(ms(1950)); len(got) != 1 || domain.ErrorCode(s.Outbox().Err()) != domain.CodeLeaseExpired {
+	if got := tb.Sweep(ms(1950)).Expired; len(got) != 1 || domain.ErrorCode(s.Outbox().Err()) != domain.CodeLeaseExpired {
 		t.Fatalf("expired %d, err %v", len(got), s.Outbox().Err())
 	}
 }
@@ -200,7 +200,7 @@ func TestUpdateMovesDeadline(t *testing.T) {
 		if !s.Next().Equal(want) {
 			t.Fatalf("%v: next %v, want %v", sch, s.Next().Sub(epoch), want.Sub(epoch))
 		}
-		if len(tb.ExpireLeases(ms(3009))) != 0 || len(tb.ExpireLeases(ms(3010))) != 1 {
+		if len(tb.Sweep(ms(3009)).Expired) != 0 || len(tb.Sweep(ms(3010)).Expired) != 1 {
 			t.Fatalf("%v: lease not re-anchored at the update", sch)
 		}
 	}
@@ -281,7 +281,7 @@ func TestORCASessions(t *testing.T) {
 	if d, _ := tb.Deliver(report(1), ms(0)); d[KindORCA] != 1 || d[KindMonitor] != 1 {
 		t.Fatalf("delivered %v", d)
 	}
-	if got := tb.ExpireLeases(ms(10_000)); len(got) != 1 || got[0] == s || !tb.Live(s) {
+	if got := tb.Sweep(ms(10_000)).Expired; len(got) != 1 || got[0] == s || !tb.Live(s) {
 		t.Fatal("only the Monitor session's lease may expire")
 	}
 }
