@@ -50,13 +50,21 @@ func rss(pid int) int64 {
 	return 0
 }
 
+// fetch is the body of a GET of url on 127.0.0.1.
+func fetch(url string) ([]byte, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
 func pulls(statsAddr string) int64 {
-	resp, err := http.Get("http://" + statsAddr)
+	b, err := fetch("http://" + statsAddr)
 	if err != nil {
 		return 0
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	n, _ := strconv.ParseInt(string(b), 10, 64)
 	return n
 }
@@ -65,12 +73,10 @@ func pulls(statsAddr string) int64 {
 // unread (latest wins): of the late reports, those that never arrived. It
 // is -1 for a server without that counter (a peer) or when /metrics fails.
 func droppedReports(addr string) int64 {
-	resp, err := http.Get("http://" + addr + "/metrics")
+	b, err := fetch("http://" + addr + "/metrics")
 	if err != nil {
 		return -1
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	for line := range strings.Lines(string(b)) {
 		if v, ok := strings.CutPrefix(line, `loadreporter_reports_dropped_total{kind="monitor"} `); ok {
 			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
@@ -90,12 +96,10 @@ type memory struct{ heap, stacks int64 }
 // liveMemory asks the child for its memory after a collection (the stats
 // endpoint collects garbage first); ok is false when that fails.
 func liveMemory(statsAddr string) (m memory, ok bool) {
-	resp, err := http.Get("http://" + statsAddr + "/debug/memstats")
+	b, err := fetch("http://" + statsAddr + "/debug/memstats")
 	if err != nil {
 		return memory{}, false
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	return parseLiveMemory(string(b))
 }
 
@@ -136,13 +140,11 @@ func perStream(before, after int64, ok bool, routers int) float64 {
 }
 
 func saveProfile(statsAddr string, d time.Duration, path string) {
-	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", statsAddr, int(d.Seconds())))
+	b, err := fetch(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", statsAddr, int(d.Seconds())))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "profile:", err)
 		return
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "profile:", err)
 	}
@@ -155,13 +157,11 @@ func saveMemory(statsAddr, path string) {
 	for _, f := range []struct{ url, suffix string }{
 		{"/debug/memstats", ".mem"}, {"/debug/pprof/heap", ".heap"}, // the profile of the memstats' collection
 	} {
-		resp, err := http.Get("http://" + statsAddr + f.url)
+		b, err := fetch("http://" + statsAddr + f.url)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "memory:", err)
 			return
 		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
 		if err := os.WriteFile(path+f.suffix, b, 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "memory:", err)
 		}
