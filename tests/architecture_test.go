@@ -32,7 +32,7 @@ var testLibraries = []string{"go.uber.org/goleak"}
 var exceptions = []exception{{
 	from: "adapters/store/postgres", test: true, imp: "adapters/clock",
 	why: "the fault test drives the recorder over real TCP cuts to a real PostgreSQL and needs wall time; " +
-		"adapters/clock is time.Now behind ports.Clock and brings no technology with it " +
+		"adapters/clock is the system clock behind ports.Clock (time.Now, timers) and brings no storage or network with it " +
 		"(drop this once the test declares its own system clock)",
 }}
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/buildinfo"
 
+	"github.com/loadreporter/loadreporter/adapters/clock"
 	"github.com/loadreporter/loadreporter/adapters/metrics"
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/adapters/rpc"
@@ -195,8 +196,9 @@ func NewFireObserver(m *metrics.Metrics, log *slog.Logger) ports.FireObserver {
 }
 
 // NewFireLoop builds the fire loop from the config; rec is nil when
-// history is off.
-func NewFireLoop(c Config, src ports.SnapshotSource, simSrc *sim.Source, clk ports.Clock, obs ports.FireObserver,
+// history is off. Its clock is the precise one: its timer is when every
+// router's report is due.
+func NewFireLoop(c Config, src ports.SnapshotSource, simSrc *sim.Source, clk clock.Precise, obs ports.FireObserver,
 	rec *recorder.Recorder, log *slog.Logger) (*fireloop.Loop, error) {
 	schedule, err := session.ParseSchedule(c.Schedule)
 	if err != nil {

@@ -26,6 +26,7 @@ var coreSet = wire.NewSet(
 	NewLogger,
 	wire.Value(clock.System{}),
 	wire.Bind(new(ports.Clock), new(clock.System)),
+	wire.Value(clock.Precise{}), // the fire loop's
 	NewHistory,
 	NewBackoff,
 	wire.Bind(new(ports.Backoff), new(*backoff.ExponentialBackOff)),

@@ -25,6 +25,7 @@ func initializeMain(c Config) (*Main, func(), error) {
 	}
 	snapshotSource := engine.Source
 	source := engine.Sim
+	precise := _wirePreciseValue
 	fireObserver := NewFireObserver(metrics, logger)
 	history, cleanup2, err := NewHistory(c, logger)
 	if err != nil {
@@ -38,7 +39,7 @@ func initializeMain(c Config) (*Main, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	loop, err := NewFireLoop(c, snapshotSource, source, system, fireObserver, recorder, logger)
+	loop, err := NewFireLoop(c, snapshotSource, source, precise, fireObserver, recorder, logger)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -98,6 +99,7 @@ func initializeMain(c Config) (*Main, func(), error) {
 
 var (
 	_wireSystemValue  = clock.System{}
+	_wirePreciseValue = clock.Precise{}
 	_wireOptionsValue = orca.Options{}
 )
 
@@ -107,6 +109,7 @@ func initializeMainWithEngine(c Config, e Engine) (*Main, func(), error) {
 	system := _wireSystemValue
 	snapshotSource := e.Source
 	source := e.Sim
+	precise := _wirePreciseValue
 	metrics := NewMetrics(system)
 	fireObserver := NewFireObserver(metrics, logger)
 	history, cleanup, err := NewHistory(c, logger)
@@ -119,7 +122,7 @@ func initializeMainWithEngine(c Config, e Engine) (*Main, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	loop, err := NewFireLoop(c, snapshotSource, source, system, fireObserver, recorder, logger)
+	loop, err := NewFireLoop(c, snapshotSource, source, precise, fireObserver, recorder, logger)
 	if err != nil {
 		cleanup2()
 		cleanup()
