@@ -24,7 +24,10 @@ type FireResult struct {
 	Report  *domain.Report
 	Outcome PullOutcome
 	// Attempts is 1, or 2 when the rank set changed and the pull was retried.
-	Attempts     int
+	Attempts int
+	// Lateness is how long after the earliest due deadline the pull
+	// started: timer slack, a busy loop, a starved process.
+	Lateness     time.Duration
 	PullDuration time.Duration
 	// Delivered and Dropped count sessions per kind name ("monitor", …);
 	// Dropped counts those whose unread report was replaced (latest wins).

@@ -24,6 +24,7 @@ type Metrics struct {
 	sessions    *prometheus.GaugeVec
 	pulls       *prometheus.CounterVec
 	pullSeconds prometheus.Histogram
+	lateSeconds prometheus.Histogram
 	reports     *prometheus.CounterVec
 	delivered   *prometheus.CounterVec
 	dropped     *prometheus.CounterVec
@@ -55,6 +56,11 @@ func New(now func() time.Time) *Metrics {
 			Name: "loadreporter_pull_duration_seconds", Help: "Duration of one fire's pull, retry included.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
+		lateSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "loadreporter_fire_lateness_seconds",
+			Help:    "How long after its deadline each fire's pull started (what a router's report interval is off by before the pull).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}),
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "loadreporter_reports_total", Help: "Reports built, by status.",
 		}, []string{"status"}),
@@ -85,7 +91,7 @@ func New(now func() time.Time) *Metrics {
 		Name: "loadreporter_source_events_total",
 		Help: "Events a pushing source saw besides load (sequence_reset, sequence_gap, bad_message, resubscribed, detail_pull_failed), by rank.",
 	}, []string{"event", "dp_rank"})
-	m.registry.MustRegister(m.sessions, m.pulls, m.pullSeconds, m.reports, m.delivered, m.dropped, m.rankAge, reportAge,
+	m.registry.MustRegister(m.sessions, m.pulls, m.pullSeconds, m.lateSeconds, m.reports, m.delivered, m.dropped, m.rankAge, reportAge,
 		m.status, m.sourceEvents, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.ranks.register(m.registry)
 	m.initLabels()
@@ -121,6 +127,7 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) Fired(f ports.FireResult) {
 	m.pulls.WithLabelValues(string(f.Outcome)).Inc()
 	m.pullSeconds.Observe(f.PullDuration.Seconds())
+	m.lateSeconds.Observe(f.Lateness.Seconds())
 	m.reports.WithLabelValues(f.Report.Status.String()).Inc()
 	for _, st := range reportStatuses {
 		m.status.WithLabelValues(st.String()).Set(b2f(st == f.Report.Status))

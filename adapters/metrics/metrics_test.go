@@ -110,3 +110,23 @@ func TestPhaseSlotSessionsAreReadAtScrape(t *testing.T) {
 		t.Errorf("not read again at the next scrape:\n%s", grep(body, "phase_slot"))
 	}
 }
+
+func TestFireLatenessLandsInItsBucket(t *testing.T) {
+	m := New(time.Now)
+	on, late := fired(domain.StatusHealthy), fired(domain.StatusHealthy)
+	late.Lateness = 3 * time.Millisecond
+	m.Fired(on)
+	m.Fired(late)
+	body := scrape(t, m)
+	for _, series := range []string{
+		`loadreporter_fire_lateness_seconds_bucket{le="0.0001"} 1`,
+		`loadreporter_fire_lateness_seconds_bucket{le="0.0025"} 1`,
+		`loadreporter_fire_lateness_seconds_bucket{le="0.005"} 2`,
+		`loadreporter_fire_lateness_seconds_sum 0.003`,
+		`loadreporter_fire_lateness_seconds_count 2`,
+	} {
+		if !strings.Contains(body, series+"\n") {
+			t.Errorf("missing %s in\n%s", series, grep(body, "fire_lateness"))
+		}
+	}
+}

@@ -206,7 +206,7 @@ func (l *Loop) Run(ctx context.Context) error {
 			l.observer.SessionsChanged(counts)
 		}
 		if sw.Due {
-			if err := l.fire(ctx); err != nil {
+			if err := l.fire(ctx, sw.DueAt); err != nil {
 				return nil
 			}
 			continue
@@ -255,9 +255,9 @@ func (l *Loop) countsChanged() map[string]int {
 	return out
 }
 
-// fire performs one pull and delivers its report. It returns ctx's error
-// when the loop must stop.
-func (l *Loop) fire(ctx context.Context) error {
+// fire performs one pull, for sessions due since dueAt, and delivers its
+// report. It returns ctx's error when the loop must stop.
+func (l *Loop) fire(ctx context.Context, dueAt time.Time) error {
 	l.mu.Lock()
 	expected := l.expected
 	l.mu.Unlock()
@@ -293,6 +293,7 @@ func (l *Loop) fire(ctx context.Context) error {
 	if l.observer != nil {
 		fr := ports.FireResult{
 			Report: rep, Outcome: res.outcome, Attempts: res.attempts,
+			Lateness:     max(0, start.Sub(dueAt)),
 			PullDuration: completed.Sub(start),
 			Delivered:    map[string]int{}, Dropped: map[string]int{},
 		}

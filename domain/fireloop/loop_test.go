@@ -547,3 +547,25 @@ func TestPhaseSlotsSplitEachFire(t *testing.T) {
 		}
 	}
 }
+
+func TestAFireSaysHowLateItsPullStarted(t *testing.T) {
+	h := newHarness(t, nil)
+	h.clock.Advance(37 * ms)
+	sub := h.register("r1", 100, 60000)
+	report(t, sub)
+	if f := h.fires.next(t); f.Lateness != 0 {
+		t.Fatalf("the first fire, at registration: lateness %v, want 0", f.Lateness)
+	}
+	h.expectWake(100 * ms)
+	h.advanceTo(103 * ms) // the timer fired 3 ms after the grid point
+	report(t, sub)
+	if f := h.fires.next(t); f.Lateness != 3*ms {
+		t.Fatalf("lateness %v, want 3ms", f.Lateness)
+	}
+	h.expectWake(200 * ms)
+	h.advanceTo(200 * ms)
+	report(t, sub)
+	if f := h.fires.next(t); f.Lateness != 0 {
+		t.Fatalf("a fire on time: lateness %v, want 0", f.Lateness)
+	}
+}

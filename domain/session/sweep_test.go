@@ -23,8 +23,8 @@ func TestSweepExpiresThenLooksAtWhatIsLeft(t *testing.T) {
 	if sw := tb.Sweep(ms(10)); sw.Due || !sw.Wake.Equal(ms(50)) || len(sw.Expired) != 0 {
 		t.Fatalf("at 10 ms: due %v, wake %v, expired %d; want not due, wake at 50 ms, none expired", sw.Due, sw.Wake.Sub(epoch), len(sw.Expired))
 	}
-	if sw := tb.Sweep(ms(60)); !sw.Due || !sw.Wake.Equal(ms(50)) {
-		t.Fatalf("at 60 ms: due %v, wake %v; want due, wake at 50 ms", sw.Due, sw.Wake.Sub(epoch))
+	if sw := tb.Sweep(ms(60)); !sw.Due || !sw.DueAt.Equal(ms(50)) || !sw.Wake.Equal(ms(50)) {
+		t.Fatalf("at 60 ms: due %v since %v, wake %v; want due since 50 ms, wake at 50 ms", sw.Due, sw.DueAt.Sub(epoch), sw.Wake.Sub(epoch))
 	}
 	// At 1 s short's lease runs out, its deadline (50 ms) long past: it
 	// goes, and what is left is long's deadline at 300 ms.
@@ -35,8 +35,8 @@ func TestSweepExpiresThenLooksAtWhatIsLeft(t *testing.T) {
 	if domain.ErrorCode(short.Outbox().Err()) != domain.CodeLeaseExpired {
 		t.Fatalf("short ended with %v, want LEASE_EXPIRED", short.Outbox().Err())
 	}
-	if !sw.Due || !sw.Wake.Equal(ms(300)) || !tb.Live(long) || !tb.Live(history) {
-		t.Fatalf("at 1 s: due %v, wake %v; want long due at 300 ms and history live", sw.Due, sw.Wake.Sub(epoch))
+	if !sw.Due || !sw.DueAt.Equal(ms(300)) || !sw.Wake.Equal(ms(300)) || !tb.Live(long) || !tb.Live(history) {
+		t.Fatalf("at 1 s: due %v since %v, wake %v; want long due since 300 ms and history live", sw.Due, sw.DueAt.Sub(epoch), sw.Wake.Sub(epoch))
 	}
 	// Anchored, missed ticks skipped: long's next deadline is 1.2 s.
 	tb.Deliver(report(2), ms(1000))
@@ -47,6 +47,22 @@ func TestSweepExpiresThenLooksAtWhatIsLeft(t *testing.T) {
 	tb.Update(long, Config{Interval: time.Minute, Lease: time.Second}, ms(1001), true)
 	if sw := tb.Sweep(ms(1002)); !sw.Wake.Equal(ms(2001)) {
 		t.Fatalf("wake %v, want long's lease expiry at 2.001 s", sw.Wake.Sub(epoch))
+	}
+}
+
+// DueAt is the earliest of the due deadlines, wherever its session sits
+// in the table: the fire's lateness is measured from it.
+func TestSweepDueAtIsTheEarliestDueDeadline(t *testing.T) {
+	tb := NewTable(DefaultLimits(), Grid{Schedule: Anchored}, epoch)
+	mustAdd(t, tb, monitor("a", 50*time.Millisecond, time.Minute), ms(0))
+	mustAdd(t, tb, monitor("b", 30*time.Millisecond, time.Minute), ms(0))
+	mustAdd(t, tb, monitor("c", 200*time.Millisecond, time.Minute), ms(0))
+	tb.Deliver(report(1), ms(0)) // next: a 50 ms, b 30 ms, c 200 ms
+	if sw := tb.Sweep(ms(100)); !sw.Due || !sw.DueAt.Equal(ms(30)) {
+		t.Fatalf("at 100 ms: due %v since %v; want due since 30 ms", sw.Due, sw.DueAt.Sub(epoch))
+	}
+	if sw := tb.Sweep(ms(20)); sw.Due || !sw.DueAt.IsZero() {
+		t.Fatalf("at 20 ms: due %v since %v; want nothing due", sw.Due, sw.DueAt)
 	}
 }
 

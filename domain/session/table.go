@@ -237,6 +237,7 @@ func (t *Table) Update(s *Session, cfg Config, now time.Time, moveDeadline bool)
 type Sweep struct {
 	Expired []*Session // ended by this pass with LEASE_EXPIRED
 	Due     bool       // a live session's deadline is at or before now
+	DueAt   time.Time  // when Due: the earliest of those deadlines
 	Wake    time.Time  // the earliest deadline or lease expiry among live sessions
 	HasWake bool       // false when no session lives
 }
@@ -254,8 +255,8 @@ func (t *Table) Sweep(now time.Time) Sweep {
 			out.Expired = append(out.Expired, s)
 			continue
 		}
-		if !s.next.After(now) {
-			out.Due = true
+		if !s.next.After(now) && (!out.Due || s.next.Before(out.DueAt)) {
+			out.Due, out.DueAt = true, s.next
 		}
 		if !out.HasWake || s.next.Before(out.Wake) {
 			out.Wake, out.HasWake = s.next, true
