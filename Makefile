@@ -77,13 +77,13 @@ lint:
 	$(BUF) lint
 	$(BUF) format -d --exit-code
 
-# bench runs SPEC §8's fan-out scenarios (100 × 100 ms; 1 000 × 100 ms over
-# 1, 10 and 1 000 connections; 10 000 × 1 s over 100) against loadreporter and a
-# grpc-go server shaped like ORCA's service, side by side, with the targets;
-# one scenario: ./bin/loadbench --routers 1000 --interval 100ms --conns 10.
-# bench runs loadbench's suite (issue 13's rows); with ROUTERS, INTERVAL or
-# CONNS set, the one scenario they describe instead. CLIENT_BDP=false
-# measures with a client that does not probe bandwidth (tonic's default).
+# bench runs SPEC §8's fan-out scenarios (1 and 100 × 100 ms; 1 000 × 100 ms
+# over 1, 10 and 1 000 connections; 10 000 × 1 s over 100) against loadreporter
+# and a grpc-go server shaped like ORCA's service, side by side, with the
+# targets; with ROUTERS, INTERVAL or CONNS set, the one scenario they describe
+# instead (./bin/loadbench --routers 1000 --interval 100ms --conns 10).
+# CLIENT_BDP=false measures with a client that does not probe bandwidth
+# (tonic's default).
 BENCH_ARGS = $(if $(ROUTERS)$(INTERVAL)$(CONNS),$(if $(ROUTERS),--routers $(ROUTERS)) $(if $(INTERVAL),--interval $(INTERVAL)) $(if $(CONNS),--conns $(CONNS)),--suite) $(if $(CLIENT_BDP),--client-bdp=$(CLIENT_BDP))
 bench:
 	$(GO) build -o bin/loadbench ./cmd/loadbench

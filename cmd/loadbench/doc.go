@@ -19,10 +19,10 @@
 // do not by default): with one connection per router that is about one PING
 // to answer per report. --client-bdp=false measures without it.
 //
-// --suite runs every scenario of issue 13 in one invocation; `make bench`
-// runs it. Other work on the machine moves every figure: read the load
-// average printed with each scenario, and repeat a run before trusting a
-// difference.
+// --suite runs every scenario of issue 13, and SPEC §8's single router, in
+// one invocation; `make bench` runs it. Other work on the machine moves
+// every figure: read the load average printed with each scenario, and
+// repeat a run before trusting a difference.
 //
 // It is a measuring tool: nothing in the service imports it.
 package main

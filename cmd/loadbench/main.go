@@ -59,7 +59,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.ranks, "ranks", 8, "DP ranks of the instant engine")
 	fs.StringVar(&o.peer, "peer", "orca", "what ours is compared with: orca (grpc-go server shaped like ORCA's service), perstream (the same on connect and net/http) or grpcfanout (a bare grpc-go server sending one encoded report per fire to every stream: the floor of grpc-go's transport)")
 	slots := fs.String("phase-slots", "1,auto", "loadreporter's --phase-slots, comma-separated: ours is measured once for each; auto is one phase per 100 routers of the scenario (10 at 1 000, 100 at 10 000)")
-	fs.BoolVar(&o.suite, "suite", false, "run every scenario (100 × 100 ms; 1 000 × 100 ms over 1, 10 and 1 000 connections; 10 000 × 1 s over 100) and print the targets")
+	fs.BoolVar(&o.suite, "suite", false, "run every scenario (1 and 100 × 100 ms; 1 000 × 100 ms over 1, 10 and 1 000 connections; 10 000 × 1 s over 100) and print the targets")
 	fs.StringVar(&o.profile, "profile", "", "write a CPU profile of loadreporter's measured window to this file, and its heap profile and memory statistics just before the window to FILE.heap and FILE.mem (with --suite: one set per scenario, suffixed)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "the same as --profile")
 	fs.BoolVar(&o.clientBDP, "client-bdp", true, "the client probes each connection's bandwidth with a PING after data arrives (grpc-go's and grpcio's default); false fixes its windows at 64 KiB, which turns the probing off (tonic's default)")
@@ -103,6 +103,7 @@ func suiteScenarios(o options) []options {
 		routers, conns int
 		interval       time.Duration
 	}{
+		{1, 1, 100 * time.Millisecond},
 		{100, 1, 100 * time.Millisecond},
 		{1000, 1, 100 * time.Millisecond},
 		{1000, 10, 100 * time.Millisecond},

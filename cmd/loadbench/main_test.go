@@ -197,3 +197,38 @@ func TestClientBDPDecidesWhetherTheClientPings(t *testing.T) {
 		}
 	}
 }
+
+// TestOneRouterIsHeldToItsOwnTargets: SPEC §8 asks a single router for an
+// interval error p99 and a first report within 1 ms; 100 routers have no
+// target, 1 000 the fan-out ones.
+func TestOneRouterIsHeldToItsOwnTargets(t *testing.T) {
+	targets := func(routers int, ours result) map[string]string {
+		got := map[string]string{}
+		for _, r := range scenarioRows(options{routers: routers, interval: 100 * time.Millisecond}, 1, result{window: time.Second}, ours) {
+			if r.target != "" {
+				got[r.name] = fmt.Sprintf("%s %v", r.target, r.met)
+			}
+		}
+		return got
+	}
+	good := result{window: time.Second, intervalErrP99: 900 * time.Microsecond, firstP99: 700 * time.Microsecond}
+	one := targets(1, good)
+	if one["interval error p99"] != "≤ 1 true" || one["first report after ack p99 (all open)"] != "≤ 1 true" {
+		t.Errorf("1 router, within 1 ms: targets %v", one)
+	}
+	if _, ok := one["worker CPU per delivered report"]; ok {
+		t.Errorf("1 router is held to the fan-out CPU target: %v", one)
+	}
+	late := good
+	late.intervalErrP99, late.firstP99 = 1100*time.Microsecond, 2*time.Millisecond
+	one = targets(1, late)
+	if one["interval error p99"] != "≤ 1 false" || one["first report after ack p99 (all open)"] != "≤ 1 false" {
+		t.Errorf("1 router, over 1 ms: targets %v", one)
+	}
+	if hundred := targets(100, late); hundred["interval error p99"] != "" || hundred["first report after ack p99 (all open)"] != "" {
+		t.Errorf("100 routers have targets: %v", hundred)
+	}
+	if thousand := targets(1000, late); thousand["interval error p99"] != "≤ 5 true" || thousand["first report after ack p99 (all open)"] != "" {
+		t.Errorf("1 000 routers: targets %v", thousand)
+	}
+}
