@@ -49,29 +49,39 @@ func TestPhaseSlotsRefusesWhatLoadreporterRefuses(t *testing.T) {
 	}
 }
 
-// The lost-report figure comes from ours' /metrics; a server without the
-// counter (a peer) prints "—", never a zero it did not measure.
-func TestDroppedReportsReadsOursCounterOnly(t *testing.T) {
+// The lost-report and late-fire figures come from ours' /metrics; a server
+// without them (a peer) prints "—", never a zero it did not measure.
+func TestServerCountersReadOursMetricsOnly(t *testing.T) {
 	ours := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprint(w, "# HELP loadreporter_reports_dropped_total x\n"+
 			`loadreporter_reports_dropped_total{kind="history"} 7`+"\n"+
-			`loadreporter_reports_dropped_total{kind="monitor"} 42`+"\n")
+			`loadreporter_reports_dropped_total{kind="monitor"} 42`+"\n"+
+			`loadreporter_fire_lateness_seconds_bucket{le="0.0005"} 90`+"\n"+
+			`loadreporter_fire_lateness_seconds_bucket{le="0.001"} 95`+"\n"+
+			`loadreporter_fire_lateness_seconds_bucket{le="+Inf"} 100`+"\n"+
+			`loadreporter_fire_lateness_seconds_count 100`+"\n")
 	}))
 	defer ours.Close()
 	peer := httptest.NewServer(http.NotFoundHandler())
 	defer peer.Close()
 	addr := func(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
-	if got := droppedReports(addr(ours)); got != 42 {
-		t.Errorf("ours: %d, want the monitor kind's 42", got)
+	if got := serverCounters(addr(ours)); got != (counters{dropped: 42, fires: 100, firesLate: 5}) {
+		t.Errorf("ours: %+v, want the monitor kind's 42 dropped and 5 of 100 fires late", got)
 	}
-	if got := droppedReports(addr(peer)); got != -1 {
-		t.Errorf("peer without the counter: %d, want -1", got)
+	if got := serverCounters(addr(peer)); got != (counters{-1, -1, -1}) {
+		t.Errorf("peer without the counters: %+v, want all -1", got)
 	}
 	if got := counted(40, 42); got != 2 {
 		t.Errorf("counted(40, 42) = %d", got)
 	}
 	if got := counted(-1, 42); got != -1 || cell(float64(got)) != "—" {
 		t.Errorf("an unknown reading gives %d, printed %q; want -1, —", got, cell(float64(got)))
+	}
+	if got := lateShare(result{fires: 200, firesLate: 5}); got != 2.5 {
+		t.Errorf("lateShare = %v, want 2.5 (%%)", got)
+	}
+	if got := lateShare(result{fires: -1, firesLate: -1}); got != -1 {
+		t.Errorf("lateShare of a peer = %v, want -1", got)
 	}
 }
 

@@ -38,6 +38,8 @@ type result struct {
 	joins          []time.Duration // probes: one router joining under load, ack to first report
 	missed         int64           // deadlines without a report: gaps of 1.5 intervals or more
 	dropped        int64           // of them, reports replaced unread (ours' counter); -1: unknown
+	fires          int64           // ours' fires in the window, and those that started > 1 ms late; -1: unknown
+	firesLate      int64
 	leaseLost      int64
 	streamErrors   int64
 }
@@ -99,7 +101,7 @@ func measureServer(ctx context.Context, o options, kind string, slots int) (resu
 		}
 		saveMemory(statsAddr, profile) // it collects garbage: before the window
 	}
-	cpu0, pulls0, dropped0 := cpuTime(pid), pulls(statsAddr), droppedReports(addr)
+	cpu0, pulls0, counters0 := cpuTime(pid), pulls(statsAddr), serverCounters(addr)
 	start := time.Now()
 	tally.inWindow.Store(true)
 	if profile != "" {
@@ -109,7 +111,7 @@ func measureServer(ctx context.Context, o options, kind string, slots int) (resu
 	sleep(ctx, time.Until(start.Add(o.measure)))
 	tally.inWindow.Store(false)
 	window := time.Since(start)
-	cpu1, pulls1, dropped1 := cpuTime(pid), pulls(statsAddr), droppedReports(addr)
+	cpu1, pulls1, counters1 := cpuTime(pid), pulls(statsAddr), serverCounters(addr)
 	live1, ok1 := liveMemory(statsAddr) // it collects garbage: after the window
 	if ctx.Err() != nil {
 		return result{}, ctx.Err()
@@ -126,7 +128,8 @@ func measureServer(ctx context.Context, o options, kind string, slots int) (resu
 		intervalErrP50: percentile(errs, 50), intervalErrP99: percentile(errs, 99),
 		ageP50: percentile(ages, 50), ageP99: percentile(ages, 99),
 		firstP50: percentile(firsts, 50), firstP99: percentile(firsts, 99),
-		joins: joins, missed: missed, dropped: counted(dropped0, dropped1),
+		joins: joins, missed: missed, dropped: counted(counters0.dropped, counters1.dropped),
+		fires: counted(counters0.fires, counters1.fires), firesLate: counted(counters0.firesLate, counters1.firesLate),
 		leaseLost: tally.leaseLost.Load(), streamErrors: tally.streamErrors.Load(),
 	}, nil
 }

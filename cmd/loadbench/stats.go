@@ -69,24 +69,38 @@ func pulls(statsAddr string) int64 {
 	return n
 }
 
-// droppedReports reads loadreporter's count of Monitor reports replaced
-// unread (latest wins): of the late reports, those that never arrived. It
-// is -1 for a server without that counter (a peer) or when /metrics fails.
-func droppedReports(addr string) int64 {
+// counters are what loadreporter's /metrics says of its Monitor reports
+// replaced unread (latest wins: of the late reports, those that never
+// arrived) and of its fires: how many, and how many started more than a
+// millisecond after their deadline. Each is -1 for a server without it (a
+// peer) or when /metrics fails.
+type counters struct{ dropped, fires, firesLate int64 }
+
+// serverCounters reads counters from loadreporter's /metrics.
+func serverCounters(addr string) counters {
+	c := counters{-1, -1, -1}
 	b, err := fetch("http://" + addr + "/metrics")
 	if err != nil {
-		return -1
+		return c
 	}
+	var withinMs int64 = -1
 	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, `loadreporter_reports_dropped_total{kind="monitor"} `); ok {
-			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				return -1
+		for prefix, to := range map[string]*int64{
+			`loadreporter_reports_dropped_total{kind="monitor"} `:    &c.dropped,
+			`loadreporter_fire_lateness_seconds_count `:              &c.fires,
+			`loadreporter_fire_lateness_seconds_bucket{le="0.001"} `: &withinMs,
+		} {
+			if v, ok := strings.CutPrefix(line, prefix); ok {
+				if n, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+					*to = int64(n)
+				}
 			}
-			return int64(n)
 		}
 	}
-	return -1
+	if c.fires >= 0 && withinMs >= 0 {
+		c.firesLate = c.fires - withinMs
+	}
+	return c
 }
 
 // memory is what a server holds after a collection, in bytes: the heap's

@@ -106,6 +106,7 @@ func scenarioRows(o options, slots int, peer, ours result) []row {
 	maxPulls := float64(slots)/o.interval.Seconds() + float64(len(ours.joins))/ours.window.Seconds()
 	add("engine pulls per second", perSecond(peer, peer.pulls), perSecond(ours, ours.pulls), "/s", true,
 		fmt.Sprintf("≤ %.1f", maxPulls), perSecond(ours, ours.pulls) <= maxPulls*1.05)
+	add("fires started > 1 ms after their deadline", lateShare(peer), lateShare(ours), "%", true, "", false)
 	add("interval error p50", ms(peer.intervalErrP50), ms(ours.intervalErrP50), "ms", true, "", false)
 	ivTarget := 5 * time.Millisecond
 	if o.interval >= time.Second {
@@ -143,6 +144,15 @@ func kib(b float64) float64 {
 		return -1
 	}
 	return b / 1024
+}
+
+// lateShare is the percentage of a server's fires that started more than
+// a millisecond after their deadline (from ours' own histogram), or -1.
+func lateShare(r result) float64 {
+	if r.fires <= 0 || r.firesLate < 0 {
+		return -1
+	}
+	return float64(r.firesLate) / float64(r.fires) * 100
 }
 
 func perReport(r result) float64 {
