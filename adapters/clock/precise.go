@@ -16,7 +16,7 @@ import (
 // Go's timer (late by up to ~1 ms when the process is idle) to a timerfd,
 // whose expiry wakes the netpoller at once: enough that Go's lateness never
 // eats into the fine wait, short enough that a timer stopped early (a pull
-// budget, a first-frame deadline) never opens a file.
+// budget, a wake replaced because a router registered) never opens a file.
 var fineLead = 2 * time.Millisecond // a variable only so tests can stretch the last stretch
 
 // preciseTimer waits on Go's timer until fineLead before at, then on a
