@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -240,5 +241,68 @@ func TestOneRouterIsHeldToItsOwnTargets(t *testing.T) {
 	}
 	if thousand := targets(1000, late); thousand["interval error p99"] != "≤ 5 true" || thousand["first report after ack p99 (all open)"] != "" {
 		t.Errorf("1 000 routers: targets %v", thousand)
+	}
+}
+
+// The socket clock sees a stream's DATA frame when its last byte is read,
+// however the reads split the frames; other frames and empty DATA frames
+// are not reports, and a message split over frames counts once.
+func TestSocketClockTimesEachStreamsDataFrames(t *testing.T) {
+	var wire bytes.Buffer
+	fr := http2.NewFramer(&wire, nil)
+	write := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var inWindow atomic.Bool
+	inWindow.Store(true)
+	clock := &socketClock{inWindow: &inWindow, interval: 100 * time.Millisecond}
+	c := &timedConn{clock: clock, arrivals: map[uint32][]time.Time{}}
+	t0 := time.Unix(1000, 0)
+	feed := func(at time.Duration, chunk int) {
+		b := wire.Bytes()
+		for len(b) > 0 {
+			n := min(chunk, len(b))
+			c.parse(b[:n], t0.Add(at))
+			b = b[n:]
+		}
+		wire.Reset()
+	}
+
+	write(fr.WriteSettings())
+	write(fr.WriteData(1, false, bytes.Repeat([]byte{'a'}, 300)))
+	write(fr.WriteData(3, false, bytes.Repeat([]byte{'b'}, 40)))
+	feed(0, 7) // frames split across reads of 7 bytes
+	write(fr.WritePing(false, [8]byte{}))
+	write(fr.WriteData(1, false, []byte("half")))
+	feed(102*time.Millisecond, 1000)
+	write(fr.WriteData(1, false, []byte("and the rest"))) // the same message, 1 ms later
+	write(fr.WriteData(3, true, nil))                     // END_STREAM alone: not a report
+	feed(103*time.Millisecond, 3)
+	write(fr.WriteData(3, false, []byte("late")))
+	feed(250*time.Millisecond, 1)
+	inWindow.Store(false)
+	write(fr.WriteData(1, false, []byte("after the window")))
+	feed(300*time.Millisecond, 1000)
+
+	want := map[uint32][]time.Duration{1: {0, 103 * time.Millisecond}, 3: {0, 250 * time.Millisecond}}
+	for s, ds := range want {
+		got := c.arrivals[s]
+		if len(got) != len(ds) {
+			t.Fatalf("stream %d: arrivals %v, want at %v", s, got, ds)
+		}
+		for i, d := range ds {
+			if !got[i].Equal(t0.Add(d)) {
+				t.Errorf("stream %d arrival %d at %v, want %v", s, i, got[i].Sub(t0), d)
+			}
+		}
+	}
+	clock.conns = []*timedConn{c}
+	errs := clock.intervalErrors()
+	slices.Sort(errs)
+	if !slices.Equal(errs, []time.Duration{3 * time.Millisecond, 150 * time.Millisecond}) {
+		t.Errorf("interval errors %v, want 3ms (stream 1) and 150ms (stream 3)", errs)
 	}
 }

@@ -32,6 +32,8 @@ type result struct {
 	liveStacks     float64 // the same for goroutine stacks
 	intervalErrP50 time.Duration
 	intervalErrP99 time.Duration
+	socketErrP50   time.Duration // the same, timed at the client's socket (socketClock)
+	socketErrP99   time.Duration
 	ageP50, ageP99 time.Duration // receipt − report_time_unix_ms
 	firstP50       time.Duration // every router's first report after its ack (all opened at once)
 	firstP99       time.Duration
@@ -68,15 +70,16 @@ func measureServer(ctx context.Context, o options, kind string, slots int) (resu
 	rssBefore := rss(pid)
 	live0, ok0 := liveMemory(statsAddr)
 
+	var tally fleetTally
+	socket := &socketClock{inWindow: &tally.inWindow, interval: o.interval}
 	conns := make([]*grpc.ClientConn, o.conns)
 	for i := range conns {
-		conns[i], err = grpc.NewClient(addr, dialOptions(o)...)
+		conns[i], err = grpc.NewClient(addr, append(dialOptions(o), grpc.WithContextDialer(socket.dial))...)
 		if err != nil {
 			return result{}, err
 		}
 		defer conns[i].Close()
 	}
-	var tally fleetTally
 	stats := make([]*routerStats, o.routers)
 	var wg sync.WaitGroup
 	for i := range o.routers {
@@ -120,12 +123,14 @@ func measureServer(ctx context.Context, o options, kind string, slots int) (resu
 	wg.Wait()
 
 	errs, ages, firsts, missed := collect(stats, o.interval)
+	socketErrs := socket.intervalErrors()
 	return result{
 		kind: kind, cpu: cpu1 - cpu0, delivered: tally.delivered.Load(), pulls: pulls1 - pulls0, window: window,
 		rssPerStream:   float64(rssAfter-rssBefore) / float64(o.routers),
 		liveHeap:       perStream(live0.heap, live1.heap, ok0 && ok1, o.routers),
 		liveStacks:     perStream(live0.stacks, live1.stacks, ok0 && ok1, o.routers),
 		intervalErrP50: percentile(errs, 50), intervalErrP99: percentile(errs, 99),
+		socketErrP50: percentile(socketErrs, 50), socketErrP99: percentile(socketErrs, 99),
 		ageP50: percentile(ages, 50), ageP99: percentile(ages, 99),
 		firstP50: percentile(firsts, 50), firstP99: percentile(firsts, 99),
 		joins: joins, missed: missed, dropped: counted(counters0.dropped, counters1.dropped),

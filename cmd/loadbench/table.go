@@ -117,6 +117,8 @@ func scenarioRows(o options, slots int, peer, ours result) []row {
 		t, ok = "≤ 1", ours.intervalErrP99 <= time.Millisecond
 	}
 	add("interval error p99", ms(peer.intervalErrP99), ms(ours.intervalErrP99), "ms", true, t, ok)
+	add("  at the client's socket: p50", ms(peer.socketErrP50), ms(ours.socketErrP50), "ms", true, "", false)
+	add("  at the client's socket: p99", ms(peer.socketErrP99), ms(ours.socketErrP99), "ms", true, "", false)
 	add("receipt age p50 (receipt − report_time)", ms(peer.ageP50), ms(ours.ageP50), "ms", true, "", false)
 	t, ok = limit(ours.ageP99 <= 5*time.Millisecond, "≤ 5")
 	add("receipt age p99", ms(peer.ageP99), ms(ours.ageP99), "ms", true, t, ok)
