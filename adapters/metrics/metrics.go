@@ -58,7 +58,7 @@ func New(now func() time.Time) *Metrics {
 		}),
 		lateSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "loadreporter_fire_lateness_seconds",
-			Help:    "How long after its deadline each fire's pull started (what a router's report interval is off by before the pull).",
+			Help:    "How long after the earliest due deadline each fire's pull started: timer slack, a busy fire loop, a starved process.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 		}),
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
