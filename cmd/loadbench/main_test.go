@@ -139,27 +139,27 @@ func TestLiveMemoryReadsTheLineAfterACollection(t *testing.T) {
 type pingCounter struct {
 	net.Conn
 	mu      sync.Mutex
-	pending []byte // written, not yet parsed; the preface first
-	preface bool
+	pending []byte // the preface, until it is whole
+	preface bool   // passed: later writes are frames
+	frames  frameScanner
 	pings   *atomic.Int64
 }
 
 func (c *pingCounter) Write(p []byte) (int, error) {
 	c.mu.Lock()
-	c.pending = append(c.pending, p...)
-	if !c.preface && len(c.pending) >= len(http2.ClientPreface) {
-		c.pending, c.preface = c.pending[len(http2.ClientPreface):], true
-	}
-	for c.preface && len(c.pending) >= 9 {
-		size := int(c.pending[0])<<16 | int(c.pending[1])<<8 | int(c.pending[2])
-		if len(c.pending) < 9+size {
-			break
+	frames := p
+	if !c.preface {
+		c.pending = append(c.pending, p...)
+		frames = nil
+		if len(c.pending) >= len(http2.ClientPreface) {
+			frames, c.preface, c.pending = c.pending[len(http2.ClientPreface):], true, nil
 		}
-		if http2.FrameType(c.pending[3]) == http2.FramePing && http2.Flags(c.pending[4])&http2.FlagPingAck == 0 {
+	}
+	c.frames.feed(frames, func(h frameHeader) {
+		if h.typ == http2.FramePing && h.flags&http2.FlagPingAck == 0 {
 			c.pings.Add(1)
 		}
-		c.pending = c.pending[9+size:]
-	}
+	})
 	c.mu.Unlock()
 	return c.Conn.Write(p)
 }

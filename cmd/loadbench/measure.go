@@ -147,7 +147,6 @@ func counted(before, after int64) int64 {
 	return after - before
 }
 
-// openRouter opens a Monitor stream and registers on it.
 // dialOptions are the client's: grpc-go's defaults, or with
 // --client-bdp=false windows fixed at HTTP/2's default, which turns off its
 // bandwidth probing (a PING, and the server's answer, after data arrives on
@@ -169,6 +168,7 @@ func clientLabel(o options) string {
 	return "client without BDP pings"
 }
 
+// openRouter opens a Monitor stream and registers on it.
 func openRouter(ctx context.Context, cc *grpc.ClientConn, id string, o options) (grpc.ClientStream, error) {
 	st, err := cc.NewStream(ctx, monitorDesc, loadmonitorv1connect.LoadMonitorServiceMonitorProcedure)
 	if err != nil {
@@ -273,11 +273,9 @@ func (t *fleetTally) read(ctx context.Context, st grpc.ClientStream, rs *routerS
 // many deadlines went without a report.
 func collect(stats []*routerStats, interval time.Duration) (errs, ages, firsts []time.Duration, missed int64) {
 	for _, rs := range stats {
+		errs = appendIntervalErrors(errs, rs.arrivals, interval)
 		for i := 1; i < len(rs.arrivals); i++ {
-			gap := rs.arrivals[i].Sub(rs.arrivals[i-1])
-			d := gap - interval
-			errs = append(errs, max(d, -d))
-			if gap >= interval*3/2 {
+			if gap := rs.arrivals[i].Sub(rs.arrivals[i-1]); gap >= interval*3/2 {
 				missed += int64((gap+interval/2)/interval) - 1
 			}
 		}
@@ -287,6 +285,16 @@ func collect(stats []*routerStats, interval time.Duration) (errs, ages, firsts [
 		}
 	}
 	return errs, ages, firsts, missed
+}
+
+// appendIntervalErrors appends each gap's distance from the interval
+// between one router's consecutive arrivals.
+func appendIntervalErrors(errs []time.Duration, arrivals []time.Time, interval time.Duration) []time.Duration {
+	for i := 1; i < len(arrivals); i++ {
+		d := arrivals[i].Sub(arrivals[i-1]) - interval
+		errs = append(errs, max(d, -d))
+	}
+	return errs
 }
 
 func keepAlive(ctx context.Context, st grpc.ClientStream, mu *sync.Mutex, every time.Duration) {

@@ -84,15 +84,19 @@ func serverCounters(addr string) counters {
 		return c
 	}
 	var withinMs int64 = -1
+	series := []struct {
+		prefix string
+		to     *int64
+	}{
+		{`loadreporter_reports_dropped_total{kind="monitor"} `, &c.dropped},
+		{`loadreporter_fire_lateness_seconds_count `, &c.fires},
+		{`loadreporter_fire_lateness_seconds_bucket{le="0.001"} `, &withinMs},
+	}
 	for line := range strings.Lines(string(b)) {
-		for prefix, to := range map[string]*int64{
-			`loadreporter_reports_dropped_total{kind="monitor"} `:    &c.dropped,
-			`loadreporter_fire_lateness_seconds_count `:              &c.fires,
-			`loadreporter_fire_lateness_seconds_bucket{le="0.001"} `: &withinMs,
-		} {
-			if v, ok := strings.CutPrefix(line, prefix); ok {
+		for _, s := range series {
+			if v, ok := strings.CutPrefix(line, s.prefix); ok {
 				if n, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-					*to = int64(n)
+					*s.to = int64(n)
 				}
 			}
 		}

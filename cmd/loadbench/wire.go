@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
 // socketClock times each report where it leaves the socket on the client's
@@ -46,27 +48,21 @@ func (s *socketClock) intervalErrors() []time.Duration {
 	for _, c := range s.conns {
 		c.mu.Lock()
 		for _, at := range c.arrivals {
-			for i := 1; i < len(at); i++ {
-				d := at[i].Sub(at[i-1]) - s.interval
-				errs = append(errs, max(d, -d))
-			}
+			errs = appendIntervalErrors(errs, at, s.interval)
 		}
 		c.mu.Unlock()
 	}
 	return errs
 }
 
-// timedConn parses the HTTP/2 frames the server writes (frame headers
-// only) and notes when each stream's DATA frame was read in full.
+// timedConn notes when each stream's DATA frame from the server was read
+// in full.
 type timedConn struct {
 	net.Conn
 	clock *socketClock
 
 	mu       sync.Mutex
-	header   []byte // a frame header read in part
-	left     int    // payload bytes of the current frame not read yet
-	isData   bool
-	stream   uint32
+	frames   frameScanner
 	arrivals map[uint32][]time.Time // per stream, inside the window
 }
 
@@ -78,33 +74,14 @@ func (c *timedConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-const frameHeaderLen = 9
-
 func (c *timedConn) parse(b []byte, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for len(b) > 0 {
-		if c.left == 0 && len(c.header) < frameHeaderLen {
-			take := min(frameHeaderLen-len(c.header), len(b))
-			c.header, b = append(c.header, b[:take]...), b[take:]
-			if len(c.header) < frameHeaderLen {
-				return
-			}
-			h := c.header
-			c.header = c.header[:0]
-			c.left = int(h[0])<<16 | int(h[1])<<8 | int(h[2])
-			c.isData = h[3] == 0 // DATA
-			c.stream = binary.BigEndian.Uint32(h[5:]) & (1<<31 - 1)
-			if c.left == 0 {
-				continue // an empty frame: END_STREAM alone, or a SETTINGS ack
-			}
+	c.frames.feed(b, func(h frameHeader) {
+		if h.typ == http2.FrameData && h.length > 0 { // not END_STREAM alone
+			c.arrived(h.stream, now)
 		}
-		take := min(c.left, len(b))
-		c.left, b = c.left-take, b[take:]
-		if c.left == 0 && c.isData {
-			c.arrived(c.stream, now)
-		}
-	}
+	})
 }
 
 // arrived records a stream's DATA frame. A message split over frames read
@@ -119,4 +96,50 @@ func (c *timedConn) arrived(stream uint32, now time.Time) {
 		return
 	}
 	c.arrivals[stream] = append(at, now)
+}
+
+// frameHeader is what a frameScanner keeps of an HTTP/2 frame.
+type frameHeader struct {
+	length int
+	typ    http2.FrameType
+	flags  http2.Flags
+	stream uint32
+}
+
+// frameScanner walks HTTP/2 frames (after any preface) fed in pieces of any
+// size, keeping only the header of the frame it is in.
+type frameScanner struct {
+	header []byte // a frame header read in part
+	cur    frameHeader
+	left   int // payload bytes of cur not read yet
+}
+
+// feed scans b and calls done for each frame whose last byte b holds.
+func (s *frameScanner) feed(b []byte, done func(frameHeader)) {
+	const headerLen = 9
+	for len(b) > 0 {
+		if s.left == 0 {
+			take := min(headerLen-len(s.header), len(b))
+			s.header, b = append(s.header, b[:take]...), b[take:]
+			if len(s.header) < headerLen {
+				return
+			}
+			h := s.header
+			s.cur = frameHeader{
+				length: int(h[0])<<16 | int(h[1])<<8 | int(h[2]),
+				typ:    http2.FrameType(h[3]), flags: http2.Flags(h[4]),
+				stream: binary.BigEndian.Uint32(h[5:]) & (1<<31 - 1),
+			}
+			s.header, s.left = s.header[:0], s.cur.length
+			if s.left == 0 {
+				done(s.cur)
+				continue
+			}
+		}
+		take := min(s.left, len(b))
+		s.left, b = s.left-take, b[take:]
+		if s.left == 0 {
+			done(s.cur)
+		}
+	}
 }
