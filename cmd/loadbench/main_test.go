@@ -63,14 +63,22 @@ func TestServerCountersReadOursMetricsOnly(t *testing.T) {
 			`loadreporter_fire_lateness_seconds_count 100`+"\n")
 	}))
 	defer ours.Close()
-	peer := httptest.NewServer(http.NotFoundHandler())
+	var peerAsked atomic.Int32
+	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		peerAsked.Add(1)
+		http.NotFound(w, nil)
+	}))
 	defer peer.Close()
 	addr := func(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
-	if got := serverCounters(addr(ours)); got != (counters{dropped: 42, fires: 100, firesLate: 5}) {
+	if got := serverCounters("ours", addr(ours)); got != (counters{dropped: 42, fires: 100, firesLate: 5}) {
 		t.Errorf("ours: %+v, want the monitor kind's 42 dropped and 5 of 100 fires late", got)
 	}
-	if got := serverCounters(addr(peer)); got != (counters{-1, -1, -1}) {
-		t.Errorf("peer without the counters: %+v, want all -1", got)
+	if got := serverCounters("ours", addr(peer)); got != (counters{-1, -1, -1}) {
+		t.Errorf("a server without the counters: %+v, want all -1", got)
+	}
+	peerAsked.Store(0)
+	if got := serverCounters("orca", addr(peer)); got != (counters{-1, -1, -1}) || peerAsked.Load() != 0 {
+		t.Errorf("a peer: %+v after %d requests, want all -1 without asking (a gRPC-only peer answers HTTP/1 with SETTINGS)", got, peerAsked.Load())
 	}
 	if got := counted(40, 42); got != 2 {
 		t.Errorf("counted(40, 42) = %d", got)

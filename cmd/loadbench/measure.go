@@ -104,7 +104,7 @@ func measureServer(ctx context.Context, o options, kind string, slots int) (resu
 		}
 		saveMemory(statsAddr, profile) // it collects garbage: before the window
 	}
-	cpu0, pulls0, counters0 := cpuTime(pid), pulls(statsAddr), serverCounters(addr)
+	cpu0, pulls0, counters0 := cpuTime(pid), pulls(statsAddr), serverCounters(kind, addr)
 	start := time.Now()
 	tally.inWindow.Store(true)
 	if profile != "" {
@@ -114,7 +114,7 @@ func measureServer(ctx context.Context, o options, kind string, slots int) (resu
 	sleep(ctx, time.Until(start.Add(o.measure)))
 	tally.inWindow.Store(false)
 	window := time.Since(start)
-	cpu1, pulls1, counters1 := cpuTime(pid), pulls(statsAddr), serverCounters(addr)
+	cpu1, pulls1, counters1 := cpuTime(pid), pulls(statsAddr), serverCounters(kind, addr)
 	live1, ok1 := liveMemory(statsAddr) // it collects garbage: after the window
 	if ctx.Err() != nil {
 		return result{}, ctx.Err()

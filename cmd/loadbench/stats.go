@@ -76,9 +76,15 @@ func pulls(statsAddr string) int64 {
 // peer) or when /metrics fails.
 type counters struct{ dropped, fires, firesLate int64 }
 
-// serverCounters reads counters from loadreporter's /metrics.
-func serverCounters(addr string) counters {
+// serverCounters reads counters from loadreporter's /metrics. A peer serves
+// no /metrics; it is not asked, since an HTTP/1 request to a gRPC-only peer
+// draws its HTTP/2 SETTINGS, which net/http's client logs as an unsolicited
+// response.
+func serverCounters(kind, addr string) counters {
 	c := counters{-1, -1, -1}
+	if kind != "ours" {
+		return c
+	}
 	b, err := fetch("http://" + addr + "/metrics")
 	if err != nil {
 		return c
