@@ -36,9 +36,11 @@
 // A Monitor stream costs the reporter a bounded amount whatever the router
 // does (MonitorOptions): it must register within FirstFrameTimeout, it may
 // send only so many frames (a token bucket per stream, spent by the
-// goroutine that reads them), and when the stream's last frame is sent
-// (or, through BoundWritesAtShutdown, once the reporter shuts down) no send
-// waits longer than FinalWriteTimeout for a router that does not read.
+// goroutine that reads them), and once its session ended, its handler
+// stops, or (through BoundWritesAtShutdown) the reporter shuts down, no
+// send waits longer than FinalWriteTimeout for a router that does not
+// read: a router that stops reading holds its stream only while its lease
+// lives.
 //
 // The package reaches the core only through the small interfaces it
 // declares (Registrar and RouterSession, Subscriber, Topology, SimControl)

@@ -169,12 +169,11 @@ func (m *Monitor) serve(ctx context.Context, st *stream) error {
 	defer sub.Close()
 	m.log.Debug("router registered", "router_id", sub.RouterID(),
 		"interval", cfg.Interval, "lease", cfg.Lease, "peer", st.Peer().Addr)
-	if err := st.Send(newOutFrame(ackFrame(cfg))); err != nil {
-		return err
-	}
-	// Reports go out only after the ack: the writer is attached now, and
-	// kicked once for what arrived meanwhile.
-	w := newWriter(m, st, tr, sub)
+	// The writer sends the ack, then the reports; attached now, it is
+	// kicked once for the ack and what arrived meanwhile. A router that
+	// does not read even the ack is bounded like any other once its
+	// session ends.
+	w := newWriter(m, st, tr, sub, newOutFrame(ackFrame(cfg)))
 	sub.Notify(w.kick)
 	w.kick()
 	return m.relay(ctx, st, tr, r, w, sub)

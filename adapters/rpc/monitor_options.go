@@ -36,10 +36,11 @@ type MonitorOptions struct {
 	MaxFramesPerSecond float64
 	FrameBurst         int
 	// FinalWriteTimeout bounds the send of a stream's last frame (its
-	// StreamError): a router that stops reading cannot hold its handler.
-	// It needs WithTransportInfo in front of the handler; at shutdown,
-	// BoundWritesAtShutdown bounds whatever send is in progress, with the
-	// same timeout.
+	// StreamError), and the send in progress once the session ended or
+	// the handler stops: a router that stops reading cannot hold its
+	// handler past its session. It needs WithTransportInfo in front of the
+	// handler; at shutdown, BoundWritesAtShutdown bounds whatever send is
+	// in progress, with the same timeout.
 	FinalWriteTimeout time.Duration
 	// AbuseLogInterval is the least time between two log lines about
 	// streams ended for sending no register in time or too many frames;

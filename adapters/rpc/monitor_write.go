@@ -2,41 +2,63 @@ package rpc
 
 import (
 	"sync"
+	"time"
+
+	"github.com/loadreporter/loadreporter/domain"
 )
 
-// writer sends a registered router its reports and, once the session
-// ended, its last frame. It holds no goroutine while there is nothing to
-// write: the session's Notify kicks it, and a goroutine runs only until
-// the outbox is empty again, so a stream costs one goroutine (the
-// handler's, which reads the router's frames) plus one while a report is
-// on its way. At most one runs per stream: sends stay in order, and a
+// writer sends a registered router its ack, its reports and, once the
+// session ended, its last frame. It holds no goroutine while there is
+// nothing to write: the session's Notify kicks it, and a goroutine runs
+// only until the outbox is empty again, so a stream costs one goroutine
+// (the handler's, which reads the router's frames) plus one while a frame
+// is on its way. At most one runs per stream: sends stay in order, and a
 // router that reads slowly holds one goroutine, never more, while its
 // outbox keeps only the latest report.
+//
+// A send to a router that stopped reading blocks for as long as its lease
+// lives; once the session ended, or the handler stops, the send in
+// progress gets FinalWriteTimeout and no more (bound), so a stream whose
+// session is gone never outlives it.
 type writer struct {
 	m   *Monitor
 	st  *stream
 	tr  *transport
 	sub RouterSession
+	ack *outFrame // sent first, by the first drain; nil after
 
 	mu      sync.Mutex
 	running bool // a drain goroutine owns the stream's sends
 	closed  bool // no drain may start: the handler returns, or the writer finished
+	bounded bool // the send in progress has its final deadline
 	drains  sync.WaitGroup
 
 	finished chan struct{} // closed once the writer ended the stream's sending
 	result   error         // what the handler returns then; written before finished closes
 }
 
-func newWriter(m *Monitor, st *stream, tr *transport, sub RouterSession) *writer {
-	return &writer{m: m, st: st, tr: tr, sub: sub, finished: make(chan struct{})}
+func newWriter(m *Monitor, st *stream, tr *transport, sub RouterSession, ack *outFrame) *writer {
+	return &writer{m: m, st: st, tr: tr, sub: sub, ack: ack, finished: make(chan struct{})}
 }
 
-// kick starts a drain unless one runs. It never blocks: the fire loop
-// calls it for every session it delivers to.
+// kick starts a drain unless one runs; if one runs and the session has
+// ended, it bounds that drain's send. It never blocks: the fire loop calls
+// it for every session it delivers to, and when a session ends.
 func (w *writer) kick() {
 	w.mu.Lock()
-	if w.running || w.closed {
+	if w.closed {
 		w.mu.Unlock()
+		return
+	}
+	if w.running {
+		bound := !w.bounded && ended(w.sub)
+		w.bounded = w.bounded || bound
+		w.mu.Unlock()
+		if bound {
+			// Setting a deadline talks to the connection's goroutine;
+			// the fire loop must not wait for it.
+			go w.bound()
+		}
 		return
 	}
 	w.running = true
@@ -45,9 +67,9 @@ func (w *writer) kick() {
 	go w.drain()
 }
 
-// drain sends what the outbox holds until it is empty; a pending report
-// goes out before the session's last frame. Emptiness is checked under
-// mu, so a kick that found a drain running is never lost.
+// drain sends the ack, then what the outbox holds until it is empty; a
+// pending report goes out before the session's last frame. Emptiness is
+// checked under mu, so a kick that found a drain running is never lost.
 func (w *writer) drain() {
 	defer w.drains.Done()
 	for {
@@ -57,27 +79,46 @@ func (w *writer) drain() {
 			w.mu.Unlock()
 			return
 		}
-		select {
-		case rep := <-w.sub.Reports():
+		bound := !w.bounded && ended(w.sub)
+		w.bounded = w.bounded || bound
+		ack, rep, last := w.next()
+		if ack == nil && rep == nil && !last {
+			w.running = false
 			w.mu.Unlock()
-			if err := w.st.Send(w.m.frames.Get(rep)); err != nil {
-				w.finish(err)
-				return
-			}
-			continue
-		default:
+			return
 		}
-		select {
-		case <-w.sub.Done():
-			w.mu.Unlock()
+		w.mu.Unlock()
+		if last { // end bounds its own send
 			w.finish(w.m.end(w.st, w.tr, w.sub.RouterID(), w.sub.Err()))
 			return
-		default:
 		}
-		w.running = false
-		w.mu.Unlock()
-		return
+		if bound {
+			w.bound()
+		}
+		f := ack
+		if f == nil {
+			f = w.m.frames.Get(rep)
+		}
+		if err := w.st.Send(f); err != nil {
+			w.finish(err)
+			return
+		}
 	}
+}
+
+// next takes what to send next: the ack, then the latest report, then,
+// once the session ended, its last frame (last). Called under mu.
+func (w *writer) next() (ack *outFrame, rep *domain.Report, last bool) {
+	if ack = w.ack; ack != nil {
+		w.ack = nil
+		return ack, nil, false
+	}
+	select {
+	case rep = <-w.sub.Reports():
+		return nil, rep, false
+	default:
+	}
+	return nil, nil, ended(w.sub)
 }
 
 // finish records how the stream ends and wakes the handler from its read.
@@ -96,12 +137,32 @@ func (w *writer) finish(result error) {
 func (w *writer) close() bool {
 	w.mu.Lock()
 	w.closed = true
+	bound := w.running && !w.bounded
+	w.bounded = w.bounded || bound
 	w.mu.Unlock()
+	if bound {
+		w.bound()
+	}
 	w.drains.Wait()
 	select {
 	case <-w.finished:
 		return false
 	default:
 		return true
+	}
+}
+
+// bound gives the send in progress, and every later one, FinalWriteTimeout
+// from now.
+func (w *writer) bound() {
+	w.tr.setWriteDeadline(time.Now().Add(w.m.opts.FinalWriteTimeout))
+}
+
+func ended(sub RouterSession) bool {
+	select {
+	case <-sub.Done():
+		return true
+	default:
+		return false
 	}
 }

@@ -153,7 +153,7 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.DurationVar(&c.Monitor.FirstFrameTimeout, "first-frame-timeout", c.Monitor.FirstFrameTimeout, "a router stream that sends no register within this ends with INVALID_FIRST_FRAME")
 	fs.Float64Var(&c.Monitor.MaxFramesPerSecond, "max-frames-per-second", c.Monitor.MaxFramesPerSecond, "router frames one stream may send per second on average; beyond it the stream ends with RESOURCE_EXHAUSTED")
 	fs.IntVar(&c.Monitor.FrameBurst, "frame-burst", c.Monitor.FrameBurst, "router frames one stream may send at once, above --max-frames-per-second")
-	fs.DurationVar(&c.Monitor.FinalWriteTimeout, "final-write-timeout", c.Monitor.FinalWriteTimeout, "at shutdown, how long any stream's last writes (Monitor, Watch, ORCA, page events) may wait for a peer that does not read (keep it below --shutdown-grace)")
+	fs.DurationVar(&c.Monitor.FinalWriteTimeout, "final-write-timeout", c.Monitor.FinalWriteTimeout, "how long a stream's last writes may wait for a peer that does not read: a Monitor stream's once its session ended, and at shutdown every stream's (Monitor, Watch, ORCA, page events; keep it below --shutdown-grace)")
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "the only bearer token AdminService accepts (so routers' --auth-token cannot change the topology or the sim mode)")
 	fs.IntVar(&c.MaxDPSize, "max-dp-size", c.MaxDPSize, "largest DP size --dp-size and AdminService.SetTopology accept")
 	fs.IntVar(&c.MaxStreamsPerConn, "max-streams-per-conn", c.MaxStreamsPerConn, "HTTP/2 streams one connection may hold open, registered or not")

@@ -1,0 +1,184 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"net"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/session"
+	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
+)
+
+// A router that stops reading holds its stream while its session lives
+// (latest wins: one pending report, one goroutine). Once the session is
+// gone, the stream must be gone within FinalWriteTimeout too, or a router
+// could hold streams and goroutines past its lease, outside MaxSessions.
+
+// stuckRouter registers over proto, then stops reading while a report too
+// large for its window is being sent to it, and returns its test harness
+// and a function that stops the reporter. The handler is then blocked in
+// that send.
+func stuckRouter(t *testing.T, proto []connect.ClientOption, sess *fakeSession) (*monitorTest, context.CancelFunc) {
+	stopping, shutdown := context.WithCancel(context.Background())
+	t.Cleanup(shutdown)
+	reg := &fakeRegistrar{sess: sess, calls: make(chan string, 16), stopping: stopping}
+	mon := mustMonitor(t, reg, MonitorOptions{FinalWriteTimeout: 100 * time.Millisecond})
+	url, hc := serveH2C(t, mon.Handler, stopping, 100*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	client := loadmonitorv1connect.NewLoadMonitorServiceClient(hc, url, proto...)
+	m := &monitorTest{t: t, ctx: testContext(t), cancel: cancel, reg: reg, sess: sess, st: client.Monitor(ctx)}
+	t.Cleanup(func() { _ = m.st.CloseResponse() })
+	m.register()
+	m.deliver(hugeReport()) // the handler blocks sending it: nobody reads
+	time.Sleep(50 * time.Millisecond)
+	return m, shutdown
+}
+
+// returnsWithin checks the handler returns within d of now, while the
+// reporter keeps running.
+func returnsWithin(t *testing.T, m *monitorTest, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-m.sess.closed:
+	case <-time.After(d):
+		t.Fatalf("%s: the handler still runs %s later (FinalWriteTimeout 100 ms)", what, d)
+	}
+}
+
+// TestMonitorStuckReaderEndsWithItsSession: the session ends (its lease
+// ran out, or another stream took its router_id) while the handler is
+// blocked sending to a router that stopped reading; the handler returns
+// within the bound, without a shutdown.
+func TestMonitorStuckReaderEndsWithItsSession(t *testing.T) {
+	for _, code := range []string{domain.CodeLeaseExpired, domain.CodeReplaced} {
+		t.Run(code, func(t *testing.T) {
+			eachClient(t, func(t *testing.T, proto []connect.ClientOption) {
+				m, _ := stuckRouter(t, proto, newFakeSession("r1"))
+				m.sess.end(domain.Errorf(code, "ended"))
+				returnsWithin(t, m, 3*time.Second, code)
+			})
+		})
+	}
+}
+
+// TestMonitorStuckReaderSendsABadFrame: a router that stopped reading sends
+// a frame the session refuses; the handler, which must wait for the send in
+// progress before its last frame, returns within the bound.
+func TestMonitorStuckReaderSendsABadFrame(t *testing.T) {
+	eachClient(t, func(t *testing.T, proto []connect.ClientOption) {
+		sess := newFakeSession("r1")
+		sess.update = func(_, _ *int64) (session.Config, error) {
+			return testConfig, domain.Errorf(domain.CodeInvalidArgument, "report_interval_ms 1 is outside the allowed range")
+		}
+		m, _ := stuckRouter(t, proto, sess)
+		bad := int64(1)
+		m.send(updateFrame(&bad, nil))
+		m.wait(m.sess.calls, "update 1 -")
+		returnsWithin(t, m, 3*time.Second, "a refused update_config")
+	})
+}
+
+// TestMonitorAckNotReadEndsWithItsSession: a router whose connection grants
+// no flow-control window cannot take even the ack; once its session ends,
+// its stream ends within the bound (RST_STREAM: nothing more can reach it).
+func TestMonitorAckNotReadEndsWithItsSession(t *testing.T) {
+	stopping, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	sess := newFakeSession("r1")
+	reg := &fakeRegistrar{sess: sess, calls: make(chan string, 16), stopping: stopping}
+	mon := mustMonitor(t, reg, MonitorOptions{FinalWriteTimeout: 100 * time.Millisecond})
+	url, _ := serveH2C(t, mon.Handler, stopping, 100*time.Millisecond)
+	m := &monitorTest{t: t, ctx: testContext(t), reg: reg, sess: sess}
+
+	frames := noWindowRouter(t, url[len("http://"):], registerFrame("r1", 100, 3000))
+	m.wait(reg.calls, "register r1 100 3000")
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-sess.closed:
+		t.Fatal("the handler returned while the session lives")
+	default:
+	}
+	sess.end(domain.Errorf(domain.CodeLeaseExpired, "no keep_alive within the 3000 ms lease"))
+	returnsWithin(t, m, 3*time.Second, "an ack never read")
+	for deadline := time.After(3 * time.Second); ; {
+		select {
+		case f := <-frames:
+			if f == http2.FrameRSTStream {
+				return
+			}
+			if f == http2.FrameData {
+				t.Fatal("DATA reached a router that granted no window")
+			}
+		case <-deadline:
+			t.Fatal("no RST_STREAM for the stream whose session ended")
+		}
+	}
+}
+
+// noWindowRouter opens an h2c connection that grants the server no
+// flow-control window, opens one gRPC Monitor stream on it carrying first,
+// and returns the types of the frames the server sends.
+func noWindowRouter(t *testing.T, addr string, first proto.Message) <-chan http2.FrameType {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	fr := http2.NewFramer(c, c)
+	var headers bytes.Buffer
+	enc := hpack.NewEncoder(&headers)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", addr},
+		{":path", loadmonitorv1connect.LoadMonitorServiceMonitorProcedure},
+		{"content-type", "application/grpc"}, {"te", "trailers"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	msg, err := proto.Marshal(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg)))
+	// The framer is used from this goroutine until the reader starts.
+	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headers.Bytes(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteData(1, false, append(body, msg...)); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan http2.FrameType, 64)
+	go func() {
+		defer close(out)
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if s, ok := f.(*http2.SettingsFrame); ok && !s.IsAck() {
+				_ = fr.WriteSettingsAck() // the only write once reading started
+			}
+			if f.Header().StreamID == 1 {
+				select {
+				case out <- f.Header().Type:
+				default:
+				}
+			}
+		}
+	}()
+	return out
+}
