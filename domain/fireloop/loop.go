@@ -255,6 +255,22 @@ func (l *Loop) countsChanged() map[string]int {
 	return out
 }
 
+// publish numbers the fire's report and delivers it to every due
+// session. The lock is released by defer: a panic here must crash the
+// process, not leave it serving nothing with the lock held.
+func (l *Loop) publish(completed time.Time, snap domain.Snapshot, verdict error) (rep *domain.Report, delivered, dropped session.PerKind) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	rep = l.builder.Report(l.seq, completed, snap, verdict)
+	if rep.Status != domain.StatusUnreachable && l.expected.Empty() {
+		l.expected = snap.RankSet()
+	}
+	l.latest = rep
+	delivered, dropped = l.table.Deliver(rep, completed)
+	return rep, delivered, dropped
+}
+
 // fire performs one pull, for sessions due since dueAt, and delivers its
 // report. It returns ctx's error when the loop must stop.
 func (l *Loop) fire(ctx context.Context, dueAt time.Time) error {
@@ -279,15 +295,7 @@ func (l *Loop) fire(ctx context.Context, dueAt time.Time) error {
 		}
 	}
 
-	l.mu.Lock()
-	l.seq++
-	rep := l.builder.Report(l.seq, completed, res.snap, verdict)
-	if rep.Status != domain.StatusUnreachable && l.expected.Empty() {
-		l.expected = res.snap.RankSet()
-	}
-	l.latest = rep
-	delivered, dropped := l.table.Deliver(rep, completed)
-	l.mu.Unlock()
+	rep, delivered, dropped := l.publish(completed, res.snap, verdict)
 	l.recordHistory(rep)
 
 	if l.observer != nil {

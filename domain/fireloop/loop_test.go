@@ -10,6 +10,7 @@ import (
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/session"
 	"github.com/loadreporter/loadreporter/ports"
+	"github.com/loadreporter/loadreporter/ports/porttest"
 )
 
 const ms = time.Millisecond
@@ -567,5 +568,35 @@ func TestAFireSaysHowLateItsPullStarted(t *testing.T) {
 	report(t, sub)
 	if f := h.fires.next(t); f.Lateness != 0 {
 		t.Fatalf("a fire on time: lateness %v, want 0", f.Lateness)
+	}
+}
+
+// TestAPanicInAFireCrashesInsteadOfWedging: a fire that panics while it
+// holds the loop's lock releases it, so Run's own shutdown runs and the
+// panic reaches the top (the process dies loudly) instead of the loop
+// waiting forever for its own lock, serving nothing. A zero interval, which
+// Subscribe's callers must never pass, makes Deliver divide by zero.
+func TestAPanicInAFireCrashesInsteadOfWedging(t *testing.T) {
+	clk := porttest.NewClock(t0)
+	l, err := New(Options{Source: &engine{clock: clk}, Clock: clk,
+		Builder: domain.ReportBuilder{SourceInstanceID: "test", StaleAfter: 3 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Subscribe(session.Options{Kind: session.KindWatch, Name: "zero", NoLease: true}); err != nil {
+		t.Fatal(err)
+	}
+	panicked := make(chan any, 1)
+	go func() {
+		defer func() { panicked <- recover() }()
+		_ = l.Run(context.Background())
+	}()
+	select {
+	case p := <-panicked:
+		if p == nil {
+			t.Fatal("Run returned without the fire's panic")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run neither returned nor panicked: it waits for the lock its fire still holds")
 	}
 }

@@ -39,8 +39,12 @@ func DefaultLimits() Limits {
 // Validate reports a misconfiguration, naming the flag at fault.
 func (l Limits) Validate() error {
 	switch {
-	case l.MinInterval <= 0:
-		return domain.Errorf(domain.CodeInvalidArgument, "min-report-interval must be > 0, got %s", l.MinInterval)
+	case l.MinInterval < time.Millisecond || l.MinInterval%time.Millisecond != 0:
+		return domain.Errorf(domain.CodeInvalidArgument,
+			"min-report-interval must be a whole number of milliseconds, at least 1ms (routers ask in ms), got %s", l.MinInterval)
+	case l.MaxInterval%time.Millisecond != 0:
+		return domain.Errorf(domain.CodeInvalidArgument,
+			"max-report-interval must be a whole number of milliseconds (routers ask in ms), got %s", l.MaxInterval)
 	case l.MaxInterval < l.MinInterval:
 		return domain.Errorf(domain.CodeInvalidArgument, "max-report-interval %s is below min-report-interval %s", l.MaxInterval, l.MinInterval)
 	case l.MinLease <= 0:
@@ -79,7 +83,7 @@ func CheckRouterID(id string) error {
 // Interval validates a requested report interval in milliseconds.
 func (l Limits) Interval(ms int64) (time.Duration, error) {
 	minMs, maxMs := l.MinInterval.Milliseconds(), l.MaxInterval.Milliseconds()
-	if ms < minMs || ms > maxMs || ms > math.MaxInt64/int64(time.Millisecond) {
+	if ms <= 0 || ms < minMs || ms > maxMs || ms > math.MaxInt64/int64(time.Millisecond) {
 		return 0, domain.Errorf(domain.CodeInvalidArgument,
 			"report_interval_ms %d is outside the allowed range [%d, %d]", ms, minMs, maxMs)
 	}

@@ -98,6 +98,41 @@ func TestLimitsValidate(t *testing.T) {
 	}
 }
 
+// TestLimitsIntervalsAreWholeMilliseconds: routers ask for intervals in
+// milliseconds, so a minimum below 1 ms, or between two, would let
+// report_interval_ms 0 through (the check compares whole milliseconds), and
+// a zero interval has no schedule.
+func TestLimitsIntervalsAreWholeMilliseconds(t *testing.T) {
+	for _, c := range []struct {
+		min, max time.Duration
+		flag     string
+	}{
+		{time.Microsecond, time.Second, "min-report-interval"},
+		{500 * time.Microsecond, time.Second, "min-report-interval"},
+		{1500 * time.Microsecond, time.Second, "min-report-interval"},
+		{time.Millisecond, time.Second + time.Microsecond, "max-report-interval"},
+	} {
+		l := DefaultLimits()
+		l.MinInterval, l.MaxInterval = c.min, c.max
+		err := l.Validate()
+		if msg := domain.ErrorMessage(err); err == nil || !strings.Contains(msg, c.flag) || !strings.Contains(msg, "whole number of milliseconds") {
+			t.Errorf("min %s, max %s: %v, want %s refused as not whole milliseconds", c.min, c.max, err, c.flag)
+		}
+	}
+	l := DefaultLimits()
+	l.MinInterval = time.Millisecond
+	if err := l.Validate(); err != nil {
+		t.Fatalf("1ms: %v", err)
+	}
+	// Unvalidated limits still never grant a zero interval.
+	l.MinInterval = 0
+	for _, ms := range []int64{0, -1} {
+		if iv, err := l.Interval(ms); err == nil {
+			t.Errorf("Interval(%d) with no minimum = %s, want refused", ms, iv)
+		}
+	}
+}
+
 func TestClampInterval(t *testing.T) {
 	l := DefaultLimits()
 	for _, c := range []struct{ in, want time.Duration }{

@@ -38,6 +38,9 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
+// PerKind counts something for each session kind, indexed by Kind.
+type PerKind [numKinds]int
+
 // Kinds lists every session kind, for metrics.
 func Kinds() []Kind { return []Kind{KindMonitor, KindWatch, KindHistory, KindPoll, KindORCA} }
 
@@ -278,7 +281,7 @@ func (t *Table) Sweep(now time.Time) Sweep {
 // time, so sessions that registered during the pull share it), advances
 // their deadlines, removes one-shot sessions, and returns how many sessions
 // received r per kind and how many of them had to drop an unread report.
-func (t *Table) Deliver(r *domain.Report, at time.Time) (delivered, dropped [numKinds]int) {
+func (t *Table) Deliver(r *domain.Report, at time.Time) (delivered, dropped PerKind) {
 	var served []*Session // one-shots, removed after the pass
 	for _, s := range t.ordered {
 		if s.next.After(at) {
