@@ -187,6 +187,10 @@ func (m *Monitor) serve(ctx context.Context, st *stream) error {
 func (m *Monitor) relay(ctx context.Context, st *stream, tr *transport, r *receiver, w *writer, sub RouterSession) error {
 	read := make(chan error, 1)
 	if tr.canInterruptRead() {
+		// The stream's deadline (grpc-timeout, connect-timeout-ms) or
+		// cancellation wakes the read as the writer's end does.
+		stop := context.AfterFunc(ctx, func() { tr.interruptRead() })
+		defer stop()
 		read <- r.relay(sub)
 	} else {
 		go func() { read <- r.relay(sub) }()
@@ -210,6 +214,9 @@ func (m *Monitor) relay(ctx context.Context, st *stream, tr *transport, r *recei
 			}
 			if !w.close() {
 				return w.result
+			}
+			if ctx.Err() != nil { // the read was woken for it
+				return ctx.Err()
 			}
 			if errors.Is(err, errOverBudget) {
 				m.overBudget.Add(1)

@@ -182,3 +182,35 @@ func noWindowRouter(t *testing.T, addr string, first proto.Message) <-chan http2
 	}()
 	return out
 }
+
+// TestMonitorHonoursTheStreamDeadline: a router that asked for a deadline
+// (grpc-timeout, connect-timeout-ms) gets DEADLINE_EXCEEDED then, and its
+// session ends, although the handler was blocked reading its frames.
+func TestMonitorHonoursTheStreamDeadline(t *testing.T) {
+	eachClient(t, func(t *testing.T, proto []connect.ClientOption) {
+		stopping, shutdown := context.WithCancel(context.Background())
+		defer shutdown()
+		reg := &fakeRegistrar{sess: newFakeSession("r1"), calls: make(chan string, 16), stopping: stopping}
+		url, hc := serveH2C(t, mustMonitor(t, reg, MonitorOptions{}).Handler, stopping, 100*time.Millisecond)
+		ctx, cancel := context.WithCancel(testContext(t))
+		defer cancel()
+		client := loadmonitorv1connect.NewLoadMonitorServiceClient(hc, url, proto...)
+		// The header alone, not a client-side deadline: the client would
+		// cancel the stream itself at its deadline.
+		st := client.Monitor(ctx)
+		st.RequestHeader().Set("Grpc-Timeout", "300m")
+		st.RequestHeader().Set("Connect-Timeout-Ms", "300")
+		m := &monitorTest{t: t, ctx: testContext(t), cancel: cancel, reg: reg, sess: reg.sess, st: st}
+		defer func() { _ = m.st.CloseResponse() }()
+		start := time.Now()
+		m.register()
+		m.waitClosed()
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("the handler returned %s after a 300 ms deadline", d)
+		}
+		_, err := m.st.Receive()
+		if connect.CodeOf(err) != connect.CodeDeadlineExceeded {
+			t.Errorf("the stream ended with %v, want deadline_exceeded", err)
+		}
+	})
+}
