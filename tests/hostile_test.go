@@ -93,7 +93,9 @@ func TestHostileRoutersAreEndedAndCounted(t *testing.T) {
 	}
 	_, metrics := httpGet(t, "http://"+m.Addr()+"/metrics")
 	for _, line := range []string{"loadreporter_monitor_first_frame_timeouts_total 1", "loadreporter_monitor_over_budget_total 1",
-		"loadreporter_monitor_pending_streams 0"} {
+		"loadreporter_monitor_pending_streams 0",
+		`loadreporter_monitor_stream_errors_total{code="INVALID_FIRST_FRAME"} 1`,
+		`loadreporter_monitor_stream_errors_total{code="RESOURCE_EXHAUSTED"} 1`} {
 		if !strings.Contains(metrics, line+"\n") {
 			t.Errorf("/metrics lacks %q", line)
 		}

@@ -234,10 +234,17 @@ func (m *Metrics) SetBuildInfo(version, revision, goVersion string) {
 }
 
 // WatchMonitor exports the Monitor streams that have not registered yet,
-// and how many streams were ended for sending no register in time or for
-// flooding, read from the Monitor service when scraped.
-func (m *Metrics) WatchMonitor(pending func() int64, firstFrameTimeouts, overBudget func() uint64) {
+// how many streams were ended for sending no register in time or for
+// flooding, and the StreamError frames sent by code, read from the Monitor
+// service when scraped.
+func (m *Metrics) WatchMonitor(pending func() int64, firstFrameTimeouts, overBudget func() uint64, streamErrors func() map[string]uint64) {
 	m.registry.MustRegister(
+		codeCollector{
+			desc: prometheus.NewDesc("loadreporter_monitor_stream_errors_total",
+				"Monitor streams ended with a StreamError frame, by its code (LEASE_EXPIRED, REPLACED, RESOURCE_EXHAUSTED at --max-sessions or over the frame budget, INVALID_ARGUMENT, INVALID_FIRST_FRAME, SHUTTING_DOWN).",
+				[]string{"code"}, nil),
+			counts: streamErrors,
+		},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "loadreporter_monitor_pending_streams", Help: "Monitor streams open but not registered yet.",
 		}, func() float64 { return float64(pending()) }),
@@ -259,6 +266,20 @@ func (m *Metrics) WatchPhaseSlots(loads func() []int) {
 			"Recurring sessions (routers, browsers, ORCA, history) per phase slot of the aligned grid.", []string{"slot"}, nil),
 		loads: loads,
 	})
+}
+
+// codeCollector exports a counter per code.
+type codeCollector struct {
+	desc   *prometheus.Desc
+	counts func() map[string]uint64
+}
+
+func (c codeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c codeCollector) Collect(ch chan<- prometheus.Metric) {
+	for code, n := range c.counts() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), code)
+	}
 }
 
 type slotCollector struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -89,6 +90,7 @@ type Monitor struct {
 	overBudget         atomic.Uint64
 	timeoutLog         logLimiter
 	budgetLog          logLimiter
+	ends               endTally
 	noTransport        sync.Once
 }
 
@@ -249,7 +251,7 @@ func (m *Monitor) firstFrame(ctx context.Context, st *stream, r *receiver) (*pb.
 		}
 		return in.frame, in.err
 	case <-timer.C():
-		err := domain.Errorf(domain.CodeInvalidFirstFrame, "no register within %s", m.opts.FirstFrameTimeout)
+		err := domain.Wrap(errNoRegister, domain.CodeInvalidFirstFrame, "no register within %s", m.opts.FirstFrameTimeout)
 		m.firstFrameTimeouts.Add(1)
 		m.logAbuse(&m.timeoutLog, "monitor stream ended: no register in time", st, err)
 		return nil, err
@@ -277,9 +279,75 @@ func (m *Monitor) end(st *stream, tr *transport, routerID string, err error) err
 	if err == nil {
 		return nil
 	}
-	m.log.Debug("monitor stream ended", "router_id", routerID, "code", domain.ErrorCode(err), "reason", domain.ErrorMessage(err))
+	m.noteEnd(st, routerID, err)
 	tr.setWriteDeadline(time.Now().Add(m.opts.FinalWriteTimeout))
 	return st.Send(newOutFrame(errorFrame(err)))
+}
+
+// StreamErrors counts the StreamError frames Monitor sent, by code: why
+// streams ended (lease expired, replaced, refused at --max-sessions, a bad
+// frame), for a counter.
+func (m *Monitor) StreamErrors() map[string]uint64 { return m.ends.snapshot() }
+
+// errNoRegister is the cause of the error that ends a stream silent past
+// FirstFrameTimeout, which logs itself.
+var errNoRegister = errors.New("no register in time")
+
+// noteEnd counts err's code and writes its line, held back per code to one
+// per AbuseLogInterval: a router refused, replaced or gone is what an
+// operator looks for first, and a fleet's worth of them must not flood the
+// log. Endings that log themselves (no register, over budget) and the
+// shutdown's are only counted.
+func (m *Monitor) noteEnd(st *stream, routerID string, err error) {
+	code := domain.ErrorCode(err)
+	l := m.ends.add(code, m.opts.AbuseLogInterval)
+	level, msg := slog.LevelWarn, "monitor stream ended: refused"
+	switch {
+	case code == domain.CodeShuttingDown, errors.Is(err, errNoRegister), errors.Is(err, errOverBudget):
+		m.log.Debug("monitor stream ended", "router_id", routerID, "code", code, "reason", domain.ErrorMessage(err))
+		return
+	case code == domain.CodeLeaseExpired:
+		level, msg = slog.LevelInfo, "monitor stream ended: no keep_alive within the lease"
+	case code == domain.CodeReplaced:
+		level, msg = slog.LevelInfo, "monitor stream ended: its router_id registered on another stream"
+	case code == domain.CodeResourceExhausted:
+		msg = "monitor register refused: --max-sessions reached"
+	}
+	ok, suppressed := l.allow(m.opts.Clock.Now())
+	if !ok {
+		return
+	}
+	m.log.Log(context.Background(), level, msg, "router_id", routerID, "peer", st.Peer().Addr, "code", code,
+		"reason", domain.ErrorMessage(err), "suppressed", suppressed, "log_interval", m.opts.AbuseLogInterval)
+}
+
+// endTally counts StreamError frames by code and holds a log limiter for
+// each code.
+type endTally struct {
+	mu     sync.Mutex
+	counts map[string]uint64
+	logs   map[string]*logLimiter
+}
+
+func (t *endTally) add(code string, every time.Duration) *logLimiter {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.counts == nil {
+		t.counts, t.logs = map[string]uint64{}, map[string]*logLimiter{}
+	}
+	t.counts[code]++
+	l := t.logs[code]
+	if l == nil {
+		l = &logLimiter{every: every}
+		t.logs[code] = l
+	}
+	return l
+}
+
+func (t *endTally) snapshot() map[string]uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.counts)
 }
 
 // endRead ends the stream after its reader stopped: a *domain.Error goes

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -151,8 +152,11 @@ func TestMonitorFrameBudget(t *testing.T) {
 		if got := h.monitor.OverBudget(); got != 1 {
 			t.Errorf("OverBudget = %d, want 1", got)
 		}
-		if lines := h.logs.lines("over its frame budget"); len(lines) != 1 {
-			t.Errorf("log lines %q, want one", lines)
+		if lines := h.logs.lines("monitor stream ended"); len(lines) != 1 || !strings.Contains(lines[0], "over its frame budget") {
+			t.Errorf("log lines %q, want one, about the budget", lines)
+		}
+		if got := h.monitor.StreamErrors()[domain.CodeResourceExhausted]; got != 1 {
+			t.Errorf("StreamErrors[RESOURCE_EXHAUSTED] = %d, want 1", got)
 		}
 	})
 }
@@ -296,5 +300,42 @@ func TestMonitorUndecodableFrame(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestMonitorEndsAreLoggedAndCounted: every StreamError frame is counted by
+// its code; a refusal at --max-sessions is a warning and a lease that ran
+// out is an info line, each code held back to one line per
+// AbuseLogInterval, counting the lines it held back.
+func TestMonitorEndsAreLoggedAndCounted(t *testing.T) {
+	h := newHardTest(t, MonitorOptions{}, nil)
+	h.reg.err = domain.Errorf(domain.CodeResourceExhausted, "10000 sessions are live, the limit is 10000")
+	refuse := func() {
+		m := h.open()
+		m.send(registerFrame("r1", 100, 3000))
+		m.endsWith(domain.CodeResourceExhausted)
+		m.wait(h.reg.calls, "register r1 100 3000")
+	}
+	refuse()
+	refuse() // within the interval: counted, not logged
+	h.clock.Advance(DefaultAbuseLogInterval)
+	refuse()
+	lines := h.logs.lines("monitor register refused: --max-sessions reached")
+	if len(lines) != 2 || !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], "router_id=r1") ||
+		!strings.Contains(lines[1], "suppressed=1") {
+		t.Errorf("log lines %q, want two warnings naming the router, the second counting one held back", lines)
+	}
+
+	h.reg.err = nil
+	m := h.open()
+	m.register()
+	h.reg.sess.end(domain.Errorf(domain.CodeLeaseExpired, "no keep_alive within the 3000 ms lease"))
+	m.endsWith(domain.CodeLeaseExpired)
+	if lines := h.logs.lines("no keep_alive within the lease"); len(lines) != 1 || !strings.Contains(lines[0], "level=INFO") {
+		t.Errorf("log lines %q, want one info line", lines)
+	}
+	want := map[string]uint64{domain.CodeResourceExhausted: 3, domain.CodeLeaseExpired: 1}
+	if got := h.monitor.StreamErrors(); !maps.Equal(got, want) {
+		t.Errorf("StreamErrors = %v, want %v", got, want)
 	}
 }

@@ -272,7 +272,7 @@ func NewMonitor(c Config, loop *fireloop.Loop, clk ports.Clock, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	m.WatchMonitor(mon.PendingStreams, mon.FirstFrameTimeouts, mon.OverBudget)
+	m.WatchMonitor(mon.PendingStreams, mon.FirstFrameTimeouts, mon.OverBudget, mon.StreamErrors)
 	m.WatchPhaseSlots(loop.SlotLoads)
 	return mon, nil
 }
