@@ -4,7 +4,9 @@
 //
 // With domain/recorder (the history writer) it is one of the two packages
 // under domain that run goroutines, and only once started: Run runs the
-// loop itself and, per fire, the pull it bounds with the budget. It depends
+// loop itself and, per fire, the pull it bounds with the budget (a source
+// that ignores cancellation keeps one pull's goroutine, never more: fires
+// report it unreachable until that pull returns). It depends
 // only on domain, domain/session and ports; time comes from the injected
 // ports.Clock. It must not know which transport, engine or store is on the
 // other side.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/loadreporter/loadreporter/domain"
@@ -50,8 +51,9 @@ type Loop struct {
 	observer ports.FireObserver
 	log      *slog.Logger
 
-	wake  chan struct{} // poked when the table changed
-	pulls sync.WaitGroup
+	wake        chan struct{} // poked when the table changed
+	pulls       sync.WaitGroup
+	pullRunning atomic.Bool // a pull's goroutine has not returned
 
 	// stopping is cancelled by the first Shutdown.
 	stopping context.Context

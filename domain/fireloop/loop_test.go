@@ -600,3 +600,40 @@ func TestAPanicInAFireCrashesInsteadOfWedging(t *testing.T) {
 		t.Fatal("Run neither returned nor panicked: it waits for the lock its fire still holds")
 	}
 }
+
+// TestASourceIgnoringCancellationLeavesOnePullBehind: a source that hangs
+// and ignores its context's cancellation keeps its pull's goroutine. The
+// next fires start no pull beside it (each would leave one more goroutine
+// behind) and say why; once it returns, pulls resume.
+func TestASourceIgnoringCancellationLeavesOnePullBehind(t *testing.T) {
+	release := make(chan struct{})
+	h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
+		if n == 1 {
+			<-release // deaf to ctx
+		}
+		return e.snapshot(4), nil
+	})
+	sub := h.register("r", 100, 5000)
+	h.expectWake(time.Second)
+	h.clock.Advance(time.Second) // the budget
+	if r := report(t, sub); !strings.Contains(r.LastError, "timed out after 1s") {
+		t.Fatalf("first fire: %v %q", r.Status, r.LastError)
+	}
+	for range 3 {
+		h.expectWake(h.clock.Now().Add(100 * ms).Sub(t0))
+		h.clock.Advance(100 * ms)
+		r := report(t, sub)
+		if r.Status != domain.StatusUnreachable || !strings.Contains(r.LastError, "ignores cancellation") {
+			t.Fatalf("fire while the pull hangs: %v %q", r.Status, r.LastError)
+		}
+	}
+	if n := h.engine.count(); n != 1 {
+		t.Fatalf("%d pulls started while the first one hung, want none", n-1)
+	}
+	close(release)
+	for h.engine.count() < 2 {
+		h.expectWake(h.clock.Now().Add(100 * ms).Sub(t0))
+		h.clock.Advance(100 * ms)
+		report(t, sub)
+	}
+}

@@ -29,15 +29,28 @@ type pullResult struct {
 }
 
 // pull runs the source in its own goroutine so that a source that hangs
-// cannot hold the loop past the budget.
+// cannot hold the loop past the budget. A pull left behind at its budget
+// that has not returned yet, although cancelled, means the source ignores
+// cancellation: no new pull starts beside it (each would leave another
+// goroutine behind), and the fire reports the source unreachable.
 func (l *Loop) pull(ctx context.Context, start time.Time, expected domain.RankSet) pullResult {
+	if l.pullRunning.Load() {
+		return pullResult{
+			err: domain.Errorf(domain.CodePullTimeout,
+				"the pull left behind at its %s budget has not returned: the snapshot source ignores cancellation", l.budget),
+			outcome: ports.PullTimeout,
+		}
+	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make(chan pullResult, 1)
 	l.pulls.Add(1)
+	l.pullRunning.Store(true)
 	go func() {
 		defer l.pulls.Done()
-		results <- l.attempt(pctx, expected)
+		res := l.attempt(pctx, expected)
+		l.pullRunning.Store(false) // before the result: the next fire may start at once
+		results <- res
 	}()
 	timer := l.clock.NewTimer(start.Add(l.budget))
 	defer timer.Stop()
