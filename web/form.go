@@ -1,8 +1,10 @@
 package web
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -50,17 +52,32 @@ func parseSpan(field, s string) (time.Duration, error) {
 		var n float64
 		n, err = strconv.ParseFloat(days, 64)
 		d = time.Duration(n * float64(24*time.Hour))
-		if n > 1e5 {
-			err = fmt.Errorf("too long")
+		if n > maxSpanDays {
+			err = errSpanTooLong
 		}
 	} else {
 		d, err = time.ParseDuration(s)
+	}
+	if errors.Is(err, errSpanTooLong) || (err != nil && spanSyntax.MatchString(s)) {
+		// Well formed, but past what a duration holds (about 292 years).
+		return 0, fmt.Errorf("%s: %q is too long; at most %dd", field, s, maxSpanDays)
 	}
 	if err != nil || d <= 0 {
 		return 0, fmt.Errorf("%s: %q is not a positive duration; write e.g. 30s, 15m, 1h or 7d", field, s)
 	}
 	return d, nil
 }
+
+// maxSpanDays bounds a span written in days; Go's durations end at about
+// 106 751 days.
+const maxSpanDays = 100000
+
+var (
+	errSpanTooLong = errors.New("too long")
+	// spanSyntax is a duration as time.ParseDuration reads it, which it
+	// refuses only when the value overflows.
+	spanSyntax = regexp.MustCompile(`^([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`)
+)
 
 // windowInput is a window as the form gave it: since/until, or the last
 // span before until (or now).

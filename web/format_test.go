@@ -58,6 +58,18 @@ func TestParseTimeAndSpan(t *testing.T) {
 			t.Errorf("parseSpan(%q) accepted", s)
 		}
 	}
+	// Well formed but past what a duration holds: said so, not "not a
+	// positive duration".
+	for _, s := range []string{"3000000h", "9999999999999h", "200000d", "1e9d"} {
+		if _, err := parseSpan("last", s); err == nil || !strings.Contains(err.Error(), "is too long; at most 100000d") {
+			t.Errorf("parseSpan(%q) = %v, want too long", s, err)
+		}
+	}
+	for _, s := range []string{"soon", "-1h", "0"} {
+		if _, err := parseSpan("last", s); err == nil || !strings.Contains(err.Error(), "not a positive duration") {
+			t.Errorf("parseSpan(%q) = %v, want not a positive duration", s, err)
+		}
+	}
 }
 
 func TestFieldOfNamesTheArgument(t *testing.T) {

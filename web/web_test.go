@@ -631,6 +631,8 @@ func TestAuditErrorsNextToTheField(t *testing.T) {
 		{"threshold out of range", "query=imbalance&last=1h&threshold=2", "threshold", "threshold must be within [0, 1]"},
 		{"threshold not a number", "query=imbalance&last=1h&threshold=lots", "threshold", "not a number"},
 		{"gaps interval too long", "query=gaps&last=1h&interval=48h", "interval", "interval must be within"},
+		{"gaps interval below a millisecond", "query=gaps&last=1h&interval=1ns", "interval", "interval must be within [1ms, 24h0m0s] in whole milliseconds"},
+		{"last past what a duration holds", "query=outages&last=3000000h", "last", `"3000000h" is too long; at most 100000d`},
 		{"limit too big", "query=outages&last=1h&limit=20000", "limit", "limit must be within"},
 		{"bad rank", "query=reports&last=1h&rank=x", "rank", `"x" is not a dp_rank`},
 		{"negative rank", "query=reports&last=1h&rank=-1", "rank", "ranks: dp_rank -1"},

@@ -197,3 +197,18 @@ func TestErrorClientGaveUp(t *testing.T) {
 		}
 	})
 }
+
+// TestHistoryClientRefusesAGapIntervalMillisecondsCannotCarry: the wire
+// counts the history interval in milliseconds, where 0 asks for the
+// reporter's own; a positive interval below a millisecond, or between two,
+// is refused before any request instead of becoming the default or
+// truncated.
+func TestHistoryClientRefusesAGapIntervalMillisecondsCannotCarry(t *testing.T) {
+	c := historyClient(t, 0, nil) // the fake serves no Gaps: only the client can answer
+	for _, d := range []time.Duration{time.Nanosecond, 500 * time.Microsecond, 1500 * time.Microsecond} {
+		_, err := c.Gaps(testContext(t), audit.GapsQuery{Window: audit.Window{Since: time.Now().Add(-time.Hour), Until: time.Now()}, Interval: d})
+		if domain.ErrorCode(err) != domain.CodeInvalidArgument || !strings.Contains(domain.ErrorMessage(err), "whole milliseconds") {
+			t.Errorf("interval %s: %v, want INVALID_ARGUMENT about whole milliseconds", d, err)
+		}
+	}
+}

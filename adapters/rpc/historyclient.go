@@ -117,6 +117,11 @@ func (h *HistoryClient) RankStats(ctx context.Context, q audit.RankStatsQuery) (
 
 // Gaps implements ports.HistoryQuery.
 func (h *HistoryClient) Gaps(ctx context.Context, q audit.GapsQuery) (audit.GapsResult, error) {
+	if q.Interval != 0 { // 0: the reporter's own; anything else must survive the trip in milliseconds
+		if err := audit.CheckGapInterval(q.Interval); err != nil {
+			return audit.GapsResult{}, err
+		}
+	}
 	resp, err := h.client.ListGaps(ctx, request(h, &lrv1.ListGapsRequest{
 		Window: windowToProto(q.Window), Workers: q.Workers, IntervalMs: q.Interval.Milliseconds(), Limit: int32(q.Limit)}))
 	if err != nil {

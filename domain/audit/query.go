@@ -175,11 +175,20 @@ func (q GapsQuery) Validate() error {
 	if err := validateFilters(q.Workers, nil, nil); err != nil {
 		return err
 	}
-	if q.Interval <= 0 || q.Interval > MaxGapInterval {
-		return domain.Errorf(domain.CodeInvalidArgument,
-			"interval must be within (0, %s] (the history interval), got %s", MaxGapInterval, q.Interval)
+	if err := CheckGapInterval(q.Interval); err != nil {
+		return err
 	}
 	return validateLimit(q.Limit, DefaultResultLimit)
+}
+
+// CheckGapInterval checks a history interval for Gaps: whole milliseconds,
+// as the history service counts them, within [1ms, MaxGapInterval].
+func CheckGapInterval(d time.Duration) error {
+	if d < time.Millisecond || d > MaxGapInterval || d%time.Millisecond != 0 {
+		return domain.Errorf(domain.CodeInvalidArgument,
+			"interval must be within [1ms, %s] in whole milliseconds (the history interval), got %s", MaxGapInterval, d)
+	}
+	return nil
 }
 
 // MaxResults is the effective Limit.
