@@ -150,9 +150,9 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.StringVar(&c.AuthToken, "auth-token", c.AuthToken, "bearer token required on every RPC and page")
 	fs.StringVar(&c.AllowedHosts, "allowed-host", c.AllowedHosts, "without --auth-token: host names (comma-separated) requests may name in Host, besides IPs, localhost and the --listen host")
 	fs.BoolVar(&c.ReadyRequiresLoad, "ready-requires-load", c.ReadyRequiresLoad, "/readyz also requires the latest report (at most --poll-max-age old) not to be UNREACHABLE, so traffic is steered away from a worker whose engine is down")
-	fs.DurationVar(&c.Monitor.FirstFrameTimeout, "first-frame-timeout", c.Monitor.FirstFrameTimeout, "a router stream that sends no register within this ends with INVALID_FIRST_FRAME")
-	fs.Float64Var(&c.Monitor.MaxFramesPerSecond, "max-frames-per-second", c.Monitor.MaxFramesPerSecond, "router frames one stream may send per second on average; beyond it the stream ends with RESOURCE_EXHAUSTED")
-	fs.IntVar(&c.Monitor.FrameBurst, "frame-burst", c.Monitor.FrameBurst, "router frames one stream may send at once, above --max-frames-per-second")
+	fs.DurationVar(&c.Monitor.FirstFrameTimeout, "first-frame-timeout", c.Monitor.FirstFrameTimeout, "a router stream that sends no register within this ends with INVALID_FIRST_FRAME (0: the default)")
+	fs.Float64Var(&c.Monitor.MaxFramesPerSecond, "max-frames-per-second", c.Monitor.MaxFramesPerSecond, "router frames one stream may send per second on average; beyond it the stream ends with RESOURCE_EXHAUSTED (0: the default)")
+	fs.IntVar(&c.Monitor.FrameBurst, "frame-burst", c.Monitor.FrameBurst, "router frames one stream may send at once, above --max-frames-per-second (0: the default)")
 	fs.DurationVar(&c.Monitor.FinalWriteTimeout, "final-write-timeout", c.Monitor.FinalWriteTimeout, "how long a stream's last writes may wait for a peer that does not read: a Monitor stream's once its session ended, and at shutdown every stream's (Monitor, Watch, ORCA, page events; keep it below --shutdown-grace)")
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "the only bearer token AdminService accepts (so routers' --auth-token cannot change the topology or the sim mode)")
 	fs.IntVar(&c.MaxDPSize, "max-dp-size", c.MaxDPSize, "largest DP size --dp-size and AdminService.SetTopology accept")
@@ -199,8 +199,8 @@ func (c Config) Validate() error {
 	if c.Monitor.FinalWriteTimeout >= c.ShutdownGrace {
 		return fmt.Errorf("--final-write-timeout %s: must be below --shutdown-grace %s", c.Monitor.FinalWriteTimeout, c.ShutdownGrace)
 	}
-	if c.StaleAfter < 0 {
-		return fmt.Errorf("--stale-after %s: must not be negative", c.StaleAfter)
+	if c.StaleAfter <= 0 {
+		return fmt.Errorf("--stale-after %s: must be > 0 (a report whose oldest rank is older is STALE; 0 would make every report STALE)", c.StaleAfter)
 	}
 	if c.PollMaxAge < 0 {
 		return fmt.Errorf("--poll-max-age %s: must not be negative", c.PollMaxAge)

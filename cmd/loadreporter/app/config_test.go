@@ -70,11 +70,13 @@ func TestBadSettingsNameTheirFlag(t *testing.T) {
 		"--phase-slots 4 needs": {"--schedule", "anchored", "--phase-slots", "4"},
 		"--pull-budget":         {"--pull-budget", "0s"},
 		"--min-report-interval": {"--min-report-interval", "0s"},
-		"--max-lease":           {"--max-lease", "1ms"},
-		"--worker-type":         {"--worker-type", "gpu"},
-		"--tls-cert":            {"--tls-key", "k.pem"},
-		"--dp-size":             {"--dp-size", "-1"},
-		"--log-level":           {"--log-level", "loud"},
+		"--min-report-interval must be a whole number": {"--min-report-interval", "500us"},
+		"--stale-after": {"--stale-after", "0s"},
+		"--max-lease":   {"--max-lease", "1ms"},
+		"--worker-type": {"--worker-type", "gpu"},
+		"--tls-cert":    {"--tls-key", "k.pem"},
+		"--dp-size":     {"--dp-size", "-1"},
+		"--log-level":   {"--log-level", "loud"},
 	}
 	for flagName, args := range cases {
 		_, err := ParseServe(args, env(nil), &bytes.Buffer{})
