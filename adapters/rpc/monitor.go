@@ -222,7 +222,7 @@ func (m *Monitor) relay(ctx context.Context, st *stream, tr *transport, r *recei
 			}
 			if errors.Is(err, errOverBudget) {
 				m.overBudget.Add(1)
-				m.logAbuse(&m.budgetLog, "monitor stream ended: over its frame budget", st, err)
+				m.logAbuse(&m.budgetLog, "monitor stream ended: over its frame budget", st, err, "router_id", sub.RouterID())
 			}
 			return m.endRead(st, tr, sub.RouterID(), err)
 		case <-ctx.Done():
@@ -264,13 +264,13 @@ func (m *Monitor) firstFrame(ctx context.Context, st *stream, r *receiver) (*pb.
 
 // logAbuse writes one line for a stream ended for its own conduct, unless
 // l held it back; each line says how many it stands for.
-func (m *Monitor) logAbuse(l *logLimiter, msg string, st *stream, err error) {
+func (m *Monitor) logAbuse(l *logLimiter, msg string, st *stream, err error, attrs ...any) {
 	ok, suppressed := l.allow(m.opts.Clock.Now())
 	if !ok {
 		return
 	}
-	m.log.Warn(msg, "peer", st.Peer().Addr, "reason", domain.ErrorMessage(err),
-		"suppressed", suppressed, "log_interval", m.opts.AbuseLogInterval)
+	m.log.Warn(msg, append(attrs, "peer", st.Peer().Addr, "reason", domain.ErrorMessage(err),
+		"suppressed", suppressed, "log_interval", m.opts.AbuseLogInterval)...)
 }
 
 // end sends err as the stream's last frame, within FinalWriteTimeout. A

@@ -152,8 +152,9 @@ func TestMonitorFrameBudget(t *testing.T) {
 		if got := h.monitor.OverBudget(); got != 1 {
 			t.Errorf("OverBudget = %d, want 1", got)
 		}
-		if lines := h.logs.lines("monitor stream ended"); len(lines) != 1 || !strings.Contains(lines[0], "over its frame budget") {
-			t.Errorf("log lines %q, want one, about the budget", lines)
+		if lines := h.logs.lines("monitor stream ended"); len(lines) != 1 || !strings.Contains(lines[0], "over its frame budget") ||
+			!strings.Contains(lines[0], "router_id=r1") {
+			t.Errorf("log lines %q, want one, about the budget, naming the router", lines)
 		}
 		if got := h.monitor.StreamErrors()[domain.CodeResourceExhausted]; got != 1 {
 			t.Errorf("StreamErrors[RESOURCE_EXHAUSTED] = %d, want 1", got)
