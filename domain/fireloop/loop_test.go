@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -606,14 +607,19 @@ func TestAPanicInAFireCrashesInsteadOfWedging(t *testing.T) {
 // next fires start no pull beside it (each would leave one more goroutine
 // behind) and say why; once it returns, pulls resume.
 func TestASourceIgnoringCancellationLeavesOnePullBehind(t *testing.T) {
-	release := make(chan struct{})
+	entered, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // before the harness's: Run waits for the pull
 	h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 		if n == 1 {
+			close(entered)
 			<-release // deaf to ctx
 		}
 		return e.snapshot(4), nil
 	})
 	sub := h.register("r", 100, 5000)
+	<-entered
 	h.expectWake(time.Second)
 	h.clock.Advance(time.Second) // the budget
 	if r := report(t, sub); !strings.Contains(r.LastError, "timed out after 1s") {
@@ -630,10 +636,15 @@ func TestASourceIgnoringCancellationLeavesOnePullBehind(t *testing.T) {
 	if n := h.engine.count(); n != 1 {
 		t.Fatalf("%d pulls started while the first one hung, want none", n-1)
 	}
-	close(release)
-	for h.engine.count() < 2 {
-		h.expectWake(h.clock.Now().Add(100 * ms).Sub(t0))
-		h.clock.Advance(100 * ms)
-		report(t, sub)
+	unblock()
+	for deadline := time.Now().Add(5 * time.Second); h.loop.pullRunning.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the released pull never returned")
+		}
+	}
+	h.expectWake(h.clock.Now().Add(100 * ms).Sub(t0))
+	h.clock.Advance(100 * ms)
+	if r := report(t, sub); r.Status != domain.StatusHealthy || h.engine.count() != 2 {
+		t.Fatalf("once the pull returned: %v %q after %d pulls, want a new pull, healthy", r.Status, r.LastError, h.engine.count())
 	}
 }
