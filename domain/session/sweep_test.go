@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -134,4 +135,90 @@ func mustAddB(b *testing.B, tb *Table, o Options, now time.Time) {
 	if _, _, err := tb.Add(o, now); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// A fleet whose leases all run out at once (a partition), and a shutdown,
+// end thousands of sessions in one look: one removal each against one pass
+// over the order, side by side (`go test ./domain/session -run '^$' -bench
+// MassEnd`).
+func BenchmarkMassEnd(b *testing.B) {
+	expired := func(s *Session) error {
+		return domain.Errorf(domain.CodeLeaseExpired, "no keep_alive within the %d ms lease", s.cfg.Lease.Milliseconds())
+	}
+	for _, n := range []int{1000, 10000} {
+		fill := func(b *testing.B) *Table {
+			tb := NewTable(Limits{MaxSessions: n, MinInterval: time.Millisecond, MaxInterval: time.Hour, MinLease: time.Second, MaxLease: time.Hour},
+				Grid{Schedule: Aligned}, epoch)
+			for i := range n {
+				mustAddB(b, tb, monitor(fmt.Sprint("r", i), time.Second, time.Second), ms(0))
+			}
+			return tb
+		}
+		b.Run(fmt.Sprintf("sessions=%d/one-removal-each", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				tb := fill(b)
+				all := slices.Clone(tb.ordered)
+				b.StartTimer()
+				for _, s := range all {
+					tb.remove(s, expired(s))
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("sessions=%d/one-pass", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				tb := fill(b)
+				all := slices.Clone(tb.ordered)
+				b.StartTimer()
+				tb.removeMany(all, expired)
+			}
+		})
+	}
+}
+
+// TestMassExpiryKeepsTheRestInOrder: half of a table's sessions, every
+// other one, run out of lease in one look (more than are removed one at a
+// time); the rest stay live, counted and served in registration order, and
+// RemoveAll ends them all.
+func TestMassExpiryKeepsTheRestInOrder(t *testing.T) {
+	tb := NewTable(Limits{MaxSessions: 100, MinInterval: time.Millisecond, MaxInterval: time.Hour, MinLease: time.Second, MaxLease: time.Hour},
+		Grid{Schedule: Aligned, PhaseSlots: 4}, epoch)
+	var kept []*Session
+	for i := range 100 {
+		lease := time.Second
+		if i%2 == 1 {
+			lease = time.Hour
+		}
+		s := mustAdd(t, tb, monitor(fmt.Sprint("r", i), time.Second, lease), ms(0))
+		if i%2 == 1 {
+			kept = append(kept, s)
+		}
+	}
+	sw := tb.Sweep(ms(1500))
+	if len(sw.Expired) != 50 || tb.Len() != 50 || tb.Count(KindMonitor) != 50 {
+		t.Fatalf("%d expired, %d live (%d monitor), want 50 and 50", len(sw.Expired), tb.Len(), tb.Count(KindMonitor))
+	}
+	for _, s := range sw.Expired {
+		if tb.Live(s) || domain.ErrorCode(s.Outbox().Err()) != domain.CodeLeaseExpired {
+			t.Fatalf("expired session %s: live %v, ended with %v", s.RouterID(), tb.Live(s), s.Outbox().Err())
+		}
+	}
+	if !slices.Equal(tb.ordered, kept) {
+		t.Fatal("the sessions left are not the long-leased ones in registration order")
+	}
+	if n := sumOf(tb.SlotLoads()); n != 50 {
+		t.Fatalf("phase slots hold %d sessions, want 50", n)
+	}
+	tb.RemoveAll(domain.Errorf(domain.CodeShuttingDown, "bye"))
+	if tb.Len() != 0 || len(tb.ordered) != 0 || sumOf(tb.SlotLoads()) != 0 || domain.ErrorCode(kept[0].Outbox().Err()) != domain.CodeShuttingDown {
+		t.Fatalf("after RemoveAll: %d live, %d ordered, slots %v", tb.Len(), len(tb.ordered), tb.SlotLoads())
+	}
+}
+
+func sumOf(xs []int) (n int) {
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }

@@ -191,10 +191,35 @@ func (t *Table) Remove(s *Session, err error) bool {
 }
 
 func (t *Table) remove(s *Session, err error) {
-	delete(t.byID, s.id)
+	t.forget(s, err)
 	if i, ok := slices.BinarySearchFunc(t.ordered, s.id, func(x *Session, id uint64) int { return cmp.Compare(x.id, id) }); ok {
 		t.ordered = slices.Delete(t.ordered, i, i+1)
 	}
+}
+
+// removeMany ends every session of list with errOf's error in one pass
+// over the order, where one remove each would shift it once each: a fleet
+// whose leases all ran out together (a partition) or a shutdown.
+func (t *Table) removeMany(list []*Session, errOf func(*Session) error) {
+	if len(list) <= removeOneByOne { // a poll or two a fire: a search and a shift each beat a pass
+		for _, s := range list {
+			t.remove(s, errOf(s))
+		}
+		return
+	}
+	for _, s := range list {
+		t.forget(s, errOf(s))
+	}
+	t.ordered = slices.DeleteFunc(t.ordered, func(s *Session) bool { return t.byID[s.id] != s })
+}
+
+// removeOneByOne is how many sessions removeMany removes one at a time
+// rather than in a pass over the order.
+const removeOneByOne = 16
+
+// forget ends s and drops it from everything but the order.
+func (t *Table) forget(s *Session, err error) {
+	delete(t.byID, s.id)
 	if t.byRouter[s.routerID] == s {
 		delete(t.byRouter, s.routerID)
 	}
@@ -207,9 +232,7 @@ func (t *Table) remove(s *Session, err error) {
 
 // RemoveAll ends every session with err.
 func (t *Table) RemoveAll(err error) {
-	for _, s := range slices.Clone(t.ordered) {
-		t.remove(s, err)
-	}
+	t.removeMany(slices.Clone(t.ordered), func(*Session) error { return err })
 }
 
 // KeepAlive renews s's lease to now + lease. It never moves a deadline.
@@ -270,10 +293,9 @@ func (t *Table) Sweep(now time.Time) Sweep {
 			}
 		}
 	}
-	for _, s := range out.Expired {
-		t.remove(s, domain.Errorf(domain.CodeLeaseExpired,
-			"no keep_alive within the %d ms lease", s.cfg.Lease.Milliseconds()))
-	}
+	t.removeMany(out.Expired, func(s *Session) error {
+		return domain.Errorf(domain.CodeLeaseExpired, "no keep_alive within the %d ms lease", s.cfg.Lease.Milliseconds())
+	})
 	return out
 }
 
@@ -298,9 +320,7 @@ func (t *Table) Deliver(r *domain.Report, at time.Time) (delivered, dropped PerK
 		s.next = t.grid.Schedule.afterReport(t.sessionEpoch(s), s.cfg.Interval, s.next, at, s.first)
 		s.first = false
 	}
-	for _, s := range served {
-		t.remove(s, nil)
-	}
+	t.removeMany(served, func(*Session) error { return nil })
 	return delivered, dropped
 }
 
