@@ -30,6 +30,7 @@ type Config struct {
 	PollMaxAge   time.Duration
 
 	VLLMMaxRunningRequests int64
+	ZMQMaxRunningRequests  int64
 
 	ZMQEndpoint    string
 	DetailInterval time.Duration
@@ -123,6 +124,7 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.Uint64Var(&c.SimSeed, "sim-seed", c.SimSeed, "sim source random seed")
 	fs.DurationVar(&c.PollMaxAge, "poll-max-age", c.PollMaxAge, "GET /v1/loads serves the latest report when younger, else waits for the next fire")
 	fs.Int64Var(&c.VLLMMaxRunningRequests, "vllm-max-running-requests", c.VLLMMaxRunningRequests, "vllm-metrics: the server's --max-num-seqs (vLLM does not publish it; 0: 256)")
+	fs.Int64Var(&c.ZMQMaxRunningRequests, "zmq-max-running-requests", c.ZMQMaxRunningRequests, "sglang-zmq: the engine's --max-running-requests, used until the /v1/loads detail pull gives it (LoadStat does not carry it; 0: unknown, and a rank with running requests is unreachable until then)")
 	fs.StringVar(&c.ZMQEndpoint, "zmq-endpoint", c.ZMQEndpoint, "sglang-zmq: rank 0's load socket tcp://HOST:BASE (rank r at BASE+r; needs --dp-size); empty: found through --engine-url's /server_info")
 	fs.DurationVar(&c.DetailInterval, "detail-interval", c.DetailInterval, "sglang-zmq: how often the fields LoadStat lacks are pulled from --engine-url's /v1/loads (0: off, they stay 0)")
 	fs.DurationVar(&c.StaleAfter, "stale-after", c.StaleAfter, "a report whose oldest rank is older than this is STALE")
@@ -204,6 +206,9 @@ func (c Config) Validate() error {
 	}
 	if c.PollMaxAge < 0 {
 		return fmt.Errorf("--poll-max-age %s: must not be negative", c.PollMaxAge)
+	}
+	if c.ZMQMaxRunningRequests < 0 {
+		return fmt.Errorf("--zmq-max-running-requests %d: must not be negative", c.ZMQMaxRunningRequests)
 	}
 	if c.VLLMMaxRunningRequests < 0 {
 		return fmt.Errorf("--vllm-max-running-requests %d: must not be negative", c.VLLMMaxRunningRequests)

@@ -106,6 +106,7 @@ func openZMQ(c Config, clk ports.Clock, m *metrics.Metrics) (ports.SnapshotSourc
 	o := sglangzmq.Options{
 		Endpoint: c.ZMQEndpoint, EngineURL: c.EngineURL, APIKey: c.EngineAPIKey, DPSize: c.DPSize,
 		Clock: clk, DetailInterval: c.DetailInterval, Observer: zmqObserver(m),
+		MaxRunningRequests: c.ZMQMaxRunningRequests,
 	}
 	var detail *sglanghttp.Source
 	if c.EngineURL != "" && c.DetailInterval > 0 {
