@@ -95,7 +95,14 @@ func New(o Options) (*Fetcher, error) {
 		// idle connections without touching anyone else's.
 		f.client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 		f.ownClient = true
+	} else {
+		c := *f.client
+		f.client = &c
 	}
+	// A redirect is answered, not followed: the engine's URL is configured,
+	// and net/http would send the API key to another port of the same host,
+	// or over plain HTTP, and read whatever path it names as the loads.
+	f.client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return f, nil
 }
 
@@ -193,6 +200,9 @@ func (f *Fetcher) Get(ctx context.Context) ([]byte, error) {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		snippet := readSnippet(resp.Body)
 		msg := fmt.Sprintf("GET %s: HTTP %s", f.shownURL, statusText(resp))
+		if loc := resp.Header.Get("Location"); loc != "" && resp.StatusCode >= 300 && resp.StatusCode < 400 {
+			msg += fmt.Sprintf(" to %s: redirects are not followed; give the engine's own URL", redactedLocation(loc))
+		}
 		if snippet != "" {
 			msg += ": " + snippet
 		}
@@ -227,6 +237,15 @@ func (f *Fetcher) transportError(ctx context.Context, start time.Time, err error
 		return domain.Errorf(domain.CodeSourceFailed, "GET %s: response body cut short: %v", f.shownURL, err)
 	}
 	return domain.Errorf(domain.CodeSourceFailed, "GET %s: %s", f.shownURL, domain.OneLine(err.Error()))
+}
+
+// redactedLocation is a redirect's target as an error may show it: without
+// a password, on one short line.
+func redactedLocation(loc string) string {
+	if u, err := url.Parse(loc); err == nil {
+		loc = u.Redacted()
+	}
+	return domain.Shorten(domain.OneLine(loc), snippetBytes)
 }
 
 func statusText(resp *http.Response) string {

@@ -521,3 +521,37 @@ func TestNew(t *testing.T) {
 		})
 	}
 }
+
+// TestGetDoesNotFollowRedirects: an engine URL that answers with a redirect
+// is an error naming where it points; the request is not followed, so the
+// API key never reaches the other port net/http would send it to (it
+// keeps the header for any port of the same host), with the given client
+// as with its own.
+func TestGetDoesNotFollowRedirects(t *testing.T) {
+	var mu sync.Mutex
+	var elsewhere []string
+	other := sourcetest.Serve(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		elsewhere = append(elsewhere, r.URL.Path+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		_, _ = w.Write([]byte(`{"loads":[]}`))
+	})
+	base := sourcetest.Serve(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other+"/anything", http.StatusFound)
+	})
+	for _, client := range []*http.Client{nil, {}} {
+		o := options(base)
+		o.APIKey, o.Client = "s3cret-key", client
+		f := newFetcher(t, o)
+		_, err := sourcetest.Within(t, sourcetest.Wait, f.Get)
+		if msg := domain.ErrorMessage(err); domain.ErrorCode(err) != domain.CodeSourceFailed ||
+			!strings.Contains(msg, "HTTP 302 Found to "+other+"/anything: redirects are not followed") {
+			t.Errorf("own client %v: %v, want SOURCE_FAILED naming the redirect", client == nil, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(elsewhere) != 0 {
+		t.Errorf("the redirect was followed: %q", elsewhere)
+	}
+}
