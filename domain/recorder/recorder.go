@@ -41,11 +41,14 @@ type item struct {
 // Recorder batches reports into a HistoryStore off the fire loop. Its
 // methods are safe for concurrent use.
 type Recorder struct {
-	o     Options
-	wake  chan struct{} // poked when there is news for the writer
-	done  chan struct{} // closed when the writer ends
-	start sync.Once
-	abort context.CancelFunc
+	o    Options
+	wake chan struct{} // poked when there is news for the writer
+	done chan struct{} // closed when the writer ends
+	// closingCh is closed by the first Close: a writer waiting out a
+	// retry tries again at once, while the grace lasts.
+	closingCh chan struct{}
+	start     sync.Once
+	abort     context.CancelFunc
 	// abortCtx ends when the recorder must stop at once (Close's deadline).
 	abortCtx context.Context
 
@@ -65,10 +68,11 @@ func New(o Options) (*Recorder, error) {
 	}
 	abortCtx, abort := context.WithCancel(context.Background())
 	return &Recorder{
-		o:     o,
-		wake:  make(chan struct{}, 1),
-		done:  make(chan struct{}),
-		abort: abort, abortCtx: abortCtx,
+		o:         o,
+		wake:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		closingCh: make(chan struct{}),
+		abort:     abort, abortCtx: abortCtx,
 		queue: newRing(o.BufferSize),
 	}, nil
 }
@@ -164,7 +168,10 @@ func (w *Recorder) Stats() Stats {
 // end.
 func (w *Recorder) Close(ctx context.Context) error {
 	w.mu.Lock()
-	w.closing = true
+	if !w.closing {
+		w.closing = true
+		close(w.closingCh)
+	}
 	w.mu.Unlock()
 	w.Start()
 	w.poke()

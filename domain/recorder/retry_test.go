@@ -139,3 +139,56 @@ func TestBackoffIsBoundedAndStartsOverPerBatch(t *testing.T) {
 		t.Errorf("stats %+v", s)
 	}
 }
+
+// TestCloseRetriesAtOnceWhileBackingOff: the store failed and the writer
+// waits out a retry longer than the shutdown grace; the store is back. Close
+// makes the writer try again at once, so nothing is lost, and while the
+// store still fails during the grace it keeps trying every MinBackoff
+// rather than waiting out its backoff.
+func TestCloseRetriesAtOnceWhileBackingOff(t *testing.T) {
+	ctx := testCtx(t)
+	clk := porttest.NewClock(t0)
+	var mu sync.Mutex
+	down := true
+	store := fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			return domain.Errorf(domain.CodeUnavailable, "database down")
+		}
+		return nil
+	}}
+	obs := newObserver()
+	r := newRecorder(t, recorder.Options{
+		Store: store, Clock: clk, Observer: obs, BufferSize: 100, BatchSize: 100, MaxDelay: time.Hour,
+		Backoff: &doubling{from: 6 * time.Second}, MinBackoff: 100 * time.Millisecond, MaxBackoff: 10 * time.Second,
+	})
+	for s := 1; s <= 100; s++ {
+		r.Record(rep(s))
+	}
+	if f := recv(t, ctx, obs.failed, "a failed write"); f.retryIn != 6*time.Second {
+		t.Fatalf("retry in %s, want 6s", f.retryIn)
+	}
+	go func() { // still down when the shutdown starts; back a little later
+		recv(t, ctx, obs.failed, "the retry Close made")
+		if err := clk.WaitPending(ctx, 1); err != nil {
+			t.Error(err)
+			return
+		}
+		if at, _ := clk.Next(); !at.Equal(clk.Now().Add(100 * time.Millisecond)) {
+			t.Errorf("while closing, the next attempt is %s away, want MinBackoff", at.Sub(clk.Now()))
+		}
+		mu.Lock()
+		down = false
+		mu.Unlock()
+		clk.Advance(100 * time.Millisecond)
+	}()
+	closeCtx, cancel := context.WithTimeout(ctx, 5*time.Second) // never advanced by the fake clock
+	defer cancel()
+	if err := r.Close(closeCtx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if s := r.Stats(); s.Written != 100 || s.Dropped != 0 {
+		t.Fatalf("written %d, dropped %d; want all 100 written", s.Written, s.Dropped)
+	}
+}

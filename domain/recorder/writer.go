@@ -171,12 +171,23 @@ func (w *Recorder) dropQueue() {
 	w.notifyDropped(n, ports.DropClosed)
 }
 
-// sleep waits d on the clock; false when the recorder aborts first.
+// sleep waits d on the clock before a retry; false when the recorder
+// aborts first. Once Close began, the wait ends at once (the store may be
+// back, and the grace may be shorter than d), and later waits are
+// MinBackoff at most: what is left of the grace is spent trying.
 func (w *Recorder) sleep(d time.Duration) bool {
+	closing := w.closingCh
+	select {
+	case <-closing:
+		d, closing = min(d, w.o.MinBackoff), nil
+	default:
+	}
 	t := w.o.Clock.NewTimer(w.o.Clock.Now().Add(d))
 	defer t.Stop()
 	select {
 	case <-t.C():
+		return true
+	case <-closing:
 		return true
 	case <-w.abortCtx.Done():
 		return false

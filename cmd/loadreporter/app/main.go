@@ -188,10 +188,14 @@ func (m *Main) close() error {
 	if m.recorder != nil {
 		flushCtx, cancelFlush := context.WithDeadline(context.Background(), start.Add(grace))
 		defer cancelFlush()
-		if herr := m.recorder.Close(flushCtx); herr != nil {
-			m.log.Warn("history not fully flushed", "err", herr)
-			err = errors.Join(err, herr)
+		herr := m.recorder.Close(flushCtx)
+		// What the history lost over the whole run, said where it is
+		// read: once the process is gone, no one scrapes the counter.
+		if st := m.recorder.Stats(); herr != nil || st.Dropped > 0 {
+			m.log.Warn("history not fully written", "err", herr, "recorded", st.Recorded, "written", st.Written,
+				"dropped", st.Dropped, "last_write_error", st.LastError)
 		}
+		err = errors.Join(err, herr)
 	}
 	m.history.Close()
 	if serveErr := <-m.serveDone; serveErr != nil {
