@@ -3,6 +3,7 @@ package sglangzmq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -33,11 +34,15 @@ func registerTransport() error {
 	return registerErr
 }
 
-// guardedTCP is zmq4's TCP transport with one change: a connection is
-// closed as soon as its socket's context ends. zmq4 performs the ZMTP
+// guardedTCP is zmq4's TCP transport with two changes. A connection is
+// closed as soon as its socket's context ends: zmq4 performs the ZMTP
 // handshake with no deadline and closes only connections that finished
 // it, so a peer that accepts and never speaks would otherwise hold a dial,
-// and with it Close, forever.
+// and with it Close, forever. And a connection is closed when the peer
+// announces a frame over maxFrameBytes: zmq4 allocates whatever size a
+// frame header says (up to 2^63 bytes, which panics, out of reach of any
+// recover), so one bad header from whatever listens on the load port would
+// otherwise end the process.
 type guardedTCP struct{}
 
 func (guardedTCP) Dial(ctx context.Context, d transport.Dialer, addr string) (net.Conn, error) {
@@ -64,7 +69,70 @@ func (guardedTCP) Addr(ep string) (string, error) {
 
 type guardedConn struct {
 	net.Conn
-	stop func() bool
+	stop  func() bool
+	guard frameGuard
+}
+
+// Read passes what the peer sent through the frame guard; a frame over
+// the bound closes the connection (zmq4 then redials).
+func (g *guardedConn) Read(p []byte) (int, error) {
+	n, err := g.Conn.Read(p)
+	if ferr := g.guard.scan(p[:n]); ferr != nil {
+		_ = g.Conn.Close()
+		return 0, ferr
+	}
+	return n, err
+}
+
+// maxFrameBytes bounds one ZMTP frame a rank's socket may announce. A
+// LoadStat is some 100 bytes; the handshake's frames are smaller still.
+const maxFrameBytes = 1 << 20
+
+// frameGuard follows the ZMTP 3 byte stream a peer sends (RFC 23: a
+// 64-byte greeting, then frames of a flags byte, a 1-byte or, with the
+// LONG flag, an 8-byte big-endian size, and the body) just far enough to
+// read each frame's announced size.
+type frameGuard struct {
+	greetingDone int    // greeting bytes seen, up to zmtpGreetingBytes
+	sizeLeft     int    // size bytes still to read; 0: the next byte is a flags byte
+	size         uint64 // the size read so far
+	bodyLeft     uint64 // body bytes still to pass
+}
+
+const (
+	zmtpGreetingBytes = 64
+	zmtpFlagLong      = 0x02
+)
+
+func (f *frameGuard) scan(p []byte) error {
+	for len(p) > 0 {
+		switch {
+		case f.greetingDone < zmtpGreetingBytes:
+			n := min(zmtpGreetingBytes-f.greetingDone, len(p))
+			f.greetingDone += n
+			p = p[n:]
+		case f.bodyLeft > 0:
+			n := min(uint64(len(p)), f.bodyLeft)
+			f.bodyLeft -= n
+			p = p[n:]
+		case f.sizeLeft == 0: // a flags byte
+			f.sizeLeft, f.size = 1, 0
+			if p[0]&zmtpFlagLong != 0 {
+				f.sizeLeft = 8
+			}
+			p = p[1:]
+		default:
+			f.size = f.size<<8 | uint64(p[0])
+			p = p[1:]
+			if f.sizeLeft--; f.sizeLeft == 0 {
+				if f.size > maxFrameBytes {
+					return fmt.Errorf("the peer announced a ZMTP frame of %d bytes, over the %d a load socket may send", f.size, maxFrameBytes)
+				}
+				f.bodyLeft = f.size
+			}
+		}
+	}
+	return nil
 }
 
 func (g *guardedConn) Close() error {
