@@ -73,11 +73,11 @@ type loadStat struct {
 // for a message on another topic that shares our topic as a prefix (ZMQ
 // filters by prefix); such a message is not ours and is dropped.
 func frames(f [][]byte, topic string) (seq uint64, ok bool, err error) {
+	if len(f) == 0 || string(f[0]) != topic { // before the count: another topic's messages may have any shape
+		return 0, false, nil
+	}
 	if len(f) != 3 {
 		return 0, false, fmt.Errorf("message has %d frames, want 3 (topic, sequence, msgpack body)", len(f))
-	}
-	if string(f[0]) != topic {
-		return 0, false, nil
 	}
 	if len(f[1]) != 8 {
 		return 0, false, fmt.Errorf("sequence frame is %d bytes, want 8 (big-endian)", len(f[1]))

@@ -185,6 +185,8 @@ func TestFrames(t *testing.T) {
 	}{
 		{"ours", [][]byte{[]byte("load"), seq, {0x90}}, 0x0102030405060708, true, ""},
 		{"a longer topic with ours as prefix", [][]byte{[]byte("loadX"), seq, {0x90}}, 0, false, ""},
+		{"a longer topic's message of two frames", [][]byte{[]byte("load_events"), seq}, 0, false, ""},
+		{"no frame at all", nil, 0, false, ""},
 		{"two frames", [][]byte{[]byte("load"), seq}, 0, false, "message has 2 frames, want 3 (topic, sequence, msgpack body)"},
 		{"four frames", [][]byte{[]byte("load"), seq, {0x90}, {}}, 0, false, "message has 4 frames, want 3 (topic, sequence, msgpack body)"},
 		{"short sequence", [][]byte{[]byte("load"), {0, 0, 0, 7}, {0x90}}, 0, false, "sequence frame is 4 bytes, want 8 (big-endian)"},
