@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 )
@@ -74,7 +75,9 @@ func (b ReportBuilder) Report(seq uint64, completedAt time.Time, snap Snapshot, 
 	}
 	if verdict != nil {
 		r.Status = StatusUnreachable
-		r.LastError = Shorten(errorText(verdict), MaxLastErrorBytes)
+		// "…" counts against the bound; an error that says nothing
+		// still says the pull failed (UNREACHABLE always has a reason).
+		r.LastError = cmp.Or(Shorten(errorText(verdict), MaxLastErrorBytes-len("…")), "load snapshot pull failed (the source gave no reason)")
 		return r
 	}
 	r.Ranks = sortedRanks(snap.Ranks, completedAt)

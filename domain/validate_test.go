@@ -181,7 +181,13 @@ func TestLastErrorIsOneBoundedLine(t *testing.T) {
 	b := ReportBuilder{SourceInstanceID: "i", Worker: Worker{Addr: "w"}}
 	long := Errorf(CodeSourceFailed, "%s\nsecond line", strings.Repeat("x", 5000))
 	r := b.Report(1, time.Unix(100, 0), Snapshot{}, long)
-	if len(r.LastError) > MaxLastErrorBytes+len("…") || strings.Contains(r.LastError, "\n") || r.Status != StatusUnreachable {
-		t.Fatalf("last_error of %d bytes: %.80q…", len(r.LastError), r.LastError)
+	if len(r.LastError) > MaxLastErrorBytes || !strings.HasSuffix(r.LastError, "…") || strings.Contains(r.LastError, "\n") || r.Status != StatusUnreachable {
+		t.Fatalf("last_error of %d bytes (at most %d, the cut marked): %.80q…", len(r.LastError), MaxLastErrorBytes, r.LastError)
+	}
+	// An error that says nothing still gives UNREACHABLE a reason.
+	for _, empty := range []error{Errorf(CodeSourceFailed, "%s", ""), Errorf(CodeSourceFailed, "%s", strings.Repeat("\n", 100))} {
+		if r := b.Report(1, time.Unix(100, 0), Snapshot{}, empty); r.LastError == "" {
+			t.Errorf("an empty error gave last_error %q", r.LastError)
+		}
 	}
 }
