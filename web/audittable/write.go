@@ -74,11 +74,27 @@ func (e *csvEncoder) Encode(t Table) error {
 	for _, row := range t.Rows {
 		for i, c := range row {
 			raw[i] = c.Raw
+			if t.Columns[i].Kind == KindText {
+				raw[i] = inert(c.Raw)
+			}
 		}
 		_ = e.w.Write(raw)
 	}
 	e.w.Flush()
 	return e.w.Error()
+}
+
+// inert keeps a text cell from being read as a formula by a spreadsheet
+// that opens the download: a worker_addr or last_error is whatever an
+// engine or another writer of a shared history put there, and a cell that
+// starts with = + - @ (or a tab or CR before one) runs as a formula. Such a
+// cell gets a leading apostrophe, as OWASP advises; numbers, times and the
+// other typed columns are never text, so a negative number stays one.
+func inert(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
 }
 
 func (e *csvEncoder) Close() error {
