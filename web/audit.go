@@ -135,19 +135,27 @@ func (h *Handler) serveAudit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := resultView(t, args)
-	if t.NextCursor != "" {
+	// Both links hold the window shown, not "the last hour" of whenever
+	// they are followed.
+	frozen := func() url.Values {
 		v := url.Values{}
 		for k, vs := range q {
 			v[k] = vs
 		}
 		v.Del("last")
+		v.Del("cursor")
 		v.Set("since", isoTime(args.Window.Since))
 		v.Set("until", isoTime(args.Window.Until))
+		return v
+	}
+	if t.NextCursor != "" {
+		v := frozen()
 		v.Set("cursor", t.NextCursor)
 		res.NextHref = "/audit?" + v.Encode()
 	}
 	p.Result = &res
-	p.CSVHref = "/audit.csv?" + q.Encode()
+	// The whole window from its start, whichever page is shown.
+	p.CSVHref = "/audit.csv?" + frozen().Encode()
 	h.render(w, r, http.StatusOK, views.Audit(p))
 }
 

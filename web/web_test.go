@@ -532,7 +532,10 @@ func TestAuditOutages(t *testing.T) {
 	}
 	href, _ := tid(doc, "csv-link").Attr("href")
 	u, _ := url.Parse(href)
-	if u.Path != "/audit.csv" || u.Query().Get("query") != "outages" || u.Query().Get("last") != "1h" {
+	// The window shown (the last hour before the fixture's now), frozen: the
+	// download holds what the table holds, whenever it is followed.
+	if u.Path != "/audit.csv" || u.Query().Get("query") != "outages" || u.Query().Has("last") ||
+		u.Query().Get("since") != "2026-11-29T07:12:00Z" || u.Query().Get("until") != "2026-11-29T08:12:00Z" {
 		t.Errorf("csv-link = %q", href)
 	}
 	if got := txt(tid(doc, "audit-summary")); !strings.HasPrefix(got, "1 row from") {
@@ -615,6 +618,11 @@ func TestAuditPagesReports(t *testing.T) {
 	doc = page(t, h, next, http.StatusOK)
 	if got := txt(tid(doc, "audit-summary")); !strings.HasPrefix(got, "20 reports") {
 		t.Errorf("second page summary = %q", got)
+	}
+	// The CSV of the second page is the whole window's, from its start.
+	csvHref, _ := tid(doc, "csv-link").Attr("href")
+	if cu, _ := url.Parse(csvHref); cu.Query().Has("cursor") || cu.Query().Get("since") != u.Query().Get("since") {
+		t.Errorf("second page's csv-link %q, want the window without the cursor", csvHref)
 	}
 }
 
