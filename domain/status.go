@@ -53,10 +53,19 @@ func Judge(snap Snapshot, pullErr error, expected RankSet) error {
 	return ValidateSnapshot(snap, expected)
 }
 
+// Verdict is Judge, and then, for a snapshot Judge accepts, whether a
+// rank is stamped too far after the pull completed (fromTheFuture).
+func (b ReportBuilder) Verdict(snap Snapshot, pullErr error, expected RankSet, completedAt time.Time) error {
+	if err := Judge(snap, pullErr, expected); err != nil {
+		return err
+	}
+	return fromTheFuture(snap, completedAt, b.StaleAfter)
+}
+
 // Build makes report seq from one pull attempt that completed at
-// completedAt: Judge, then Report.
+// completedAt: Verdict, then Report.
 func (b ReportBuilder) Build(seq uint64, completedAt time.Time, snap Snapshot, pullErr error, expected RankSet) *Report {
-	return b.Report(seq, completedAt, snap, Judge(snap, pullErr, expected))
+	return b.Report(seq, completedAt, snap, b.Verdict(snap, pullErr, expected, completedAt))
 }
 
 // Report makes report seq from a judged pull (SPEC §3): UNREACHABLE, with
@@ -94,4 +103,20 @@ func (b ReportBuilder) Report(seq uint64, completedAt time.Time, snap Snapshot, 
 	}
 	r.Status = StatusHealthy
 	return r
+}
+
+// fromTheFuture refuses a snapshot with a rank stamped later than the
+// pull's completion by more than stale_after (at least a second): its age
+// would never grow past that stamp, so a frozen engine whose clock runs
+// ahead, or a garbage stamp, would look fresh for as long as the skew
+// lasts. A skew within the bound is taken as it is.
+func fromTheFuture(snap Snapshot, completedAt time.Time, staleAfter time.Duration) error {
+	limit := max(staleAfter, time.Second)
+	for _, rk := range snap.Ranks {
+		if ahead := rk.SnapshotTime.Sub(completedAt); ahead > limit {
+			return Errorf(CodeInvalidSnapshot, "rank %d: its snapshot time is %s ahead of the reporter's clock (more than %s): the engine's clock is off",
+				rk.DPRank, ahead.Round(time.Millisecond), limit)
+		}
+	}
+	return nil
 }

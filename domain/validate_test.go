@@ -191,3 +191,30 @@ func TestLastErrorIsOneBoundedLine(t *testing.T) {
 		}
 	}
 }
+
+// TestARankFromTheFutureIsRefused: a rank stamped later than the pull's
+// completion by more than stale_after would look fresh for as long as the
+// engine's clock runs ahead (or for a millennium, given a garbage stamp);
+// within the bound, a skew is taken as it is.
+func TestARankFromTheFutureIsRefused(t *testing.T) {
+	b := ReportBuilder{SourceInstanceID: "i", StaleAfter: 3 * time.Second}
+	done := time.Unix(1000, 0)
+	snap := func(ahead time.Duration) Snapshot {
+		return Snapshot{Ranks: []RankLoad{
+			{DPRank: 0, SnapshotTime: done, MaxTotalNumTokens: 10, MaxRunningRequests: 10},
+			{DPRank: 1, SnapshotTime: done.Add(ahead), MaxTotalNumTokens: 10, MaxRunningRequests: 10},
+		}}
+	}
+	if r := b.Build(1, done, snap(3*time.Second), nil, RankRange(2)); r.Status != StatusHealthy {
+		t.Errorf("3 s ahead, stale_after 3 s: %v %q, want HEALTHY", r.Status, r.LastError)
+	}
+	r := b.Build(2, done, snap(time.Hour), nil, RankRange(2))
+	if r.Status != StatusUnreachable || len(r.Ranks) != 0 ||
+		r.LastError != "rank 1: its snapshot time is 1h0m0s ahead of the reporter's clock (more than 3s): the engine's clock is off" {
+		t.Errorf("an hour ahead: %v %q", r.Status, r.LastError)
+	}
+	b.StaleAfter = 0
+	if err := b.Verdict(snap(1500*time.Millisecond), nil, RankRange(2), done); ErrorCode(err) != CodeInvalidSnapshot {
+		t.Errorf("1.5 s ahead with no stale_after: %v, want refused past the 1 s floor", err)
+	}
+}

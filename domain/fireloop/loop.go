@@ -286,7 +286,7 @@ func (l *Loop) fire(ctx context.Context, dueAt time.Time) error {
 		return ctx.Err()
 	}
 	completed := l.clock.Now()
-	verdict := domain.Judge(res.snap, res.err, expected)
+	verdict := l.builder.Verdict(res.snap, res.err, expected, completed)
 	if res.err == nil {
 		switch domain.ErrorCode(verdict) {
 		case domain.CodeRankSetChanged:
