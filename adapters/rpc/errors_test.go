@@ -212,3 +212,21 @@ func TestHistoryClientRefusesAGapIntervalMillisecondsCannotCarry(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryCallsAreBoundedOnTheServer: a caller that sent no deadline
+// still has its query cancelled after the server's bound, so a slow query
+// cannot hold the store's connections indefinitely.
+func TestHistoryCallsAreBoundedOnTheServer(t *testing.T) {
+	h := NewHistory(fakeHistory{reports: func(ctx context.Context) error {
+		<-ctx.Done() // a query that would run for ever
+		return ctx.Err()
+	}}, time.Now, time.Second)
+	h.queryTimeout = 100 * time.Millisecond
+	srv := serve(t, h.Handler)
+	c := NewHistoryClient(srv.Client(), srv.URL, "")
+	start := time.Now()
+	_, err := c.Reports(testContext(t), audit.ReportsQuery{Window: audit.Window{Since: start.Add(-time.Hour), Until: start}})
+	if err == nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("after %s: %v, want the call ended by the server's bound", time.Since(start), err)
+	}
+}

@@ -20,20 +20,38 @@ type History struct {
 	query           ports.HistoryQuery
 	now             func() time.Time
 	historyInterval time.Duration
+	queryTimeout    time.Duration // bounds each call, whatever deadline the caller sent
 }
+
+// DefaultHistoryQueryTimeout bounds one history call, as the pages bound
+// theirs: a caller with no deadline must not hold the store's few
+// connections, which the history writer needs, for as long as a slow
+// query runs.
+const DefaultHistoryQueryTimeout = 15 * time.Second
 
 var _ loadreporterv1connect.HistoryServiceHandler = (*History)(nil)
 
 // NewHistory returns the history service. historyInterval is what ListGaps
 // uses when a request names none.
 func NewHistory(q ports.HistoryQuery, now func() time.Time, historyInterval time.Duration) *History {
-	return &History{query: q, now: now, historyInterval: historyInterval}
+	return &History{query: q, now: now, historyInterval: historyInterval, queryTimeout: DefaultHistoryQueryTimeout}
 }
 
 // Handler returns the route and handler to mount on the shared mux.
 func (h *History) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
-	opts = append([]connect.HandlerOption{codecOptions()}, opts...)
+	opts = append([]connect.HandlerOption{codecOptions(), connect.WithInterceptors(boundCalls(h.queryTimeout))}, opts...)
 	return loadreporterv1connect.NewHistoryServiceHandler(h, opts...)
+}
+
+// boundCalls ends every unary call's context after d at the latest.
+func boundCalls(d time.Duration) connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			ctx, cancel := context.WithTimeout(ctx, d)
+			defer cancel()
+			return next(ctx, req)
+		}
+	})
 }
 
 func (h *History) window(w *lrv1.Window) audit.Window {
