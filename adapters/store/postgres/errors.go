@@ -33,6 +33,12 @@ func wrapErr(ctx context.Context, op string, err error) error {
 	if unavailable(err) {
 		return domain.Wrap(err, domain.CodeUnavailable, "history database unavailable (%s)", op)
 	}
+	if code, ok := dataException(err); ok {
+		// The data itself (invalid UTF-8, a value out of range): trying
+		// again cannot help, and a writer that did would hold back every
+		// report after it.
+		return domain.Wrap(err, domain.CodeInvalidArgument, "history database: %s refused the data (SQLSTATE %s)", op, code)
+	}
 	if MissingSchema(err) {
 		return domain.Wrap(err, domain.CodeInternal, "history database: %s failed: no history schema", op)
 	}
@@ -48,6 +54,16 @@ func MissingSchema(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000")
 }
 
+// dataException says err is PostgreSQL's class 22 (data exception) and
+// returns its SQLSTATE.
+func dataException(err error) (string, bool) {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22") {
+		return pgErr.Code, true
+	}
+	return "", false
+}
+
 func unavailable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -56,6 +72,7 @@ func unavailable(err error) bool {
 		case strings.HasPrefix(code, "08"), // connection exception
 			strings.HasPrefix(code, "53"),                     // insufficient resources
 			code == "57P01", code == "57P02", code == "57P03", // shutting down, cannot connect now
+			code == "55000",                  // object not in prerequisite state: a database not allowing connections
 			code == "40001", code == "40P01", // serialization failure, deadlock
 			code == "55P03": // lock not available (lock_timeout)
 			return true

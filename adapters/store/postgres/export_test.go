@@ -2,6 +2,9 @@ package postgres
 
 import "context"
 
+// WrapErr is wrapErr, for the classification test.
+var WrapErr = wrapErr
+
 // PackRanks packs ranks as history_reports.ranks holds them, for the
 // benchmark's row-by-row writer.
 var PackRanks = packRanks

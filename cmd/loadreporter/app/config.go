@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/adapters/rpc"
@@ -200,6 +202,13 @@ func (c Config) Validate() error {
 	}
 	if c.Monitor.FinalWriteTimeout >= c.ShutdownGrace {
 		return fmt.Errorf("--final-write-timeout %s: must be below --shutdown-grace %s", c.Monitor.FinalWriteTimeout, c.ShutdownGrace)
+	}
+	// They go into every report: to routers as protobuf strings, which
+	// must be UTF-8, and to the history, which refuses NUL.
+	for _, f := range []struct{ flag, v string }{{"worker-addr", c.WorkerAddr}, {"model", c.Model}, {"zone", c.Zone}} {
+		if !utf8.ValidString(f.v) || strings.ContainsRune(f.v, 0) {
+			return fmt.Errorf("--%s %q: must be UTF-8 text without NUL", f.flag, f.v)
+		}
 	}
 	if c.StaleAfter <= 0 {
 		return fmt.Errorf("--stale-after %s: must be > 0 (a report whose oldest rank is older is STALE; 0 would make every report STALE)", c.StaleAfter)

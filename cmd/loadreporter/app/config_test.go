@@ -72,6 +72,8 @@ func TestBadSettingsNameTheirFlag(t *testing.T) {
 		"--min-report-interval": {"--min-report-interval", "0s"},
 		"--min-report-interval must be a whole number": {"--min-report-interval", "500us"},
 		"--stale-after": {"--stale-after", "0s"},
+		"--zone":        {"--zone", "z\xff"},
+		"--model":       {"--model", "m\x00"},
 		"--max-lease":   {"--max-lease", "1ms"},
 		"--worker-type": {"--worker-type", "gpu"},
 		"--tls-cert":    {"--tls-key", "k.pem"},
