@@ -230,3 +230,20 @@ func TestHistoryCallsAreBoundedOnTheServer(t *testing.T) {
 		t.Fatalf("after %s: %v, want the call ended by the server's bound", time.Since(start), err)
 	}
 }
+
+// TestHistoryClientRefusesWhatWouldWrap: the wire carries limits and
+// ranks in 32 bits; a larger value is refused with the domain's message, as
+// the page and the database give it, instead of arriving wrapped (a limit
+// of 4294967297 as 1).
+func TestHistoryClientRefusesWhatWouldWrap(t *testing.T) {
+	c := historyClient(t, 0, nil) // the fake serves no outages: only the client can answer
+	w := audit.Window{Since: time.Now().Add(-time.Hour), Until: time.Now()}
+	_, err := c.Outages(testContext(t), audit.OutagesQuery{Window: w, Limit: 1<<32 + 1})
+	if want := "limit must be within [1, 10000] (0 means the default 1000), got 4294967297"; domain.ErrorMessage(err) != want {
+		t.Errorf("limit 2^32+1: %v, want %q", err, want)
+	}
+	_, err = c.Reports(testContext(t), audit.ReportsQuery{Window: w, Ranks: []int64{1<<32 + 1}})
+	if want := "ranks: dp_rank 4294967297 outside [0, 2147483647]"; domain.ErrorMessage(err) != want {
+		t.Errorf("rank 2^32+1: %v, want %q", err, want)
+	}
+}

@@ -41,6 +41,16 @@ func windowToProto(w audit.Window) *lrv1.Window {
 	return &lrv1.Window{SinceUnixMs: unixMs(w.Since), UntilUnixMs: unixMs(w.Until)}
 }
 
+// fits32 checks, with the domain's own messages, the limit and ranks the
+// wire carries in 32 bits: a larger value would arrive wrapped (4294967297
+// as 1) instead of refused.
+func fits32(limit, def int, ranks []int64) error {
+	if err := audit.CheckLimit(limit, def); err != nil {
+		return err
+	}
+	return audit.CheckFilters(nil, nil, ranks)
+}
+
 func ranks32(rs []int64) []int32 {
 	out := make([]int32, len(rs))
 	for i, r := range rs {
@@ -58,6 +68,9 @@ func timeOf(ms int64) time.Time {
 
 // Reports implements ports.HistoryQuery.
 func (h *HistoryClient) Reports(ctx context.Context, q audit.ReportsQuery) (audit.ReportsPage, error) {
+	if err := fits32(q.Limit, audit.DefaultPageSize, q.Ranks); err != nil {
+		return audit.ReportsPage{}, err
+	}
 	st := make([]pb.ReportStatus, len(q.Statuses))
 	for i, s := range q.Statuses {
 		st[i] = pb.ReportStatus(s)
@@ -78,6 +91,9 @@ func (h *HistoryClient) Reports(ctx context.Context, q audit.ReportsQuery) (audi
 
 // Outages implements ports.HistoryQuery.
 func (h *HistoryClient) Outages(ctx context.Context, q audit.OutagesQuery) (audit.OutagesResult, error) {
+	if err := fits32(q.Limit, audit.DefaultResultLimit, nil); err != nil {
+		return audit.OutagesResult{}, err
+	}
 	resp, err := h.client.ListOutages(ctx, request(h, &lrv1.ListOutagesRequest{
 		Window: windowToProto(q.Window), Workers: q.Workers, Limit: int32(q.Limit)}))
 	if err != nil {
@@ -99,6 +115,9 @@ func (h *HistoryClient) Outages(ctx context.Context, q audit.OutagesQuery) (audi
 
 // RankStats implements ports.HistoryQuery.
 func (h *HistoryClient) RankStats(ctx context.Context, q audit.RankStatsQuery) (audit.RankStatsResult, error) {
+	if err := fits32(q.Limit, audit.DefaultResultLimit, q.Ranks); err != nil {
+		return audit.RankStatsResult{}, err
+	}
 	resp, err := h.client.GetRankStats(ctx, request(h, &lrv1.GetRankStatsRequest{
 		Window: windowToProto(q.Window), Workers: q.Workers, Ranks: ranks32(q.Ranks), Limit: int32(q.Limit)}))
 	if err != nil {
@@ -117,6 +136,9 @@ func (h *HistoryClient) RankStats(ctx context.Context, q audit.RankStatsQuery) (
 
 // Gaps implements ports.HistoryQuery.
 func (h *HistoryClient) Gaps(ctx context.Context, q audit.GapsQuery) (audit.GapsResult, error) {
+	if err := fits32(q.Limit, audit.DefaultResultLimit, nil); err != nil {
+		return audit.GapsResult{}, err
+	}
 	if q.Interval != 0 { // 0: the reporter's own; anything else must survive the trip in milliseconds
 		if err := audit.CheckGapInterval(q.Interval); err != nil {
 			return audit.GapsResult{}, err
@@ -141,6 +163,9 @@ func (h *HistoryClient) Gaps(ctx context.Context, q audit.GapsQuery) (audit.Gaps
 
 // Imbalance implements ports.HistoryQuery.
 func (h *HistoryClient) Imbalance(ctx context.Context, q audit.ImbalanceQuery) (audit.ImbalanceResult, error) {
+	if err := fits32(q.Limit, audit.DefaultResultLimit, nil); err != nil {
+		return audit.ImbalanceResult{}, err
+	}
 	resp, err := h.client.ListImbalance(ctx, request(h, &lrv1.ListImbalanceRequest{
 		Window: windowToProto(q.Window), Workers: q.Workers, Threshold: q.Threshold, Limit: int32(q.Limit)}))
 	if err != nil {

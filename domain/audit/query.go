@@ -74,10 +74,10 @@ func (q ReportsQuery) Validate() error {
 	if err := q.Window.Validate(); err != nil {
 		return err
 	}
-	if err := validateFilters(q.Workers, q.Statuses, q.Ranks); err != nil {
+	if err := CheckFilters(q.Workers, q.Statuses, q.Ranks); err != nil {
 		return err
 	}
-	if err := validateLimit(q.Limit, DefaultPageSize); err != nil {
+	if err := CheckLimit(q.Limit, DefaultPageSize); err != nil {
 		return err
 	}
 	_, _, err := q.After()
@@ -118,10 +118,10 @@ func (q OutagesQuery) Validate() error {
 	if err := q.Window.Validate(); err != nil {
 		return err
 	}
-	if err := validateFilters(q.Workers, nil, nil); err != nil {
+	if err := CheckFilters(q.Workers, nil, nil); err != nil {
 		return err
 	}
-	return validateLimit(q.Limit, DefaultResultLimit)
+	return CheckLimit(q.Limit, DefaultResultLimit)
 }
 
 // MaxResults is the effective Limit.
@@ -144,10 +144,10 @@ func (q RankStatsQuery) Validate() error {
 	if err := q.Window.Validate(); err != nil {
 		return err
 	}
-	if err := validateFilters(q.Workers, nil, q.Ranks); err != nil {
+	if err := CheckFilters(q.Workers, nil, q.Ranks); err != nil {
 		return err
 	}
-	return validateLimit(q.Limit, DefaultResultLimit)
+	return CheckLimit(q.Limit, DefaultResultLimit)
 }
 
 // MaxResults is the effective Limit.
@@ -172,13 +172,13 @@ func (q GapsQuery) Validate() error {
 	if err := q.Window.Validate(); err != nil {
 		return err
 	}
-	if err := validateFilters(q.Workers, nil, nil); err != nil {
+	if err := CheckFilters(q.Workers, nil, nil); err != nil {
 		return err
 	}
 	if err := CheckGapInterval(q.Interval); err != nil {
 		return err
 	}
-	return validateLimit(q.Limit, DefaultResultLimit)
+	return CheckLimit(q.Limit, DefaultResultLimit)
 }
 
 // CheckGapInterval checks a history interval for Gaps: whole milliseconds,
@@ -213,20 +213,22 @@ func (q ImbalanceQuery) Validate() error {
 	if err := q.Window.Validate(); err != nil {
 		return err
 	}
-	if err := validateFilters(q.Workers, nil, nil); err != nil {
+	if err := CheckFilters(q.Workers, nil, nil); err != nil {
 		return err
 	}
 	if math.IsNaN(q.Threshold) || q.Threshold < 0 || q.Threshold > 1 {
 		return domain.Errorf(domain.CodeInvalidArgument,
 			"threshold must be within [0, 1] (a token_usage spread), got %v", q.Threshold)
 	}
-	return validateLimit(q.Limit, DefaultResultLimit)
+	return CheckLimit(q.Limit, DefaultResultLimit)
 }
 
 // MaxResults is the effective Limit.
 func (q ImbalanceQuery) MaxResults() int { return effectiveLimit(q.Limit, DefaultResultLimit) }
 
-func validateFilters(workers []string, statuses []domain.Status, ranks []int64) error {
+// CheckFilters checks a query's worker, status and rank filters; clients
+// that carry ranks in fewer bits check them before sending.
+func CheckFilters(workers []string, statuses []domain.Status, ranks []int64) error {
 	if len(workers) > MaxFilterValues || len(statuses) > MaxFilterValues || len(ranks) > MaxFilterValues {
 		return domain.Errorf(domain.CodeInvalidArgument, "workers, statuses and ranks take at most %d values each", MaxFilterValues)
 	}
@@ -251,7 +253,9 @@ func validateFilters(workers []string, statuses []domain.Status, ranks []int64) 
 	return nil
 }
 
-func validateLimit(limit, def int) error {
+// CheckLimit checks a query's limit, def being its default; clients that
+// carry the limit in fewer bits check it before sending.
+func CheckLimit(limit, def int) error {
 	if limit < 0 || limit > MaxLimit {
 		return domain.Errorf(domain.CodeInvalidArgument,
 			"limit must be within [1, %d] (0 means the default %d), got %d", MaxLimit, def, limit)
