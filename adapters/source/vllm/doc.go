@@ -29,8 +29,9 @@
 //
 // The two rates come from counters, which only mean something as a
 // difference: the Source keeps the previous scrape's counters per engine, so
-// the first scrape (and the first after an engine appears) reports 0, a
-// counter that went backwards (an engine restart) reports 0, and an interval
+// the first scrape (and the first after an engine appears, or after more
+// than maxRateSpan without a scrape) reports 0, a counter that went
+// backwards (an engine restart) reports 0, and an interval
 // with no prefix-cache queries reports a hit rate of 0.
 //
 // Series without an engine label (vLLM before the V1 engine, one engine per

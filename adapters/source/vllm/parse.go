@@ -81,10 +81,21 @@ func (e engine) rankLoad(maxRunning int64, prev, cur counters) domain.RankLoad {
 	return r
 }
 
+// maxRateSpan bounds the span between two scrapes that a rate is derived
+// over. Nothing pulls while no one listens (SPEC §3): the first pull after
+// an idle hour would otherwise report that hour's average as the engine's
+// rate now. Twice the longest report interval a router may ask for.
+const maxRateSpan = 2 * time.Minute
+
+// recent says prev is a baseline a rate may be derived from.
+func recent(prev, cur counters) bool {
+	return !prev.when.IsZero() && cur.when.Sub(prev.when) <= maxRateSpan
+}
+
 // genThroughput is tokens per second between two scrapes; 0 without a
-// previous scrape, across a counter reset, or without elapsed time.
+// recent previous scrape, across a counter reset, or without elapsed time.
 func genThroughput(prev, cur counters) float64 {
-	if !prev.hasGen || !cur.hasGen || prev.when.IsZero() {
+	if !prev.hasGen || !cur.hasGen || !recent(prev, cur) {
 		return 0
 	}
 	dt := cur.when.Sub(prev.when).Seconds()
@@ -96,10 +107,11 @@ func genThroughput(prev, cur counters) float64 {
 }
 
 // cacheHitRate is the share of prefix-cache queries that hit between two
-// scrapes; 0 without a previous scrape, across a reset, or when nothing was
-// queried. Capped at 1, which only a misbehaving engine would exceed.
+// scrapes; 0 without a recent previous scrape, across a reset, or when
+// nothing was queried. Capped at 1, which only a misbehaving engine would
+// exceed.
 func cacheHitRate(prev, cur counters) float64 {
-	if !prev.hasCache || !cur.hasCache {
+	if !prev.hasCache || !cur.hasCache || !recent(prev, cur) {
 		return 0
 	}
 	dq := cur.queries - prev.queries

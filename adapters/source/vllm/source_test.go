@@ -211,6 +211,11 @@ func TestPullRates(t *testing.T) {
 		{"engine 1 restarted", time.Second, [3]float64{2100, 450, 900}, [3]float64{10, 1, 2}, [2][2]float64{{100, 0.5}, {0, 0}}},
 		{"after the restart", 4 * time.Second, [3]float64{2100, 450, 900}, [3]float64{210, 3, 6}, [2][2]float64{{0, 0}, {50, 0.5}}},
 		{"no time passed", 0, [3]float64{2200, 460, 910}, [3]float64{310, 4, 7}, [2][2]float64{{0, 1}, {0, 1}}},
+		{"at the longest span a rate covers", maxRateSpan, [3]float64{2200 + 1200, 470, 920}, [3]float64{310, 4, 7}, [2][2]float64{{10, 1}, {0, 0}}},
+		// Nobody pulled for a while: the counters moved, but an average
+		// over the idle span is not the engine's rate now.
+		{"after an idle span", maxRateSpan + time.Second, [3]float64{3400 + 60000, 570, 1020}, [3]float64{310 + 600, 5, 8}, [2][2]float64{{0, 0}, {0, 0}}},
+		{"pulled again", time.Second, [3]float64{63400 + 50, 580, 1030}, [3]float64{910, 6, 9}, [2][2]float64{{50, 1}, {0, 1}}},
 	}
 	for _, st := range steps {
 		clock.Advance(st.advance)
