@@ -3,6 +3,7 @@ package audit
 import (
 	"encoding/base64"
 	"encoding/json"
+	"math"
 	"strings"
 	"time"
 
@@ -53,6 +54,10 @@ func (k ReportKey) Cursor(descending bool) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// maxCursorMicros is the end of year 9999 in Unix microseconds: no report
+// is later.
+var maxCursorMicros = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+
 type cursor struct {
 	V int    `json:"v"`
 	T int64  `json:"t"`
@@ -70,7 +75,10 @@ func decodeCursor(s string) (ReportKey, bool, error) {
 	}
 	var c cursor
 	if err := json.Unmarshal(b, &c); err != nil || c.V != 1 || c.W == "" || c.S == "" ||
-		checkText("cursor", c.W) != nil || checkText("cursor", c.S) != nil {
+		checkText("cursor", c.W) != nil || checkText("cursor", c.S) != nil ||
+		// What no report holds: the stores would read such values
+		// differently (a sequence past int64 wraps in one of them).
+		c.T < 0 || c.T > maxCursorMicros || c.Q > math.MaxInt64 {
 		return ReportKey{}, false, bad
 	}
 	return ReportKey{Time: time.UnixMicro(c.T).UTC(), WorkerAddr: c.W, SourceInstanceID: c.S, SequenceID: c.Q}, c.D, nil

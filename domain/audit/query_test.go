@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"encoding/base64"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,18 @@ func TestCursorRoundTrip(t *testing.T) {
 	}
 	if _, ok, err := (audit.ReportsQuery{Window: w}).After(); ok || err != nil {
 		t.Errorf("no cursor: ok=%t err=%v", ok, err)
+	}
+	// Hand-edited values no report holds are refused, where the two stores
+	// would read them differently.
+	for _, body := range []string{
+		`{"v":1,"t":-9223372036854775808,"w":"w:1","s":"s","q":1,"d":false}`,
+		`{"v":1,"t":253402300800000001,"w":"w:1","s":"s","q":1,"d":false}`,
+		`{"v":1,"t":1700000000123456,"w":"w:1","s":"s","q":9223372036854775808,"d":false}`,
+	} {
+		q := audit.ReportsQuery{Window: w, Cursor: base64.RawURLEncoding.EncodeToString([]byte(body))}
+		if _, _, err := q.After(); domain.ErrorCode(err) != domain.CodeInvalidArgument {
+			t.Errorf("cursor %s: %v, want INVALID_ARGUMENT", body, err)
+		}
 	}
 }
 
