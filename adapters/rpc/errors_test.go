@@ -206,8 +206,9 @@ func TestErrorClientGaveUp(t *testing.T) {
 func TestHistoryClientRefusesAGapIntervalMillisecondsCannotCarry(t *testing.T) {
 	c := historyClient(t, 0, nil) // the fake serves no Gaps: only the client can answer
 	for _, d := range []time.Duration{time.Nanosecond, 500 * time.Microsecond, 1500 * time.Microsecond} {
-		_, err := c.Gaps(testContext(t), audit.GapsQuery{Window: audit.Window{Since: time.Now().Add(-time.Hour), Until: time.Now()}, Interval: d})
-		if domain.ErrorCode(err) != domain.CodeInvalidArgument || !strings.Contains(domain.ErrorMessage(err), "whole milliseconds") {
+		now := time.Now().Truncate(time.Millisecond)
+		_, err := c.Gaps(testContext(t), audit.GapsQuery{Window: audit.Window{Since: now.Add(-time.Hour), Until: now}, Interval: d})
+		if domain.ErrorCode(err) != domain.CodeInvalidArgument || !strings.Contains(domain.ErrorMessage(err), "interval must be within [1ms, 24h0m0s] in whole milliseconds") {
 			t.Errorf("interval %s: %v, want INVALID_ARGUMENT about whole milliseconds", d, err)
 		}
 	}
@@ -237,7 +238,8 @@ func TestHistoryCallsAreBoundedOnTheServer(t *testing.T) {
 // of 4294967297 as 1).
 func TestHistoryClientRefusesWhatWouldWrap(t *testing.T) {
 	c := historyClient(t, 0, nil) // the fake serves no outages: only the client can answer
-	w := audit.Window{Since: time.Now().Add(-time.Hour), Until: time.Now()}
+	now := time.Now().Truncate(time.Millisecond)
+	w := audit.Window{Since: now.Add(-time.Hour), Until: now}
 	_, err := c.Outages(testContext(t), audit.OutagesQuery{Window: w, Limit: 1<<32 + 1})
 	if want := "limit must be within [1, 10000] (0 means the default 1000), got 4294967297"; domain.ErrorMessage(err) != want {
 		t.Errorf("limit 2^32+1: %v, want %q", err, want)
@@ -245,5 +247,19 @@ func TestHistoryClientRefusesWhatWouldWrap(t *testing.T) {
 	_, err = c.Reports(testContext(t), audit.ReportsQuery{Window: w, Ranks: []int64{1<<32 + 1}})
 	if want := "ranks: dp_rank 4294967297 outside [0, 2147483647]"; domain.ErrorMessage(err) != want {
 		t.Errorf("rank 2^32+1: %v, want %q", err, want)
+	}
+	// Window bounds in milliseconds, where 0 means unset: a finer bound, or
+	// the epoch itself, would be answered differently than the store does.
+	for _, tc := range []struct {
+		w    audit.Window
+		want string
+	}{
+		{audit.Window{Since: now.Add(-time.Hour + 500*time.Microsecond), Until: now}, "the history service takes whole milliseconds"},
+		{audit.Window{Since: time.Unix(0, 0), Until: now}, "since 1970-01-01T00:00:00Z: the history service reads it as unset"},
+	} {
+		_, err := c.Outages(testContext(t), audit.OutagesQuery{Window: tc.w})
+		if domain.ErrorCode(err) != domain.CodeInvalidArgument || !strings.Contains(domain.ErrorMessage(err), tc.want) {
+			t.Errorf("window %v: %v, want %q", tc.w, err, tc.want)
+		}
 	}
 }

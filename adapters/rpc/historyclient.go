@@ -41,10 +41,25 @@ func windowToProto(w audit.Window) *lrv1.Window {
 	return &lrv1.Window{SinceUnixMs: unixMs(w.Since), UntilUnixMs: unixMs(w.Until)}
 }
 
-// fits32 checks, with the domain's own messages, the limit and ranks the
-// wire carries in 32 bits: a larger value would arrive wrapped (4294967297
-// as 1) instead of refused.
-func fits32(limit, def int, ranks []int64) error {
+// carried checks what the wire cannot carry as given, so it is refused
+// here rather than answered differently than the store would: a window
+// bound finer than the millisecond (stored times are microseconds), the
+// Unix epoch itself (0 means unset), and, with the domain's own messages,
+// the limit and ranks it carries in 32 bits (4294967297 would arrive as 1).
+func carried(w audit.Window, limit, def int, ranks []int64) error {
+	for _, b := range []struct {
+		name string
+		t    time.Time
+	}{{"since", w.Since}, {"until", w.Until}} {
+		switch {
+		case b.t.IsZero():
+		case b.t.Nanosecond()%int(time.Millisecond) != 0:
+			return domain.Errorf(domain.CodeInvalidArgument, "%s %s: the history service takes whole milliseconds",
+				b.name, b.t.UTC().Format(time.RFC3339Nano))
+		case b.t.UnixMilli() == 0:
+			return domain.Errorf(domain.CodeInvalidArgument, "%s 1970-01-01T00:00:00Z: the history service reads it as unset; give a later time", b.name)
+		}
+	}
 	if err := audit.CheckLimit(limit, def); err != nil {
 		return err
 	}
@@ -68,7 +83,7 @@ func timeOf(ms int64) time.Time {
 
 // Reports implements ports.HistoryQuery.
 func (h *HistoryClient) Reports(ctx context.Context, q audit.ReportsQuery) (audit.ReportsPage, error) {
-	if err := fits32(q.Limit, audit.DefaultPageSize, q.Ranks); err != nil {
+	if err := carried(q.Window, q.Limit, audit.DefaultPageSize, q.Ranks); err != nil {
 		return audit.ReportsPage{}, err
 	}
 	st := make([]pb.ReportStatus, len(q.Statuses))
@@ -91,7 +106,7 @@ func (h *HistoryClient) Reports(ctx context.Context, q audit.ReportsQuery) (audi
 
 // Outages implements ports.HistoryQuery.
 func (h *HistoryClient) Outages(ctx context.Context, q audit.OutagesQuery) (audit.OutagesResult, error) {
-	if err := fits32(q.Limit, audit.DefaultResultLimit, nil); err != nil {
+	if err := carried(q.Window, q.Limit, audit.DefaultResultLimit, nil); err != nil {
 		return audit.OutagesResult{}, err
 	}
 	resp, err := h.client.ListOutages(ctx, request(h, &lrv1.ListOutagesRequest{
@@ -115,7 +130,7 @@ func (h *HistoryClient) Outages(ctx context.Context, q audit.OutagesQuery) (audi
 
 // RankStats implements ports.HistoryQuery.
 func (h *HistoryClient) RankStats(ctx context.Context, q audit.RankStatsQuery) (audit.RankStatsResult, error) {
-	if err := fits32(q.Limit, audit.DefaultResultLimit, q.Ranks); err != nil {
+	if err := carried(q.Window, q.Limit, audit.DefaultResultLimit, q.Ranks); err != nil {
 		return audit.RankStatsResult{}, err
 	}
 	resp, err := h.client.GetRankStats(ctx, request(h, &lrv1.GetRankStatsRequest{
@@ -136,7 +151,7 @@ func (h *HistoryClient) RankStats(ctx context.Context, q audit.RankStatsQuery) (
 
 // Gaps implements ports.HistoryQuery.
 func (h *HistoryClient) Gaps(ctx context.Context, q audit.GapsQuery) (audit.GapsResult, error) {
-	if err := fits32(q.Limit, audit.DefaultResultLimit, nil); err != nil {
+	if err := carried(q.Window, q.Limit, audit.DefaultResultLimit, nil); err != nil {
 		return audit.GapsResult{}, err
 	}
 	if q.Interval != 0 { // 0: the reporter's own; anything else must survive the trip in milliseconds
@@ -163,7 +178,7 @@ func (h *HistoryClient) Gaps(ctx context.Context, q audit.GapsQuery) (audit.Gaps
 
 // Imbalance implements ports.HistoryQuery.
 func (h *HistoryClient) Imbalance(ctx context.Context, q audit.ImbalanceQuery) (audit.ImbalanceResult, error) {
-	if err := fits32(q.Limit, audit.DefaultResultLimit, nil); err != nil {
+	if err := carried(q.Window, q.Limit, audit.DefaultResultLimit, nil); err != nil {
 		return audit.ImbalanceResult{}, err
 	}
 	resp, err := h.client.ListImbalance(ctx, request(h, &lrv1.ListImbalanceRequest{

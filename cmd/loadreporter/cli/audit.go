@@ -169,7 +169,7 @@ func parseWhen(flagName, v string, now time.Time) (time.Time, error) {
 // download holds. A reports query reads every page of the window, up to
 // audittable.MaxReports reports, as the download does.
 func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
-	now := time.Now()
+	now := time.Now().Truncate(time.Millisecond) // what every store and the wire can hold
 	since, err := parseWhen("since", c.Since, now)
 	if err != nil {
 		return err
