@@ -16,6 +16,7 @@ import (
 // buffer holds a few batches while one is written.
 const (
 	DefaultBufferSize   = 50_000
+	DefaultBufferBytes  = 256 << 20
 	DefaultBatchSize    = 10_000
 	DefaultMaxDelay     = 250 * time.Millisecond
 	DefaultWriteTimeout = 5 * time.Second
@@ -32,6 +33,10 @@ type Options struct {
 	// written is held besides). When full, the oldest waiting report is
 	// dropped to make room.
 	BufferSize int
+	// BufferBytes bounds the same reports by their estimated memory
+	// (footprint), so that an engine of a thousand ranks cannot make the
+	// buffer hold gigabytes while the store is down; the oldest go first.
+	BufferBytes int
 	// BatchSize is the most reports per Append (at most BufferSize).
 	BatchSize int
 	// MaxDelay is the longest a report waits for its batch to fill.
@@ -79,8 +84,12 @@ func (o *Options) validate() error {
 	if o.Backoff == nil {
 		o.Backoff = constantBackoff(o.MinBackoff)
 	}
-	if o.BufferSize < 0 || o.BatchSize < 0 {
-		return domain.Errorf(domain.CodeInvalidArgument, "history buffer and batch sizes must be ≥ 0, got %d and %d", o.BufferSize, o.BatchSize)
+	if o.BufferSize < 0 || o.BatchSize < 0 || o.BufferBytes < 0 {
+		return domain.Errorf(domain.CodeInvalidArgument, "history buffer size, bytes and batch size must be ≥ 0, got %d, %d and %d",
+			o.BufferSize, o.BufferBytes, o.BatchSize)
+	}
+	if o.BufferBytes == 0 {
+		o.BufferBytes = DefaultBufferBytes
 	}
 	if o.BufferSize == 0 {
 		o.BufferSize = DefaultBufferSize

@@ -34,8 +34,17 @@ type Stats struct {
 }
 
 type item struct {
-	r  *domain.Report
-	at time.Time // when Record took it
+	r    *domain.Report
+	at   time.Time // when Record took it
+	size int       // footprint(r)
+}
+
+// footprint estimates the memory a waiting report holds: its ranks
+// dominate (some 130 bytes each, measured with the store down), so a wide
+// engine's reports are counted against BufferBytes by their width.
+func footprint(r *domain.Report) int {
+	return 256 + 128*len(r.Ranks) + len(r.LastError) + len(r.SourceInstanceID) +
+		len(r.Worker.Addr) + len(r.Worker.Model) + len(r.Worker.Zone)
 }
 
 // Recorder batches reports into a HistoryStore off the fire loop. Its
@@ -106,16 +115,16 @@ func (w *Recorder) Record(r *domain.Report) {
 		w.notifyDropped(1, ports.DropClosed)
 		return
 	}
-	full := w.queue.full()
-	if full {
+	it := item{r: r, at: now, size: footprint(r)}
+	evicted := 0
+	for w.queue.len() > 0 && (w.queue.full() || w.queue.bytes+it.size > w.o.BufferBytes) {
 		w.queue.popFront()
-		w.stats.Dropped++
+		evicted++
 	}
-	w.queue.push(item{r: r, at: now})
+	w.stats.Dropped += int64(evicted)
+	w.queue.push(it)
 	w.mu.Unlock()
-	if full {
-		w.notifyDropped(1, ports.DropBufferFull)
-	}
+	w.notifyDropped(evicted, ports.DropBufferFull)
 	w.poke()
 }
 

@@ -299,3 +299,37 @@ func TestNothingRunsBeforeStart(t *testing.T) {
 		t.Errorf("Close wrote %s, want [1] [2]", got)
 	}
 }
+
+// TestBufferIsBoundedInBytes: reports of a wide engine count against
+// BufferBytes by their ranks, so the buffer holds fewer of them; the oldest
+// go first, counted as dropped, and the newest are written.
+func TestBufferIsBoundedInBytes(t *testing.T) {
+	wide := func(seq int) *domain.Report {
+		r := rep(seq)
+		for i := range 100 {
+			r.Ranks = append(r.Ranks, domain.RankLoad{DPRank: int64(i)})
+		}
+		return r
+	}
+	perReport := 256 + 128*100 + len(wide(1).SourceInstanceID) + len(wide(1).Worker.Addr) // footprint, by hand
+	calls := make(chan []int, 10)
+	r, err := recorder.New(recorder.Options{Store: recordingStore(calls), Clock: porttest.NewClock(t0),
+		BufferSize: 1000, BufferBytes: 10 * perReport, BatchSize: 1000, MaxDelay: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := 1; s <= 25; s++ { // not started: everything waits
+		r.Record(wide(s))
+	}
+	if s := r.Stats(); s.Buffered != 10 || s.Dropped != 15 {
+		t.Fatalf("buffered %d, dropped %d; want the newest 10 held, 15 dropped", s.Buffered, s.Dropped)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-calls; !slices.Equal(got, span(16, 25)) {
+		t.Fatalf("written %v, want 16..25", got)
+	}
+}

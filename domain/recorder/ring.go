@@ -1,10 +1,12 @@
 package recorder
 
-// ring is a fixed-capacity FIFO of items.
+// ring is a fixed-capacity FIFO of items that also counts their
+// estimated bytes.
 type ring struct {
-	buf  []item
-	head int
-	n    int
+	buf   []item
+	head  int
+	n     int
+	bytes int
 }
 
 func newRing(capacity int) ring { return ring{buf: make([]item, capacity)} }
@@ -16,9 +18,11 @@ func (r *ring) front() item { return r.buf[r.head] }
 func (r *ring) push(it item) {
 	r.buf[(r.head+r.n)%len(r.buf)] = it
 	r.n++
+	r.bytes += it.size
 }
 
 func (r *ring) popFront() {
+	r.bytes -= r.buf[r.head].size
 	r.buf[r.head] = item{}
 	r.head = (r.head + 1) % len(r.buf)
 	r.n--
