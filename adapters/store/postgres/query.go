@@ -9,6 +9,14 @@ import (
 // readTx runs fn in one read-only transaction with a stable snapshot, so a
 // query made of several statements sees one state of the tables.
 func (s *Store) readTx(ctx context.Context, op string, fn func(tx pgx.Tx) error) error {
+	if s.reads != nil {
+		select {
+		case s.reads <- struct{}{}:
+			defer func() { <-s.reads }()
+		case <-ctx.Done():
+			return wrapErr(ctx, op, ctx.Err())
+		}
+	}
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return wrapErr(ctx, op, err)

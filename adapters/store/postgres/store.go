@@ -15,6 +15,10 @@ import (
 type Store struct {
 	db      DB
 	closeDB func()
+	// reads bounds the queries running at once to one connection fewer
+	// than the pool holds (Open), so audits, however slow, never take the
+	// connection the history writer needs; nil: unbounded (New).
+	reads chan struct{}
 
 	mu   sync.Mutex
 	days map[time.Time]bool // UTC days whose partitions exist
@@ -45,6 +49,9 @@ func Open(url string, o Options) (*Store, error) {
 	}
 	s := New(p)
 	s.closeDB = p.Close
+	if n := int(p.Config().MaxConns) - 1; n > 0 {
+		s.reads = make(chan struct{}, n)
+	}
 	return s, nil
 }
 
