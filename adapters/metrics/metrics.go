@@ -241,7 +241,7 @@ func (m *Metrics) WatchMonitor(pending func() int64, firstFrameTimeouts, overBud
 	m.registry.MustRegister(
 		codeCollector{
 			desc: prometheus.NewDesc("loadreporter_monitor_stream_errors_total",
-				"Monitor streams ended with a StreamError frame, by its code (LEASE_EXPIRED, REPLACED, RESOURCE_EXHAUSTED at --max-sessions or over the frame budget, INVALID_ARGUMENT, INVALID_FIRST_FRAME, SHUTTING_DOWN).",
+				"Monitor streams the reporter ended, by the code of their StreamError frame, sent or, to a router that stopped reading, not deliverable (LEASE_EXPIRED, REPLACED, RESOURCE_EXHAUSTED at --max-sessions or over the frame budget, INVALID_ARGUMENT, INVALID_FIRST_FRAME, SHUTTING_DOWN).",
 				[]string{"code"}, nil),
 			counts: streamErrors,
 		},

@@ -284,9 +284,10 @@ func (m *Monitor) end(st *stream, tr *transport, routerID string, err error) err
 	return st.Send(newOutFrame(errorFrame(err)))
 }
 
-// StreamErrors counts the StreamError frames Monitor sent, by code: why
-// streams ended (lease expired, replaced, refused at --max-sessions, a bad
-// frame), for a counter.
+// StreamErrors counts the streams Monitor ended, by the code of their
+// StreamError frame (sent, or not deliverable to a router that stopped
+// reading): why streams ended (lease expired, replaced, refused at
+// --max-sessions, a bad frame), for a counter.
 func (m *Monitor) StreamErrors() map[string]uint64 { return m.ends.snapshot() }
 
 // errNoRegister is the cause of the error that ends a stream silent past

@@ -25,9 +25,8 @@ import (
 
 // stuckRouter registers over proto, then stops reading while a report too
 // large for its window is being sent to it, and returns its test harness
-// and a function that stops the reporter. The handler is then blocked in
-// that send.
-func stuckRouter(t *testing.T, proto []connect.ClientOption, sess *fakeSession) (*monitorTest, context.CancelFunc) {
+// and its Monitor. The handler is then blocked in that send.
+func stuckRouter(t *testing.T, proto []connect.ClientOption, sess *fakeSession) (*monitorTest, *Monitor) {
 	stopping, shutdown := context.WithCancel(context.Background())
 	t.Cleanup(shutdown)
 	reg := &fakeRegistrar{sess: sess, calls: make(chan string, 16), stopping: stopping}
@@ -41,7 +40,7 @@ func stuckRouter(t *testing.T, proto []connect.ClientOption, sess *fakeSession) 
 	m.register()
 	m.deliver(hugeReport()) // the handler blocks sending it: nobody reads
 	time.Sleep(50 * time.Millisecond)
-	return m, shutdown
+	return m, mon
 }
 
 // returnsWithin checks the handler returns within d of now, while the
@@ -63,9 +62,13 @@ func TestMonitorStuckReaderEndsWithItsSession(t *testing.T) {
 	for _, code := range []string{domain.CodeLeaseExpired, domain.CodeReplaced} {
 		t.Run(code, func(t *testing.T) {
 			eachClient(t, func(t *testing.T, proto []connect.ClientOption) {
-				m, _ := stuckRouter(t, proto, newFakeSession("r1"))
+				m, mon := stuckRouter(t, proto, newFakeSession("r1"))
 				m.sess.end(domain.Errorf(code, "ended"))
 				returnsWithin(t, m, 3*time.Second, code)
+				// Its last frame could not be sent; the ending still counts.
+				if got := mon.StreamErrors()[code]; got != 1 {
+					t.Errorf("StreamErrors[%s] = %d, want 1", code, got)
+				}
 			})
 		})
 	}

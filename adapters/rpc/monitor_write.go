@@ -100,6 +100,11 @@ func (w *writer) drain() {
 			f = w.m.frames.Get(rep)
 		}
 		if err := w.st.Send(f); err != nil {
+			if ended(w.sub) && w.sub.Err() != nil {
+				// Its last frame cannot reach a router that stopped
+				// reading, but the ending still counts, and is logged.
+				w.m.noteEnd(w.st, w.sub.RouterID(), w.sub.Err())
+			}
 			w.finish(err)
 			return
 		}

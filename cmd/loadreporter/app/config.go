@@ -210,6 +210,10 @@ func (c Config) Validate() error {
 			return fmt.Errorf("--%s %q: must be UTF-8 text without NUL", f.flag, f.v)
 		}
 	}
+	if strings.TrimSpace(c.WorkerAddr) != c.WorkerAddr {
+		// Audits filter by worker, and a filter is read trimmed.
+		return fmt.Errorf("--worker-addr %q: must not start or end with spaces", c.WorkerAddr)
+	}
 	if c.StaleAfter <= 0 {
 		return fmt.Errorf("--stale-after %s: must be > 0 (a report whose oldest rank is older is STALE; 0 would make every report STALE)", c.StaleAfter)
 	}

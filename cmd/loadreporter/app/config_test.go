@@ -73,6 +73,7 @@ func TestBadSettingsNameTheirFlag(t *testing.T) {
 		"--min-report-interval must be a whole number": {"--min-report-interval", "500us"},
 		"--stale-after": {"--stale-after", "0s"},
 		"--zone":        {"--zone", "z\xff"},
+		"--worker-addr": {"--worker-addr", " =x"},
 		"--model":       {"--model", "m\x00"},
 		"--max-lease":   {"--max-lease", "1ms"},
 		"--worker-type": {"--worker-type", "gpu"},

@@ -111,3 +111,19 @@ func TestHidePassword(t *testing.T) {
 		}
 	}
 }
+
+// TestParseWhenSaysWhatIsWrong: a duration past what Go's durations hold
+// is called too long, not "want a duration"; anything else that is neither
+// a duration nor a time says what is wanted.
+func TestParseWhenSaysWhatIsWrong(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	if _, err := parseWhen("since", "3000000h", now); err == nil || !strings.Contains(err.Error(), `--since "3000000h": too long for a duration`) {
+		t.Errorf("3000000h: %v", err)
+	}
+	if _, err := parseWhen("since", "yesterday", now); err == nil || !strings.Contains(err.Error(), "want a duration before now") {
+		t.Errorf("yesterday: %v", err)
+	}
+	if got, err := parseWhen("since", "90m", now); err != nil || !got.Equal(now.Add(-90*time.Minute)) {
+		t.Errorf("90m: %v %v", got, err)
+	}
+}
