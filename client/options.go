@@ -178,3 +178,7 @@ func (o Options) normalized() (Options, error) {
 	}
 	return o, nil
 }
+
+// MaxFrameBytes bounds one frame a Worker accepts from a worker: a
+// report of 1 024 ranks takes some 100 KiB.
+const MaxFrameBytes = 4 << 20

@@ -102,7 +102,10 @@ func dial(addr string, opts Options, d deps) (*Worker, error) {
 	if c, ok := hc.(interface{ CloseIdleConnections() }); ok {
 		w.idle = c
 	}
-	var copts []connect.ClientOption
+	// A worker's frame is a report of at most --max-dp-size ranks and a
+	// last_error of 512 bytes: far below this. Anything larger is a
+	// hostile or broken peer, refused before it is buffered.
+	copts := []connect.ClientOption{connect.WithReadMaxBytes(MaxFrameBytes)}
 	if o.Protocol == ProtocolGRPC {
 		copts = append(copts, connect.WithGRPC())
 	}

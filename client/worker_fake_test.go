@@ -2,10 +2,13 @@ package client
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 )
@@ -428,4 +431,25 @@ func TestFirstKeepAliveStaysInTheSecondHalf(t *testing.T) {
 	if d := firstKeepAlive(time.Millisecond, 0.9); d <= 0 {
 		t.Errorf("the shortest period's first keep-alive is %v, want > 0", d)
 	}
+}
+
+// TestAnOversizedFrameIsRefused: a peer that sends a frame larger than any
+// report (a last_error of 8 MiB) is refused before it is buffered; the
+// stream ends, saying why, and the router reconnects.
+func TestAnOversizedFrameIsRefused(t *testing.T) {
+	ctx := testCtx(t, 10*time.Second)
+	fw := startFakeWorker(t)
+	w := dialT(t, fw.addr, fastOptions(ProtocolGRPC), deps{})
+	views, cancel := w.Subscribe()
+	defer cancel()
+	fs := fw.next(ctx, t)
+	fs.register(ctx, t, 60_000, 20_000)
+	huge := unreachable("a", 1)
+	huge.LastError = proto.String(strings.Repeat("x", 8<<20))
+	fs.report(t, huge)
+	v := waitView(ctx, t, views, "refused", isState(Disconnected))
+	if !strings.Contains(v.Reason, "larger than") || v.Report != nil {
+		t.Fatalf("view %s, reason %.200q (%d bytes), want disconnected for a frame over the limit, no report", v.State, v.Reason, len(v.Reason))
+	}
+	fw.next(ctx, t).register(ctx, t, 60_000, 20_000) // it reconnects
 }
