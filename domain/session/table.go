@@ -138,14 +138,21 @@ type Options struct {
 
 // Add registers a session at now. A Monitor session whose router_id is live
 // replaces that session, which is ended with REPLACED and returned. Adding
-// beyond MaxSessions fails with RESOURCE_EXHAUSTED (History never counts).
+// beyond MaxSessions fails with RESOURCE_EXHAUSTED; History never counts,
+// and polls count against a MaxSessions of their own.
 func (t *Table) Add(o Options, now time.Time) (s, replaced *Session, err error) {
 	if o.Kind == KindMonitor {
 		replaced = t.byRouter[o.Name]
 	}
-	if o.Kind != KindHistory && replaced == nil && t.Len()-t.counts[KindHistory] >= t.limits.MaxSessions {
+	// Pollers wait in a bound of their own: a burst of them while the
+	// engine is slow must never refuse a router (History is internal).
+	switch live := t.Len() - t.counts[KindHistory] - t.counts[KindPoll]; {
+	case o.Kind == KindPoll && t.counts[KindPoll] >= t.limits.MaxSessions:
 		return nil, nil, domain.Errorf(domain.CodeResourceExhausted,
-			"%d sessions are live, the limit is %d", t.Len()-t.counts[KindHistory], t.limits.MaxSessions)
+			"%d polls are waiting for the next report, the limit is %d", t.counts[KindPoll], t.limits.MaxSessions)
+	case o.Kind != KindPoll && o.Kind != KindHistory && replaced == nil && live >= t.limits.MaxSessions:
+		return nil, nil, domain.Errorf(domain.CodeResourceExhausted,
+			"%d sessions are live, the limit is %d", live, t.limits.MaxSessions)
 	}
 	if replaced != nil {
 		t.remove(replaced, domain.Errorf(domain.CodeReplaced,

@@ -62,6 +62,27 @@ func TestMaxSessions(t *testing.T) {
 	}
 }
 
+// TestPollsNeverRefuseARouter: one-shot polls waiting for the next report
+// (a burst of HTTP pollers while the engine is slow) count against a bound
+// of their own, so routers and browsers still get their MaxSessions.
+func TestPollsNeverRefuseARouter(t *testing.T) {
+	l := DefaultLimits()
+	l.MaxSessions = 2
+	tb := NewTable(l, Grid{Schedule: Aligned}, epoch)
+	poll := Options{Kind: KindPoll, Name: "poll", Config: Config{Interval: time.Second}, NoLease: true, OneShot: true}
+	mustAdd(t, tb, poll, ms(0))
+	mustAdd(t, tb, poll, ms(0))
+	if _, _, err := tb.Add(poll, ms(0)); domain.ErrorCode(err) != domain.CodeResourceExhausted ||
+		!strings.Contains(domain.ErrorMessage(err), "2 polls are waiting") {
+		t.Fatalf("third poll: %v, want RESOURCE_EXHAUSTED for polls", err)
+	}
+	mustAdd(t, tb, monitor("a", time.Second, 5*time.Second), ms(0))
+	mustAdd(t, tb, Options{Kind: KindWatch, Config: Config{Interval: time.Second}, NoLease: true}, ms(0))
+	if _, _, err := tb.Add(monitor("b", time.Second, 5*time.Second), ms(0)); domain.ErrorCode(err) != domain.CodeResourceExhausted {
+		t.Fatalf("third router or browser: %v, want RESOURCE_EXHAUSTED", err)
+	}
+}
+
 func TestKeepAliveNeverMovesDeadline(t *testing.T) {
 	tb := NewTable(DefaultLimits(), Grid{Schedule: Anchored}, epoch)
 	s := mustAdd(t, tb, monitor("r", 100*time.Millisecond, time.Second), ms(0))
