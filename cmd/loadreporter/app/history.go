@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"fmt"
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"log/slog"
 	"sync"
 	"time"
@@ -91,7 +93,34 @@ func NewBackoff() *backoff.ExponentialBackOff {
 	}
 }
 
-// NewHistoryService returns the HistoryService RPC over the history.
+// NewHistoryService returns the HistoryService RPC over the history; with
+// history off and no database to read, every call says so instead of
+// answering from an empty store ("no outages").
 func NewHistoryService(c Config, h *History, clk ports.Clock) *rpc.History {
+	if c.HistoryInterval == 0 && c.DatabaseURL == "" {
+		return rpc.NewHistory(historyOff{}, clk.Now, c.HistoryInterval)
+	}
 	return rpc.NewHistory(h.Query, clk.Now, c.HistoryInterval)
+}
+
+// historyOff answers every history query with FAILED_PRECONDITION.
+type historyOff struct{}
+
+var errHistoryOff = domain.Errorf(domain.CodeFailedPrecondition,
+	"history is off on this reporter (--history-interval 0, no --database-url): nothing is recorded to query")
+
+func (historyOff) Reports(context.Context, audit.ReportsQuery) (audit.ReportsPage, error) {
+	return audit.ReportsPage{}, errHistoryOff
+}
+func (historyOff) Outages(context.Context, audit.OutagesQuery) (audit.OutagesResult, error) {
+	return audit.OutagesResult{}, errHistoryOff
+}
+func (historyOff) RankStats(context.Context, audit.RankStatsQuery) (audit.RankStatsResult, error) {
+	return audit.RankStatsResult{}, errHistoryOff
+}
+func (historyOff) Gaps(context.Context, audit.GapsQuery) (audit.GapsResult, error) {
+	return audit.GapsResult{}, errHistoryOff
+}
+func (historyOff) Imbalance(context.Context, audit.ImbalanceQuery) (audit.ImbalanceResult, error) {
+	return audit.ImbalanceResult{}, errHistoryOff
 }

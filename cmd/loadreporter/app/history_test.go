@@ -1,0 +1,40 @@
+package app
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loadreporter/loadreporter/adapters/rpc"
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/audit"
+	"github.com/loadreporter/loadreporter/ports/porttest"
+)
+
+// TestHistoryOffSaysSo: with history off and no database, the history
+// service refuses every query saying why, where an empty store answered
+// "no rows" (an operator would read: no outages).
+func TestHistoryOffSaysSo(t *testing.T) {
+	c := DefaultConfig()
+	c.HistoryInterval = 0
+	h, cleanup, err := NewHistory(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	mux := http.NewServeMux()
+	mux.Handle(NewHistoryService(c, h, porttest.NewClock(time.Now())).Handler())
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	q := rpc.NewHistoryClient(srv.Client(), srv.URL, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	now := time.Now().Truncate(time.Millisecond)
+	_, err = q.Outages(ctx, audit.OutagesQuery{Window: audit.Window{Since: now.Add(-time.Hour), Until: now}})
+	if domain.ErrorCode(err) != domain.CodeFailedPrecondition || !strings.Contains(domain.ErrorMessage(err), "history is off") {
+		t.Fatalf("outages with history off: %v, want FAILED_PRECONDITION saying history is off", err)
+	}
+}
