@@ -36,10 +36,16 @@ func NewDashboard(c Config, r *fireloop.Loop, h *History, clk ports.Clock, log *
 		Now:             clk.Now,
 		Worker:          domain.Worker{Addr: workerAddr(c), Type: wt, Model: c.Model, Zone: c.Zone},
 		HistoryInterval: c.HistoryInterval,
-		WatchInterval:   max(time.Second, c.Limits.MinInterval),
+		WatchInterval:   watchInterval(c.Limits),
 		Logger:          log,
 		Version:         buildinfo.String(),
 	})
+}
+
+// watchInterval is what the live page asks for: a second, within the
+// limits every Watch stream is held to, or the page's stream is refused.
+func watchInterval(l session.Limits) time.Duration {
+	return min(max(time.Second, l.MinInterval), l.MaxInterval)
 }
 
 // workerAddr is --worker-addr, defaulting to the listen address; a

@@ -38,3 +38,20 @@ func TestHistoryOffSaysSo(t *testing.T) {
 		t.Fatalf("outages with history off: %v, want FAILED_PRECONDITION saying history is off", err)
 	}
 }
+
+// TestTheLivePageAsksForAnIntervalItMayHave: the live page's Watch asks
+// for a second, within --min- and --max-report-interval, which refuse it
+// otherwise (a page that never went live at --max-report-interval 500ms).
+func TestTheLivePageAsksForAnIntervalItMayHave(t *testing.T) {
+	l := DefaultConfig().Limits
+	for _, tc := range []struct{ min, max, want time.Duration }{
+		{10 * time.Millisecond, time.Minute, time.Second},
+		{10 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond},
+		{2 * time.Second, time.Minute, 2 * time.Second},
+	} {
+		l.MinInterval, l.MaxInterval = tc.min, tc.max
+		if got := watchInterval(l); got != tc.want {
+			t.Errorf("limits [%s, %s]: %s, want %s", tc.min, tc.max, got, tc.want)
+		}
+	}
+}
