@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -41,7 +42,10 @@ func (a *Admin) authorize(h http.Header) error {
 		return toConnectError(domain.Errorf(domain.CodeUnauthenticated,
 			"AdminService needs the admin bearer token"))
 	}
-	if subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+a.opts.Token)) != 1 {
+	// The scheme is case-insensitive (RFC 9110 §11.1), as the reporter's
+	// own token check reads it.
+	scheme, token, _ := strings.Cut(got, " ")
+	if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(a.opts.Token)) != 1 {
 		return toConnectError(domain.Errorf(domain.CodePermissionDenied,
 			"AdminService needs the admin bearer token; this one may not change the reporter"))
 	}

@@ -70,6 +70,7 @@ func TestAdminToken(t *testing.T) {
 		{"Bearer router-token", connect.CodePermissionDenied},
 		{"Bearer adm1n2", connect.CodePermissionDenied},
 		{"adm1n", connect.CodePermissionDenied},
+		{"Basic adm1n", connect.CodePermissionDenied},
 	} {
 		if err := setTopology(t, c, 4, tc.authorization); connect.CodeOf(err) != tc.want {
 			t.Errorf("authorization %q: %v, want %v", tc.authorization, err, tc.want)
@@ -78,8 +79,10 @@ func TestAdminToken(t *testing.T) {
 	if !topo.ExpectedRanks().Empty() {
 		t.Fatal("a refused call changed the topology")
 	}
-	if err := setTopology(t, c, 4, "Bearer adm1n"); err != nil {
-		t.Fatalf("with the admin token: %v", err)
+	for _, auth := range []string{"Bearer adm1n", "bearer adm1n", "BEARER adm1n"} { // the scheme in any case
+		if err := setTopology(t, c, 4, auth); err != nil {
+			t.Fatalf("with the admin token as %q: %v", auth, err)
+		}
 	}
 	if got := topo.ExpectedRanks(); !got.Equal(domain.RankRange(4)) {
 		t.Errorf("expected ranks %v, want 0..3", got)
