@@ -670,6 +670,23 @@ func TestAuditErrorsNextToTheField(t *testing.T) {
 	}
 }
 
+// TestAuditPageShowsAtMostAThousandReports: a page is built whole in memory,
+// a row per rank, so a page of reports is bounded; the CSV of the same
+// query, which streams, is not.
+func TestAuditPageShowsAtMostAThousandReports(t *testing.T) {
+	h := newHandler(t, Options{History: newHistory()})
+	doc := page(t, h, "/audit?query=reports&last=1h&limit=5000", http.StatusBadRequest)
+	if got := txt(tid(doc, "error-limit")); !strings.Contains(got, "a page shows at most 1000 reports") {
+		t.Errorf("error-limit = %q", got)
+	}
+	page(t, h, "/audit?query=reports&last=1h&limit=1000", http.StatusOK)
+	if res := get(t, h, "/audit.csv?query=reports&last=1h&limit=5000"); res.StatusCode != http.StatusOK {
+		t.Errorf("CSV with limit 5000: %d", res.StatusCode)
+	} else {
+		res.Body.Close()
+	}
+}
+
 func TestAuditShowsEveryFieldsErrorAtOnce(t *testing.T) {
 	h := newHandler(t, Options{History: newHistory()})
 	doc := page(t, h, "/audit?query=imbalance&since=yesterday&threshold=3", http.StatusBadRequest)
