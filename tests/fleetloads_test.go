@@ -10,11 +10,11 @@ import (
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/fleet"
 )
 
-// startFleet runs `loadreporter fleet` over addrs on an ephemeral port;
-// it is closed at cleanup.
-func startFleet(t *testing.T, addrs []string) *fleet.Main {
+// startFleet runs `loadreporter fleet` over addrs on an ephemeral port,
+// with flags besides; it is closed at cleanup.
+func startFleet(t *testing.T, addrs []string, flags ...string) *fleet.Main {
 	t.Helper()
-	cfg, err := fleet.Parse([]string{"--targets", strings.Join(addrs, ","), "--listen", "127.0.0.1:0", "--interval", "100ms"},
+	cfg, err := fleet.Parse(append([]string{"--targets", strings.Join(addrs, ","), "--listen", "127.0.0.1:0", "--interval", "100ms"}, flags...),
 		func(string) string { return "" }, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -96,5 +96,35 @@ func TestFleetLoads(t *testing.T) {
 	}
 	if a.Aggregate.FreshWorkers != 2 || a.Aggregate.DPRankCount != 8 {
 		t.Fatalf("aggregate after one unreachable: %+v", a.Aggregate)
+	}
+}
+
+// TestFleetRefusesForeignHostNames: the fleet view has no token, so a
+// request naming a host it was not told about (a DNS-rebinding page) is
+// refused; an IP, localhost and --allowed-host names are served.
+func TestFleetRefusesForeignHostNames(t *testing.T) {
+	_, addrs := startWorkers(t, 1)
+	f := startFleet(t, addrs, "--allowed-host", "fleet.internal")
+	for host, want := range map[string]int{
+		f.Addr():                      http.StatusOK,
+		"localhost":                   http.StatusOK,
+		"fleet.internal:8090":         http.StatusOK,
+		"rebind.evil.example":         http.StatusMisdirectedRequest,
+		"127.0.0.1.nip.io:8090":       http.StatusMisdirectedRequest,
+		"fleet.internal.evil.example": http.StatusMisdirectedRequest,
+	} {
+		req, err := http.NewRequest(http.MethodGet, "http://"+f.Addr()+"/v1/fleet/loads", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %q: %d, want %d", host, resp.StatusCode, want)
+		}
 	}
 }

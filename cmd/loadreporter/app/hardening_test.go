@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/hostcheck"
 	"log/slog"
 	"math/big"
 	"net/http"
@@ -22,7 +23,7 @@ import (
 
 func TestHostCheckRefusesForeignNames(t *testing.T) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	h := checkHost("0.0.0.0:8080", []string{"reporter.internal", " Worker-7.example "}, ok)
+	h := hostcheck.Guard("0.0.0.0:8080", []string{"reporter.internal", " Worker-7.example "}, "add it with --allowed-host", ok)
 	for host, want := range map[string]int{
 		"127.0.0.1:8080":           http.StatusNoContent,
 		"[::1]:8080":               http.StatusNoContent,

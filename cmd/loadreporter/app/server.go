@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/hostcheck"
 	"log/slog"
 	"net/http"
 	"os"
@@ -111,7 +112,7 @@ func NewHandler(c Config, loop *fireloop.Loop, monitor *rpc.Monitor, watch *rpc.
 	dashboard.Register(mux)
 	var h http.Handler
 	if c.AuthToken == "" {
-		h = checkHost(c.Listen, splitList(c.AllowedHosts), mux)
+		h = hostcheck.Guard(c.Listen, splitList(c.AllowedHosts), "add it with --allowed-host, or set --auth-token", mux)
 	} else {
 		h = requireToken(c.AuthToken, c.AdminToken, mux, limit)
 	}

@@ -15,6 +15,9 @@ type Config struct {
 	routerflags.Router
 	Targets []string // HOST:PORT of each worker
 	Listen  string   // where the fleet view is served
+	// AllowedHosts are names, besides IPs, localhost and the --listen
+	// host, a request may name in its Host header (comma-separated).
+	AllowedHosts string
 }
 
 // Parse reads fleet's configuration from args and the environment.
@@ -25,6 +28,7 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Config, er
 	fs.SetOutput(out)
 	fs.StringVar(&targets, "targets", "", "comma-separated HOST:PORTs of the workers' loadreporters (required)")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "HOST:PORT to serve the fleet view (/, /v1/fleet/loads and the WatchFleet stream) on")
+	fs.StringVar(&c.AllowedHosts, "allowed-host", c.AllowedHosts, "host names (comma-separated) requests may name in Host, besides IPs, localhost and the --listen host (a DNS-rebinding page must not read the fleet)")
 	c.Router.Register(fs)
 	fs.Usage = envflag.Usage(fs, out, "Usage: loadreporter fleet [flags]\n\nWatches many workers as a router and serves their loads: a live page at /\nand JSON at /v1/fleet/loads.", nil)
 	if err := envflag.Parse(fs, args, getenv, nil); err != nil {

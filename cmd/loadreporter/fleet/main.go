@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/hostcheck"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,7 +60,8 @@ func New(c Config) (*Main, error) {
 	mux.HandleFunc(PageRoute, m.servePage)
 	mux.Handle(stream.handler())
 	mux.Handle("GET /static/", web.Static())
-	m.srv.Handler = mux
+	// The fleet view has no token: only the names it was told about.
+	m.srv.Handler = hostcheck.Guard(c.Listen, strings.Split(c.AllowedHosts, ","), "add it with --allowed-host", mux)
 	return m, nil
 }
 

@@ -1,4 +1,4 @@
-package app
+package hostcheck
 
 import (
 	"net"
@@ -6,14 +6,13 @@ import (
 	"strings"
 )
 
-// checkHost refuses requests whose Host names a host this service was not
-// told about, when no --auth-token guards the port: a page from a foreign
-// site can make a browser send requests here through a DNS name that
-// resolves to this machine (DNS rebinding), and without a token nothing
-// else would stop it from calling AdminService. An IP literal cannot be
+// Guard refuses requests whose Host names a host this service was not
+// told about: a page from a foreign site can make a browser send requests
+// here through a DNS name that resolves to this machine (DNS rebinding),
+// and read or change what the port serves. An IP literal cannot be
 // rebound, so every IP is accepted; so are localhost names, the host of
-// --listen and the names given by --allowed-host.
-func checkHost(listen string, allowed []string, next http.Handler) http.Handler {
+// listen and the allowed names. hint ends the refusal: how to allow a name.
+func Guard(listen string, allowed []string, hint string, next http.Handler) http.Handler {
 	names := map[string]bool{"localhost": true}
 	if host, _, err := net.SplitHostPort(listen); err == nil && host != "" {
 		names[strings.ToLower(host)] = true
@@ -28,8 +27,7 @@ func checkHost(listen string, allowed []string, next http.Handler) http.Handler 
 			next.ServeHTTP(w, r)
 			return
 		}
-		http.Error(w, "host "+r.Host+" is not served here: add it with --allowed-host, or set --auth-token",
-			http.StatusMisdirectedRequest)
+		http.Error(w, "host "+r.Host+" is not served here: "+hint, http.StatusMisdirectedRequest)
 	})
 }
 
