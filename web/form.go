@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
+	"github.com/loadreporter/loadreporter/web/audittable"
 	"github.com/loadreporter/loadreporter/web/views"
 )
 
@@ -58,8 +58,7 @@ func parseSpan(field, s string) (time.Duration, error) {
 	} else {
 		d, err = time.ParseDuration(s)
 	}
-	if errors.Is(err, errSpanTooLong) || (err != nil && spanSyntax.MatchString(s)) {
-		// Well formed, but past what a duration holds (about 292 years).
+	if errors.Is(err, errSpanTooLong) || audittable.DurationTooLong(s) {
 		return 0, fmt.Errorf("%s: %q is too long; at most %dd", field, s, maxSpanDays)
 	}
 	if err != nil || d <= 0 {
@@ -72,12 +71,7 @@ func parseSpan(field, s string) (time.Duration, error) {
 // 106 751 days.
 const maxSpanDays = 100000
 
-var (
-	errSpanTooLong = errors.New("too long")
-	// spanSyntax is a duration as time.ParseDuration reads it, which it
-	// refuses only when the value overflows.
-	spanSyntax = regexp.MustCompile(`^([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`)
-)
+var errSpanTooLong = errors.New("too long")
 
 // windowInput is a window as the form gave it: since/until, or the last
 // span before until (or now).

@@ -51,8 +51,7 @@ func (w *writer) kick() {
 		return
 	}
 	if w.running {
-		bound := !w.bounded && ended(w.sub)
-		w.bounded = w.bounded || bound
+		bound := w.claimBound(ended(w.sub))
 		w.mu.Unlock()
 		if bound {
 			// Setting a deadline talks to the connection's goroutine;
@@ -79,8 +78,7 @@ func (w *writer) drain() {
 			w.mu.Unlock()
 			return
 		}
-		bound := !w.bounded && ended(w.sub)
-		w.bounded = w.bounded || bound
+		bound := w.claimBound(ended(w.sub))
 		ack, rep, last := w.next()
 		if ack == nil && rep == nil && !last {
 			w.running = false
@@ -142,8 +140,7 @@ func (w *writer) finish(result error) {
 func (w *writer) close() bool {
 	w.mu.Lock()
 	w.closed = true
-	bound := w.running && !w.bounded
-	w.bounded = w.bounded || bound
+	bound := w.claimBound(w.running)
 	w.mu.Unlock()
 	if bound {
 		w.bound()
@@ -155,6 +152,16 @@ func (w *writer) close() bool {
 	default:
 		return true
 	}
+}
+
+// claimBound reports whether the caller is the one to bound the send in
+// progress: when cond holds and no one has yet. Called under mu.
+func (w *writer) claimBound(cond bool) bool {
+	if !cond || w.bounded {
+		return false
+	}
+	w.bounded = true
+	return true
 }
 
 // bound gives the send in progress, and every later one, FinalWriteTimeout

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -162,14 +161,11 @@ func parseWhen(flagName, v string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
 		return t, nil
 	}
-	if durationSyntax.MatchString(v) { // well formed, but ParseDuration overflowed
+	if audittable.DurationTooLong(v) {
 		return time.Time{}, fmt.Errorf("--%s %q: too long for a duration (at most about 292 years, e.g. 2562047h)", flagName, v)
 	}
 	return time.Time{}, fmt.Errorf("--%s %q: want a duration before now (like 10m or 24h) or an RFC 3339 time (like 2026-11-29T07:00:00Z)", flagName, v)
 }
-
-// durationSyntax is a duration as time.ParseDuration reads it.
-var durationSyntax = regexp.MustCompile(`^([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`)
 
 // Audit runs one audit query and writes its result to out as c.Format
 // says: the dashboard's table (table), or the same CSV or JSON its
