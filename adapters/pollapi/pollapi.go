@@ -146,6 +146,18 @@ func checkInclude(values []string) error {
 	return nil
 }
 
+// pythonISOFormat writes t as SGLang's engine does (Python's
+// datetime.isoformat() of an aware UTC time): microseconds, "+00:00", and no
+// fraction when it is zero. Pollers written in Python read it back with
+// datetime.fromisoformat, which before 3.11 refused "Z" and nanoseconds.
+func pythonISOFormat(t time.Time) string {
+	t = t.UTC().Truncate(time.Microsecond)
+	if t.Nanosecond() == 0 {
+		return t.Format("2006-01-02T15:04:05-07:00")
+	}
+	return t.Format("2006-01-02T15:04:05.000000-07:00")
+}
+
 type includeError string
 
 func (e includeError) Error() string {
@@ -155,7 +167,7 @@ func (e includeError) Error() string {
 // EnvelopeOf is r in SGLang's /v1/loads shape, as a poller reads it.
 func EnvelopeOf(r *domain.Report) Envelope {
 	e := Envelope{
-		Timestamp:        r.ReportTime.UTC().Format(time.RFC3339Nano),
+		Timestamp:        pythonISOFormat(r.ReportTime),
 		Version:          "loadreporter",
 		DPRankCount:      len(r.Ranks),
 		Loads:            make([]Load, len(r.Ranks)),

@@ -49,7 +49,7 @@ func TestEnvelopeShape(t *testing.T) {
 	if rec.Code != http.StatusOK || p.maxAge != DefaultMaxAge || rec.Header().Get("Content-Type") != "application/json" {
 		t.Fatalf("status %d, max age %v", rec.Code, p.maxAge)
 	}
-	if body["status"] != "STALE" || body["dp_rank_count"] != 1.0 || body["timestamp"] != "2026-11-29T07:30:00.25Z" {
+	if body["status"] != "STALE" || body["dp_rank_count"] != 1.0 || body["timestamp"] != "2026-11-29T07:30:00.250000+00:00" {
 		t.Fatalf("envelope %v", body)
 	}
 	load := body["loads"].([]any)[0].(map[string]any)
@@ -71,6 +71,27 @@ func TestEnvelopeShape(t *testing.T) {
 	}
 	if load["timestamp"] != 1795937400.25 {
 		t.Fatalf("timestamp %v", load["timestamp"])
+	}
+}
+
+// The envelope's timestamp is written as SGLang's engine writes it (the
+// fixtures' shapes), so a poller that parses the engine's parses ours.
+func TestTimestampIsWrittenAsSGLangWritesIt(t *testing.T) {
+	for _, engine := range []string{
+		"2026-11-29T07:30:00.123456+00:00", // sglang-v1-loads-core.json
+		"2026-11-29T07:30:00+00:00",        // isoformat() drops a zero fraction
+	} {
+		at, err := time.Parse(time.RFC3339Nano, engine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pythonISOFormat(at.Add(789 * time.Nanosecond)); got != engine {
+			t.Errorf("%s written as %s", engine, got)
+		}
+	}
+	local := time.Date(2026, 11, 29, 9, 30, 0, 5_000, time.FixedZone("CEST", 2*3600))
+	if got := pythonISOFormat(local); got != "2026-11-29T07:30:00.000005+00:00" {
+		t.Errorf("a local time is written in UTC: got %s", got)
 	}
 }
 
