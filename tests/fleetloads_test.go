@@ -128,3 +128,23 @@ func TestFleetRefusesForeignHostNames(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetPageRunsOnlyItsOwnScript: the page shows text from workers, so
+// it is served with a policy that runs scripts from its own origin only.
+func TestFleetPageRunsOnlyItsOwnScript(t *testing.T) {
+	_, addrs := startWorkers(t, 1)
+	f := startFleet(t, addrs)
+	resp, err := http.Get("http://" + f.Addr() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	csp := resp.Header.Get("Content-Security-Policy")
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(csp, "default-src 'self';") ||
+		strings.Contains(csp, "script-src") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Fatalf("status %d, Content-Security-Policy %q: want scripts from 'self' only and no framing", resp.StatusCode, csp)
+	}
+	if got := resp.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+		t.Fatalf("X-Content-Type-Options %q", got)
+	}
+}

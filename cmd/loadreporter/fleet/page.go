@@ -120,7 +120,18 @@ func ageText(ms int64) string {
 func (m *Main) servePage(w http.ResponseWriter, _ *http.Request) {
 	var sent fleetSent
 	msg, _ := sent.next(time.Now(), m.fleet.Views(), m.cfg.dashboard)
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
+	hd := w.Header()
+	hd.Set("Content-Type", "text/html; charset=utf-8")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Content-Security-Policy", pageSecurityPolicy)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "same-origin")
 	_ = page.Execute(w, pageModelOf(msg, m.script))
 }
+
+// pageSecurityPolicy lets the page run only fleet.js from this origin, so
+// text a hostile worker sends (a reason, a target) can never become a
+// script even if escaping failed. Styles may be inline: the page carries
+// its own <style> and each bar's width.
+const pageSecurityPolicy = "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
+	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
