@@ -3,10 +3,15 @@ package tests
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	v3orcaservicepb "github.com/cncf/xds/go/xds/service/orca/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/loadreporter/loadreporter/domain/session"
 	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
@@ -89,4 +94,71 @@ func TestWatchForBrowsers(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	_ = router.Send(stopFrame)
+}
+
+// TestAStreamThatStopsReadingGivesBackItsSlot: a browser's Watch and an
+// ORCA stream hold no lease, so a client that stops reading would keep its
+// --max-sessions slot for ever; once a write has been blocked for
+// --stalled-write-timeout the stream ends, the slot goes back to routers
+// and the metric counts it. Each client grants a 64 KiB window, which 64
+// ranks every 10 ms fill within a few seconds.
+func TestAStreamThatStopsReadingGivesBackItsSlot(t *testing.T) {
+	for _, tc := range []struct {
+		kind session.Kind
+		open func(t *testing.T, ctx context.Context, addr string)
+	}{
+		{session.KindWatch, func(t *testing.T, ctx context.Context, addr string) {
+			var p http.Protocols
+			p.SetUnencryptedHTTP2(true)
+			tr := &http.Transport{Protocols: &p, HTTP2: &http.HTTP2Config{
+				MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10,
+			}}
+			t.Cleanup(tr.CloseIdleConnections)
+			watch := loadreporterv1connect.NewWatchServiceClient(&http.Client{Transport: tr}, "http://"+addr)
+			st, err := watch.Watch(ctx, connect.NewRequest(&lrv1.WatchRequest{ReportIntervalMs: 10}))
+			if err != nil || !st.Receive() {
+				t.Fatalf("watch: %v %v", err, st.Err())
+			}
+		}},
+		{session.KindORCA, func(t *testing.T, ctx context.Context, addr string) {
+			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cc.Close() })
+			st, err := v3orcaservicepb.NewOpenRcaServiceClient(cc).StreamCoreMetrics(ctx,
+				&v3orcaservicepb.OrcaLoadReportRequest{ReportInterval: durationpb.New(10 * time.Millisecond)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Recv(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.kind.String(), func(t *testing.T) {
+			c := testConfig()
+			c.Limits.MaxSessions = 1
+			c.StalledWriteTimeout = 300 * time.Millisecond
+			m := startMain(t, c, &countingEngine{ranks: 64})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			tc.open(t, ctx, m.Addr()) // and reads nothing more
+			for deadline := time.Now().Add(10 * time.Second); m.FireLoop().Count(tc.kind) != 0; {
+				if time.Now().After(deadline) {
+					t.Fatal("a stream that stopped reading still holds its session after 10 s")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			router := openGRPC(t, testCtx(t, 10*time.Second), m.Addr())
+			_ = router.Send(registerFrame("after-the-stall", 100, 10000))
+			if f := recvFrame(t, router); f.GetRegistered() == nil {
+				t.Fatalf("the router was not admitted in the freed slot: %v", f)
+			}
+			if _, metrics := httpGet(t, "http://"+m.Addr()+"/metrics"); !strings.Contains(metrics, "\nloadreporter_stalled_streams_ended_total 1\n") {
+				t.Fatal("/metrics does not count the stalled stream (want loadreporter_stalled_streams_ended_total 1)")
+			}
+		})
+	}
 }

@@ -25,7 +25,8 @@
 // WithTransportInfo, the HTTP middleware that hands the handlers what
 // connect does not (the stream's read and write deadlines, the TLS
 // state), with BoundWritesAtShutdown, which bounds every other stream's
-// last writes at shutdown as Monitor bounds its own.
+// last writes at shutdown as Monitor bounds its own, and Stalls, which ends
+// a lease-less stream (Watch, ORCA) whose write stays blocked.
 //
 // A registered Monitor stream holds one goroutine, its handler's, which
 // reads the router's frames; its reports are written by a goroutine that

@@ -133,6 +133,19 @@ func TestMonitorAckNotReadEndsWithItsSession(t *testing.T) {
 // and returns the types of the frames the server sends.
 func noWindowRouter(t *testing.T, addr string, first proto.Message) <-chan http2.FrameType {
 	t.Helper()
+	msg, err := proto.Marshal(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := append(binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg))), msg...)
+	return noWindowClient(t, addr, loadmonitorv1connect.LoadMonitorServiceMonitorProcedure, body)
+}
+
+// noWindowClient opens an h2c connection that grants the server no
+// flow-control window, opens one gRPC stream to path on it carrying body,
+// and returns the types of the frames the server sends on that stream.
+func noWindowClient(t *testing.T, addr, path string, body []byte) <-chan http2.FrameType {
+	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -142,15 +155,9 @@ func noWindowRouter(t *testing.T, addr string, first proto.Message) <-chan http2
 	var headers bytes.Buffer
 	enc := hpack.NewEncoder(&headers)
 	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", addr},
-		{":path", loadmonitorv1connect.LoadMonitorServiceMonitorProcedure},
-		{"content-type", "application/grpc"}, {"te", "trailers"}} {
+		{":path", path}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
 		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
-	msg, err := proto.Marshal(first)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg)))
 	// The framer is used from this goroutine until the reader starts.
 	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
 		t.Fatal(err)
@@ -161,7 +168,7 @@ func noWindowRouter(t *testing.T, addr string, first proto.Message) <-chan http2
 	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headers.Bytes(), EndHeaders: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := fr.WriteData(1, false, append(body, msg...)); err != nil {
+	if err := fr.WriteData(1, false, body); err != nil {
 		t.Fatal(err)
 	}
 	out := make(chan http2.FrameType, 64)

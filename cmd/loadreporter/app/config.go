@@ -64,6 +64,9 @@ type Config struct {
 	// host, that requests may carry in Host when no token is set.
 	AllowedHosts      string
 	MaxStreamsPerConn int
+	// StalledWriteTimeout ends a Watch or ORCA stream whose write has been
+	// blocked that long: its client stopped reading.
+	StalledWriteTimeout time.Duration
 	// Monitor holds the limits of router streams (first frame, frame
 	// budget, final write); its Clock and Logger are set by the providers.
 	Monitor rpc.MonitorOptions
@@ -82,23 +85,24 @@ type Config struct {
 // DefaultConfig is the embedded default: a simulated engine on localhost.
 func DefaultConfig() Config {
 	return Config{
-		Listen:            "127.0.0.1:8080",
-		Source:            "sim",
-		StaleAfter:        3 * time.Second,
-		PullBudget:        fireloop.DefaultPullBudget,
-		Schedule:          "aligned",
-		PhaseSlots:        1,
-		Limits:            session.DefaultLimits(),
-		ShutdownGrace:     5 * time.Second,
-		Migrate:           true,
-		HistoryInterval:   time.Second,
-		HistoryRetention:  7 * 24 * time.Hour,
-		HistoryCapacity:   memory.DefaultCapacity,
-		WorkerType:        "regular",
-		SimMode:           "normal",
-		PollMaxAge:        pollapi.DefaultMaxAge,
-		MaxStreamsPerConn: 1000,
-		MaxDPSize:         rpc.DefaultMaxDPSize,
+		Listen:              "127.0.0.1:8080",
+		Source:              "sim",
+		StaleAfter:          3 * time.Second,
+		PullBudget:          fireloop.DefaultPullBudget,
+		Schedule:            "aligned",
+		PhaseSlots:          1,
+		Limits:              session.DefaultLimits(),
+		ShutdownGrace:       5 * time.Second,
+		Migrate:             true,
+		HistoryInterval:     time.Second,
+		HistoryRetention:    7 * 24 * time.Hour,
+		HistoryCapacity:     memory.DefaultCapacity,
+		WorkerType:          "regular",
+		SimMode:             "normal",
+		PollMaxAge:          pollapi.DefaultMaxAge,
+		MaxStreamsPerConn:   1000,
+		StalledWriteTimeout: rpc.DefaultStalledWriteTimeout,
+		MaxDPSize:           rpc.DefaultMaxDPSize,
 		Monitor: rpc.MonitorOptions{
 			FirstFrameTimeout: rpc.DefaultFirstFrameTimeout, MaxFramesPerSecond: rpc.DefaultMaxFramesPerSecond,
 			FrameBurst: rpc.DefaultFrameBurst, FinalWriteTimeout: rpc.DefaultFinalWriteTimeout,
@@ -158,6 +162,7 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.Float64Var(&c.Monitor.MaxFramesPerSecond, "max-frames-per-second", c.Monitor.MaxFramesPerSecond, "router frames one stream may send per second on average; beyond it the stream ends with RESOURCE_EXHAUSTED (0: as if unset)")
 	fs.IntVar(&c.Monitor.FrameBurst, "frame-burst", c.Monitor.FrameBurst, "router frames one stream may send at once, above --max-frames-per-second (0: as if unset)")
 	fs.DurationVar(&c.Monitor.FinalWriteTimeout, "final-write-timeout", c.Monitor.FinalWriteTimeout, "how long a stream's last writes may wait for a peer that does not read: a Monitor stream's once its session ended, and at shutdown every stream's (Monitor, Watch, ORCA, page events; keep it below --shutdown-grace)")
+	fs.DurationVar(&c.StalledWriteTimeout, "stalled-write-timeout", c.StalledWriteTimeout, "a browser's Watch or an ORCA stream whose write stays blocked this long (its client stopped reading) ends, giving back its --max-sessions slot")
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "the only bearer token AdminService accepts (so routers' --auth-token cannot change the topology or the sim mode)")
 	fs.IntVar(&c.MaxDPSize, "max-dp-size", c.MaxDPSize, "largest DP size --dp-size and AdminService.SetTopology accept")
 	fs.IntVar(&c.MaxStreamsPerConn, "max-streams-per-conn", c.MaxStreamsPerConn, "HTTP/2 streams one connection may hold open, registered or not")
@@ -199,6 +204,9 @@ func (c Config) Validate() error {
 	}
 	if c.DPSize < 0 || c.DPSize > c.MaxDPSize {
 		return fmt.Errorf("--dp-size %d: want 0 (learn) to %d (--max-dp-size)", c.DPSize, c.MaxDPSize)
+	}
+	if c.StalledWriteTimeout <= 0 {
+		return fmt.Errorf("--stalled-write-timeout %s: must be positive", c.StalledWriteTimeout)
 	}
 	if c.Monitor.FinalWriteTimeout >= c.ShutdownGrace {
 		return fmt.Errorf("--final-write-timeout %s: must be below --shutdown-grace %s", c.Monitor.FinalWriteTimeout, c.ShutdownGrace)

@@ -278,6 +278,14 @@ func NewMonitor(c Config, loop *fireloop.Loop, clk ports.Clock, log *slog.Logger
 	return mon, nil
 }
 
+// NewStalls returns what ends lease-less streams (Watch, ORCA) whose
+// client stopped reading, counted in the metrics.
+func NewStalls(c Config, log *slog.Logger, m *metrics.Metrics) *rpc.Stalls {
+	s := rpc.NewStalls(c.StalledWriteTimeout, log)
+	m.WatchStalls(s.Ended)
+	return s
+}
+
 // NewAdmin returns the admin service, guarded by --admin-token when set.
 func NewAdmin(c Config, sim rpc.SimControl, topology rpc.Topology, log *slog.Logger) (*rpc.Admin, error) {
 	return rpc.NewAdminWithOptions(sim, topology, rpc.AdminOptions{Token: c.AdminToken, MaxDPSize: c.MaxDPSize, Logger: log})

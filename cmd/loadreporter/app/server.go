@@ -81,16 +81,19 @@ const MaxRequestBytes = 64 << 10
 
 // NewHandler assembles everything served on the one port.
 func NewHandler(c Config, loop *fireloop.Loop, monitor *rpc.Monitor, watch *rpc.Watch, admin *rpc.Admin, history *rpc.History,
-	orcaSvc *orca.Service, poll *pollapi.Handler, dashboard *web.Handler, health *Health, m *metrics.Metrics, ready *Readiness) http.Handler {
+	orcaSvc *orca.Service, poll *pollapi.Handler, dashboard *web.Handler, health *Health, m *metrics.Metrics, ready *Readiness,
+	stalls *rpc.Stalls) http.Handler {
 	mux := http.NewServeMux()
 	// Every request of our services is a few hundred bytes: refuse a peer
 	// that sends megabytes before it is buffered.
 	limit := connect.WithReadMaxBytes(MaxRequestBytes)
 	mux.Handle(monitor.Handler(limit))
-	mux.Handle(watch.Handler(limit))
+	// Browsers' and ORCA clients' streams hold no lease: a write blocked
+	// for --stalled-write-timeout ends them.
+	mux.Handle(stalls.Wrap(watch.Handler(limit)))
 	mux.Handle(admin.Handler(limit))
 	mux.Handle(history.Handler(limit))
-	mux.Handle(orcaSvc.Handler(limit))
+	mux.Handle(stalls.Wrap(orcaSvc.Handler(limit)))
 	mux.Handle(pollapi.Route, poll)
 	mux.Handle(grpchealth.NewHandler(health))
 	reflector := grpcreflect.NewStaticReflector(loadmonitorv1connect.LoadMonitorServiceName,

@@ -60,6 +60,7 @@ var transportSet = wire.NewSet(
 	NewDashboard,
 	NewHealth,
 	NewReadiness,
+	NewStalls,
 	NewHandler,
 	NewServer,
 )

@@ -81,7 +81,8 @@ func initializeMain(c Config) (*Main, func(), error) {
 	}
 	v := NewHealth()
 	readiness := NewReadiness(c, loop)
-	httpHandler := NewHandler(c, loop, monitor, watch, admin, rpcHistory, service, handler, webHandler, v, metrics, readiness)
+	stalls := NewStalls(c, logger, metrics)
+	httpHandler := NewHandler(c, loop, monitor, watch, admin, rpcHistory, service, handler, webHandler, v, metrics, readiness, stalls)
 	server, err := NewServer(c, httpHandler, logger)
 	if err != nil {
 		cleanup3()
@@ -159,7 +160,8 @@ func initializeMainWithEngine(c Config, e Engine) (*Main, func(), error) {
 	}
 	v := NewHealth()
 	readiness := NewReadiness(c, loop)
-	httpHandler := NewHandler(c, loop, monitor, watch, admin, rpcHistory, service, handler, webHandler, v, metrics, readiness)
+	stalls := NewStalls(c, logger, metrics)
+	httpHandler := NewHandler(c, loop, monitor, watch, admin, rpcHistory, service, handler, webHandler, v, metrics, readiness, stalls)
 	server, err := NewServer(c, httpHandler, logger)
 	if err != nil {
 		cleanup2()
