@@ -56,8 +56,11 @@ type Recorder struct {
 	// closingCh is closed by the first Close: a writer waiting out a
 	// retry tries again at once, while the grace lasts.
 	closingCh chan struct{}
-	start     sync.Once
-	abort     context.CancelFunc
+	// retriedOnClose is set, by the writer only, once it cut a wait short
+	// because Close began.
+	retriedOnClose bool
+	start          sync.Once
+	abort          context.CancelFunc
 	// abortCtx ends when the recorder must stop at once (Close's deadline).
 	abortCtx context.Context
 

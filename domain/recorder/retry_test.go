@@ -192,3 +192,49 @@ func TestCloseRetriesAtOnceWhileBackingOff(t *testing.T) {
 		t.Fatalf("written %d, dropped %d; want all 100 written", s.Written, s.Dropped)
 	}
 }
+
+// TestCloseBetweenAFailureAndItsWaitRetriesAtOnce: Close may begin after a
+// write failed but before the writer starts waiting out its retry; that
+// wait still ends at once (the fake clock never moves here, so a writer
+// that waited even MinBackoff would hold Close to its deadline).
+func TestCloseBetweenAFailureAndItsWaitRetriesAtOnce(t *testing.T) {
+	ctx := testCtx(t)
+	var mu sync.Mutex
+	down := true
+	store := fakeStore{append: func(context.Context, []*domain.Report) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			down = false // back for the retry
+			return domain.Errorf(domain.CodeUnavailable, "database down")
+		}
+		return nil
+	}}
+	obs := newObserver()
+	obs.failed = make(chan failure) // the writer stays in WriteFailed until the test reads
+	r := newRecorder(t, recorder.Options{
+		Store: store, Clock: porttest.NewClock(t0), Observer: obs, BufferSize: 100, BatchSize: 100, MaxDelay: time.Hour,
+		Backoff: &doubling{from: 6 * time.Second}, MinBackoff: 100 * time.Millisecond, MaxBackoff: 10 * time.Second,
+	})
+	for s := 1; s <= 10; s++ {
+		r.Record(rep(s))
+	}
+	closeCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	closed := make(chan error, 1)
+	go func() { closed <- r.Close(closeCtx) }()
+	// A report recorded once Close began is dropped: then Close has begun.
+	recorded := 10
+	for r.Stats().Dropped == 0 {
+		r.Record(rep(11))
+		recorded++
+		time.Sleep(time.Millisecond)
+	}
+	recv(t, ctx, obs.failed, "the failed write")
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if s := r.Stats(); s.Written < 10 || s.Written+s.Dropped != int64(recorded) {
+		t.Fatalf("written %d, dropped %d of %d; want every report recorded before Close written", s.Written, s.Dropped, recorded)
+	}
+}

@@ -172,13 +172,18 @@ func (w *Recorder) dropQueue() {
 }
 
 // sleep waits d on the clock before a retry; false when the recorder
-// aborts first. Once Close began, the wait ends at once (the store may be
-// back, and the grace may be shorter than d), and later waits are
-// MinBackoff at most: what is left of the grace is spent trying.
+// aborts first. Once Close began, one wait ends at once (the store may be
+// back, and the grace may be shorter than d), whether Close came during it
+// or just before it, and later waits are MinBackoff at most: what is left
+// of the grace is spent trying.
 func (w *Recorder) sleep(d time.Duration) bool {
 	closing := w.closingCh
 	select {
 	case <-closing:
+		if !w.retriedOnClose {
+			w.retriedOnClose = true
+			return true
+		}
 		d, closing = min(d, w.o.MinBackoff), nil
 	default:
 	}
@@ -188,6 +193,7 @@ func (w *Recorder) sleep(d time.Duration) bool {
 	case <-t.C():
 		return true
 	case <-closing:
+		w.retriedOnClose = true
 		return true
 	case <-w.abortCtx.Done():
 		return false
