@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,22 +27,51 @@ import (
 
 // stuckRouter registers over proto, then stops reading while a report too
 // large for its window is being sent to it, and returns its test harness
-// and its Monitor. The handler is then blocked in that send.
+// and its Monitor once the handler is blocked in that send: the client
+// has taken a window's worth of it, so encoding it (a second or more
+// under the race detector, which no write deadline bounds) is over.
 func stuckRouter(t *testing.T, proto []connect.ClientOption, sess *fakeSession) (*monitorTest, *Monitor) {
 	stopping, shutdown := context.WithCancel(context.Background())
 	t.Cleanup(shutdown)
 	reg := &fakeRegistrar{sess: sess, calls: make(chan string, 16), stopping: stopping}
 	mon := mustMonitor(t, reg, MonitorOptions{FinalWriteTimeout: 100 * time.Millisecond})
-	url, hc := serveH2C(t, mon.Handler, stopping, 100*time.Millisecond)
+	url, _ := serveH2C(t, mon.Handler, stopping, 100*time.Millisecond)
+	var received atomic.Int64
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &p, HTTP2: &http.HTTP2Config{
+		MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10,
+	}, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		return countingConn{c, &received}, err
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	client := loadmonitorv1connect.NewLoadMonitorServiceClient(hc, url, proto...)
+	client := loadmonitorv1connect.NewLoadMonitorServiceClient(&http.Client{Transport: tr}, url, proto...)
 	m := &monitorTest{t: t, ctx: testContext(t), cancel: cancel, reg: reg, sess: sess, st: client.Monitor(ctx)}
 	t.Cleanup(func() { _ = m.st.CloseResponse() })
 	m.register()
 	m.deliver(hugeReport()) // the handler blocks sending it: nobody reads
-	time.Sleep(50 * time.Millisecond)
+	for deadline := time.Now().Add(30 * time.Second); received.Load() < 64<<10; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the report never started to arrive (%d bytes read)", received.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	return m, mon
+}
+
+// countingConn counts the bytes read from the connection into n.
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countingConn) Read(p []byte) (int, error) {
+	k, err := c.Conn.Read(p)
+	c.n.Add(int64(k))
+	return k, err
 }
 
 // returnsWithin checks the handler returns within d of now, while the
