@@ -148,3 +148,11 @@ func TestFleetPageRunsOnlyItsOwnScript(t *testing.T) {
 		t.Fatalf("X-Content-Type-Options %q", got)
 	}
 }
+
+// TestFleetRefusesAnOversizedMessage: the fleet view has no token, so its
+// one RPC bounds what a peer may send, a gzip bomb included.
+func TestFleetRefusesAnOversizedMessage(t *testing.T) {
+	_, addrs := startWorkers(t, 1)
+	f := startFleet(t, addrs)
+	refusesOversizedMessages(t, f.Addr(), []string{"/loadreporter.v1.FleetService/WatchFleet"})
+}

@@ -1,7 +1,11 @@
 package tests
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/binary"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -127,5 +131,72 @@ func TestShutdownWithAStuckStreamLosesNothing(t *testing.T) {
 	}
 	if took := time.Since(start); took > c.ShutdownGrace/2 {
 		t.Fatalf("shutdown took %s with a stuck stream (grace %s)", took, c.ShutdownGrace)
+	}
+}
+
+// oversizedGRPCBodies are one gRPC message over the 64 KiB bound, plain
+// and as a gzip bomb (a few KiB that inflate to 16 MiB).
+func oversizedGRPCBodies(t *testing.T) map[string][]byte {
+	t.Helper()
+	frame := func(flag byte, msg []byte) []byte {
+		return append(binary.BigEndian.AppendUint32([]byte{flag}, uint32(len(msg))), msg...)
+	}
+	// Field 1 (a string in every request below) holding 1 MiB.
+	plain := append([]byte{0x0a, 0x80, 0x80, 0x40}, bytes.Repeat([]byte("x"), 1<<20)...)
+	var bomb bytes.Buffer
+	zw := gzip.NewWriter(&bomb)
+	_, _ = zw.Write(append([]byte{0x0a, 0x80, 0x80, 0x80, 0x08}, make([]byte, 16<<20)...))
+	_ = zw.Close()
+	return map[string][]byte{"plain": frame(0, plain), "gzip": frame(1, bomb.Bytes())}
+}
+
+// TestEveryServiceRefusesAnOversizedMessage: the 64 KiB bound on one RPC
+// message holds on every service of the port, health and reflection too,
+// before the message is buffered or inflated (a gzip bomb to the health
+// check took the reporter to 5 GB).
+func TestEveryServiceRefusesAnOversizedMessage(t *testing.T) {
+	m := startMain(t, testConfig(), &countingEngine{ranks: 2})
+	refusesOversizedMessages(t, m.Addr(), []string{
+		"/grpc.health.v1.Health/Check",
+		"/grpc.health.v1.Health/Watch",
+		"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+		"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+		"/loadreporter.v1.AdminService/SetSimMode",
+	})
+}
+
+// refusesOversizedMessages checks that each gRPC path at addr answers an
+// oversized message, plain or gzip, with RESOURCE_EXHAUSTED.
+func refusesOversizedMessages(t *testing.T, addr string, paths []string) {
+	t.Helper()
+	client := h2cClient(t)
+	bodies := oversizedGRPCBodies(t)
+	for _, path := range paths {
+		for kind, body := range bodies {
+			// A stream that took the message would run until the deadline.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/grpc")
+			req.Header.Set("Grpc-Encoding", "gzip")
+			req.Header.Set("Te", "trailers")
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatalf("%s %s: %v", path, kind, err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			code := resp.Trailer.Get("Grpc-Status")
+			if code == "" {
+				code = resp.Header.Get("Grpc-Status")
+			}
+			if code != "8" { // RESOURCE_EXHAUSTED
+				msg := resp.Trailer.Get("Grpc-Message") + resp.Header.Get("Grpc-Message")
+				t.Errorf("%s, %s body: grpc-status %q (%.80s), want 8 (RESOURCE_EXHAUSTED)", path, kind, code, msg)
+			}
+		}
 	}
 }

@@ -84,8 +84,9 @@ func NewHandler(c Config, loop *fireloop.Loop, monitor *rpc.Monitor, watch *rpc.
 	orcaSvc *orca.Service, poll *pollapi.Handler, dashboard *web.Handler, health *Health, m *metrics.Metrics, ready *Readiness,
 	stalls *rpc.Stalls) http.Handler {
 	mux := http.NewServeMux()
-	// Every request of our services is a few hundred bytes: refuse a peer
-	// that sends megabytes before it is buffered.
+	// Every request of every service on the port, health and reflection
+	// included, is a few hundred bytes: refuse a peer that sends megabytes
+	// (or a gzip bomb that inflates to gigabytes) before it is buffered.
 	limit := connect.WithReadMaxBytes(MaxRequestBytes)
 	mux.Handle(monitor.Handler(limit))
 	// Browsers' and ORCA clients' streams hold no lease: a write blocked
@@ -95,12 +96,12 @@ func NewHandler(c Config, loop *fireloop.Loop, monitor *rpc.Monitor, watch *rpc.
 	mux.Handle(history.Handler(limit))
 	mux.Handle(stalls.Wrap(orcaSvc.Handler(limit)))
 	mux.Handle(pollapi.Route, poll)
-	mux.Handle(grpchealth.NewHandler(health))
+	mux.Handle(grpchealth.NewHandler(health, limit))
 	reflector := grpcreflect.NewStaticReflector(loadmonitorv1connect.LoadMonitorServiceName,
 		loadreporterv1connect.WatchServiceName, loadreporterv1connect.AdminServiceName,
 		loadreporterv1connect.HistoryServiceName, orca.ServiceName, grpchealth.HealthV1ServiceName)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, limit))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, limit))
 	mux.Handle("GET /metrics", m.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")

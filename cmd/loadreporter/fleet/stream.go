@@ -31,10 +31,15 @@ type fleetStream struct {
 
 var _ loadreporterv1connect.FleetServiceHandler = (*fleetStream)(nil)
 
-// handler is the route and handler to mount.
+// handler is the route and handler to mount. WatchFleet's request is
+// empty: a peer sending more than a few KiB (a gzip bomb) is refused
+// before it is buffered.
 func (s *fleetStream) handler() (string, http.Handler) {
-	return loadreporterv1connect.NewFleetServiceHandler(s)
+	return loadreporterv1connect.NewFleetServiceHandler(s, connect.WithReadMaxBytes(maxRequestBytes))
 }
+
+// maxRequestBytes bounds one request message, as serve bounds its own.
+const maxRequestBytes = 64 << 10
 
 // WatchFleet sends the whole fleet, then what changed after each signal
 // of the fleet's subscription, until the caller goes away, the server
