@@ -3,10 +3,9 @@ package app
 import (
 	"context"
 	"fmt"
-	"github.com/loadreporter/loadreporter/domain"
-	"github.com/loadreporter/loadreporter/domain/audit"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -16,6 +15,8 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/store/memory"
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/envflag"
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/domain/recorder"
 	"github.com/loadreporter/loadreporter/ports"
 )
@@ -25,7 +26,11 @@ type History struct {
 	Store ports.HistoryStore
 	Query ports.HistoryQuery
 	kind  string
-	close func() // once
+
+	close     func()
+	closeOnce sync.Once
+	closed    chan struct{} // closed once close returned
+	abandoned atomic.Bool   // a CloseBy gave up waiting
 }
 
 // NewHistory opens PostgreSQL when --database-url is set (migrating it
@@ -34,7 +39,7 @@ type History struct {
 func NewHistory(c Config, log *slog.Logger) (*History, func(), error) {
 	if c.DatabaseURL == "" {
 		s := memory.New(memory.Options{Capacity: c.HistoryCapacity})
-		h := &History{Store: s, Query: s, kind: "memory", close: func() {}}
+		h := &History{Store: s, Query: s, kind: "memory", close: func() {}, closed: make(chan struct{})}
 		return h, h.Close, nil
 	}
 	s, err := postgres.Open(c.DatabaseURL, postgres.Options{})
@@ -53,12 +58,44 @@ func NewHistory(c Config, log *slog.Logger) (*History, func(), error) {
 			log.Info("history schema migrated", "applied", applied)
 		}
 	}
-	h := &History{Store: s, Query: s, kind: "postgres", close: sync.OnceFunc(s.Close)}
+	h := &History{Store: s, Query: s, kind: "postgres", close: s.Close, closed: make(chan struct{})}
 	return h, h.Close, nil
 }
 
-// Close releases the store; it is idempotent.
-func (h *History) Close() { h.close() }
+// CloseBy releases the store, waiting for it until deadline at most, and
+// reports whether it finished. A pool whose database stopped answering
+// gives each connection up to 15 s to cancel its query (pgx), past any
+// shutdown grace; then the process exits without waiting for it.
+func (h *History) CloseBy(deadline time.Time) bool {
+	h.startClose()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-h.closed:
+		return true
+	case <-t.C:
+		h.abandoned.Store(true)
+		return false
+	}
+}
+
+// Close releases the store, waiting for it as long as it takes unless a
+// CloseBy gave up already; it is idempotent.
+func (h *History) Close() {
+	if !h.abandoned.Load() {
+		h.startClose()
+		<-h.closed
+	}
+}
+
+func (h *History) startClose() {
+	h.closeOnce.Do(func() {
+		go func() {
+			defer close(h.closed)
+			h.close()
+		}()
+	})
+}
 
 // NewRecorder returns the history recorder the fire loop writes through,
 // not yet started, or nil when --history-interval is 0. Main.Close flushes

@@ -55,3 +55,36 @@ func TestTheLivePageAsksForAnIntervalItMayHave(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryCloseIsBoundedByTheGrace: a store whose Close hangs (a pool
+// cancelling queries on a database that stopped answering) holds the
+// shutdown only until the deadline; the cleanup's Close after that does
+// not wait for it again.
+func TestHistoryCloseIsBoundedByTheGrace(t *testing.T) {
+	release := make(chan struct{})
+	h := &History{close: func() { <-release }, closed: make(chan struct{})}
+	start := time.Now()
+	if h.CloseBy(start.Add(100 * time.Millisecond)) {
+		t.Fatal("CloseBy says the store closed, while its Close still runs")
+	}
+	if took := time.Since(start); took < 100*time.Millisecond || took > 2*time.Second {
+		t.Fatalf("CloseBy returned after %s, want about 100ms", took)
+	}
+	returned := make(chan struct{})
+	go func() { h.Close(); close(returned) }()
+	select {
+	case <-returned:
+	case <-time.After(2 * time.Second):
+		t.Fatal("Close waited again for a store CloseBy gave up on")
+	}
+	close(release)
+	select {
+	case <-h.closed:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the store's Close never finished")
+	}
+	done := &History{close: func() {}, closed: make(chan struct{})}
+	if !done.CloseBy(time.Now().Add(time.Second)) {
+		t.Fatal("CloseBy says a store that closed at once did not")
+	}
+}

@@ -197,7 +197,10 @@ func (m *Main) close() error {
 		}
 		err = errors.Join(err, herr)
 	}
-	m.history.Close()
+	if !m.history.CloseBy(start.Add(grace)) {
+		m.log.Warn("history store still closing when the grace ended; exiting without it (its database does not answer)",
+			"grace", grace)
+	}
 	if serveErr := <-m.serveDone; serveErr != nil {
 		err = errors.Join(err, serveErr)
 	}
