@@ -20,12 +20,12 @@ import (
 )
 
 // TestWatchForBrowsers: Watch works over plain HTTP/1.1 (as fetch does),
-// shares the fire loop with routers, counts against the session limit and
-// ends when the browser goes away.
+// shares the fire loop with routers, counts against a session limit of its
+// own (never the routers') and ends when the browser goes away.
 func TestWatchForBrowsers(t *testing.T) {
 	engine := &countingEngine{ranks: 4}
 	c := testConfig()
-	c.Limits.MaxSessions = 2
+	c.Limits.MaxSessions, c.Limits.MaxWatchSessions = 1, 1
 	m := startMain(t, c, engine)
 	http1 := &http.Client{Transport: &http.Transport{}}
 	t.Cleanup(http1.CloseIdleConnections)
@@ -65,7 +65,7 @@ func TestWatchForBrowsers(t *testing.T) {
 	t.Run("counts against the session limit", func(t *testing.T) {
 		second, err := watch.Watch(ctx, connect.NewRequest(&lrv1.WatchRequest{}))
 		if err == nil && second.Receive() {
-			t.Fatal("a third session was admitted with max-sessions 2")
+			t.Fatal("a second browser was admitted with max-watch-sessions 1")
 		}
 		if err == nil {
 			err = second.Err()
@@ -98,10 +98,10 @@ func TestWatchForBrowsers(t *testing.T) {
 
 // TestAStreamThatStopsReadingGivesBackItsSlot: a browser's Watch and an
 // ORCA stream hold no lease, so a client that stops reading would keep its
-// --max-sessions slot for ever; once a write has been blocked for
-// --stalled-write-timeout the stream ends, the slot goes back to routers
-// and the metric counts it. Each client grants a 64 KiB window, which 64
-// ranks every 10 ms fill within a few seconds.
+// slot (--max-watch-sessions, --max-sessions) for ever; once a write has
+// been blocked for --stalled-write-timeout the stream ends, the slot is
+// free again and the metric counts it. Each client grants a 64 KiB
+// window, which 64 ranks every 10 ms fill within a few seconds.
 func TestAStreamThatStopsReadingGivesBackItsSlot(t *testing.T) {
 	for _, tc := range []struct {
 		kind session.Kind
@@ -139,7 +139,7 @@ func TestAStreamThatStopsReadingGivesBackItsSlot(t *testing.T) {
 	} {
 		t.Run(tc.kind.String(), func(t *testing.T) {
 			c := testConfig()
-			c.Limits.MaxSessions = 1
+			c.Limits.MaxSessions, c.Limits.MaxWatchSessions = 1, 1
 			c.StalledWriteTimeout = 300 * time.Millisecond
 			m := startMain(t, c, &countingEngine{ranks: 64})
 			ctx, cancel := context.WithCancel(context.Background())
@@ -151,11 +151,7 @@ func TestAStreamThatStopsReadingGivesBackItsSlot(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			router := openGRPC(t, testCtx(t, 10*time.Second), m.Addr())
-			_ = router.Send(registerFrame("after-the-stall", 100, 10000))
-			if f := recvFrame(t, router); f.GetRegistered() == nil {
-				t.Fatalf("the router was not admitted in the freed slot: %v", f)
-			}
+			tc.open(t, ctx, m.Addr()) // admitted in the freed slot
 			if _, metrics := httpGet(t, "http://"+m.Addr()+"/metrics"); !strings.Contains(metrics, "\nloadreporter_stalled_streams_ended_total 1\n") {
 				t.Fatal("/metrics does not count the stalled stream (want loadreporter_stalled_streams_ended_total 1)")
 			}

@@ -18,6 +18,9 @@ const (
 	DefaultMinLease    = time.Second
 	DefaultMaxLease    = 10 * time.Minute
 	DefaultMaxSessions = 10000
+	// DefaultMaxWatchSessions is for the people looking at dashboards,
+	// not for a fleet.
+	DefaultMaxWatchSessions = 256
 )
 
 // Limits bound what a router may ask for.
@@ -25,6 +28,9 @@ type Limits struct {
 	MinInterval, MaxInterval time.Duration
 	MinLease, MaxLease       time.Duration
 	MaxSessions              int
+	// MaxWatchSessions bounds browsers' Watch streams apart from
+	// MaxSessions, so dashboards can never refuse a router.
+	MaxWatchSessions int
 }
 
 // DefaultLimits returns the limits of SPEC §2.
@@ -32,7 +38,7 @@ func DefaultLimits() Limits {
 	return Limits{
 		MinInterval: DefaultMinInterval, MaxInterval: DefaultMaxInterval,
 		MinLease: DefaultMinLease, MaxLease: DefaultMaxLease,
-		MaxSessions: DefaultMaxSessions,
+		MaxSessions: DefaultMaxSessions, MaxWatchSessions: DefaultMaxWatchSessions,
 	}
 }
 
@@ -53,6 +59,8 @@ func (l Limits) Validate() error {
 		return domain.Errorf(domain.CodeInvalidArgument, "max-lease %s is below min-lease %s", l.MaxLease, l.MinLease)
 	case l.MaxSessions <= 0:
 		return domain.Errorf(domain.CodeInvalidArgument, "max-sessions must be > 0, got %d", l.MaxSessions)
+	case l.MaxWatchSessions <= 0:
+		return domain.Errorf(domain.CodeInvalidArgument, "max-watch-sessions must be > 0, got %d", l.MaxWatchSessions)
 	}
 	return nil
 }

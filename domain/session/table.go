@@ -11,8 +11,9 @@ import (
 // Kind is what a session serves.
 type Kind int8
 
-// Session kinds. Each counts against Limits.MaxSessions except History,
-// which is internal.
+// Session kinds. Monitor and ORCA sessions count against
+// Limits.MaxSessions; Watch and Poll sessions each against a bound of their
+// own; History, which is internal, against none.
 const (
 	KindMonitor Kind = iota // a router on the Monitor stream
 	KindWatch               // a browser on the Watch stream
@@ -136,23 +137,41 @@ type Options struct {
 	FirstDue time.Time
 }
 
+// full says why one more session of kind k does not fit, or nil. Pollers
+// and browsers wait in bounds of their own: a burst of polls while the
+// engine is slow, or a thousand dashboards (or a client opening Watch
+// streams it never reads), must never refuse a router.
+func (t *Table) full(k Kind) error {
+	switch k {
+	case KindHistory:
+		return nil
+	case KindPoll:
+		if n := t.counts[KindPoll]; n >= t.limits.MaxSessions {
+			return domain.Errorf(domain.CodeResourceExhausted, "%d polls are waiting for the next report, the limit is %d", n, t.limits.MaxSessions)
+		}
+	case KindWatch:
+		if n := t.counts[KindWatch]; n >= t.limits.MaxWatchSessions {
+			return domain.Errorf(domain.CodeResourceExhausted, "%d Watch streams are live, the limit is %d (--max-watch-sessions)", n, t.limits.MaxWatchSessions)
+		}
+	default:
+		if n := t.counts[KindMonitor] + t.counts[KindORCA]; n >= t.limits.MaxSessions {
+			return domain.Errorf(domain.CodeResourceExhausted, "%d sessions are live, the limit is %d", n, t.limits.MaxSessions)
+		}
+	}
+	return nil
+}
+
 // Add registers a session at now. A Monitor session whose router_id is live
 // replaces that session, which is ended with REPLACED and returned. Adding
-// beyond MaxSessions fails with RESOURCE_EXHAUSTED; History never counts,
-// and polls count against a MaxSessions of their own.
+// beyond its kind's bound fails with RESOURCE_EXHAUSTED (see Kind).
 func (t *Table) Add(o Options, now time.Time) (s, replaced *Session, err error) {
 	if o.Kind == KindMonitor {
 		replaced = t.byRouter[o.Name]
 	}
-	// Pollers wait in a bound of their own: a burst of them while the
-	// engine is slow must never refuse a router (History is internal).
-	switch live := t.Len() - t.counts[KindHistory] - t.counts[KindPoll]; {
-	case o.Kind == KindPoll && t.counts[KindPoll] >= t.limits.MaxSessions:
-		return nil, nil, domain.Errorf(domain.CodeResourceExhausted,
-			"%d polls are waiting for the next report, the limit is %d", t.counts[KindPoll], t.limits.MaxSessions)
-	case o.Kind != KindPoll && o.Kind != KindHistory && replaced == nil && live >= t.limits.MaxSessions:
-		return nil, nil, domain.Errorf(domain.CodeResourceExhausted,
-			"%d sessions are live, the limit is %d", live, t.limits.MaxSessions)
+	if replaced == nil {
+		if err := t.full(o.Kind); err != nil {
+			return nil, nil, err
+		}
 	}
 	if replaced != nil {
 		t.remove(replaced, domain.Errorf(domain.CodeReplaced,

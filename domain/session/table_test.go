@@ -52,7 +52,7 @@ func TestMaxSessions(t *testing.T) {
 	tb := NewTable(l, Grid{Schedule: Aligned}, epoch)
 	mustAdd(t, tb, monitor("a", time.Second, 5*time.Second), ms(0))
 	mustAdd(t, tb, Options{Kind: KindHistory, Config: Config{Interval: time.Second}, NoLease: true}, ms(0))
-	mustAdd(t, tb, Options{Kind: KindWatch, Config: Config{Interval: time.Second}, NoLease: true}, ms(0))
+	mustAdd(t, tb, Options{Kind: KindORCA, Config: Config{Interval: time.Second}, NoLease: true}, ms(0))
 	_, _, err := tb.Add(monitor("c", time.Second, 5*time.Second), ms(0))
 	if domain.ErrorCode(err) != domain.CodeResourceExhausted {
 		t.Fatalf("err = %v, want RESOURCE_EXHAUSTED", err)
@@ -64,7 +64,7 @@ func TestMaxSessions(t *testing.T) {
 
 // TestPollsNeverRefuseARouter: one-shot polls waiting for the next report
 // (a burst of HTTP pollers while the engine is slow) count against a bound
-// of their own, so routers and browsers still get their MaxSessions.
+// of their own, so routers still get their MaxSessions.
 func TestPollsNeverRefuseARouter(t *testing.T) {
 	l := DefaultLimits()
 	l.MaxSessions = 2
@@ -77,9 +77,29 @@ func TestPollsNeverRefuseARouter(t *testing.T) {
 		t.Fatalf("third poll: %v, want RESOURCE_EXHAUSTED for polls", err)
 	}
 	mustAdd(t, tb, monitor("a", time.Second, 5*time.Second), ms(0))
-	mustAdd(t, tb, Options{Kind: KindWatch, Config: Config{Interval: time.Second}, NoLease: true}, ms(0))
-	if _, _, err := tb.Add(monitor("b", time.Second, 5*time.Second), ms(0)); domain.ErrorCode(err) != domain.CodeResourceExhausted {
-		t.Fatalf("third router or browser: %v, want RESOURCE_EXHAUSTED", err)
+	mustAdd(t, tb, monitor("b", time.Second, 5*time.Second), ms(0))
+	if _, _, err := tb.Add(monitor("c", time.Second, 5*time.Second), ms(0)); domain.ErrorCode(err) != domain.CodeResourceExhausted {
+		t.Fatalf("third router: %v, want RESOURCE_EXHAUSTED", err)
+	}
+}
+
+// TestBrowsersNeverRefuseARouter: Watch streams (dashboards, or a client
+// opening them by the thousand) count against MaxWatchSessions, apart
+// from routers.
+func TestBrowsersNeverRefuseARouter(t *testing.T) {
+	l := DefaultLimits()
+	l.MaxSessions, l.MaxWatchSessions = 1, 2
+	tb := NewTable(l, Grid{Schedule: Aligned}, epoch)
+	watch := Options{Kind: KindWatch, Config: Config{Interval: time.Second}, NoLease: true}
+	mustAdd(t, tb, watch, ms(0))
+	mustAdd(t, tb, watch, ms(0))
+	if _, _, err := tb.Add(watch, ms(0)); domain.ErrorCode(err) != domain.CodeResourceExhausted ||
+		!strings.Contains(domain.ErrorMessage(err), "--max-watch-sessions") {
+		t.Fatalf("third browser: %v, want RESOURCE_EXHAUSTED naming --max-watch-sessions", err)
+	}
+	mustAdd(t, tb, monitor("a", time.Second, 5*time.Second), ms(0))
+	if _, _, err := tb.Add(Options{Kind: KindORCA, Config: Config{Interval: time.Second}, NoLease: true}, ms(0)); domain.ErrorCode(err) != domain.CodeResourceExhausted {
+		t.Fatalf("an ORCA stream past MaxSessions: %v, want RESOURCE_EXHAUSTED", err)
 	}
 }
 

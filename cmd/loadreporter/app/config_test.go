@@ -81,6 +81,7 @@ func TestBadSettingsNameTheirFlag(t *testing.T) {
 		"--dp-size":               {"--dp-size", "-1"},
 		"--log-level":             {"--log-level", "loud"},
 		"--stalled-write-timeout": {"--stalled-write-timeout", "0s"},
+		"--max-watch-sessions":    {"--max-watch-sessions", "0"},
 	}
 	for flagName, args := range cases {
 		_, err := ParseServe(args, env(nil), &bytes.Buffer{})
