@@ -91,6 +91,7 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 		if err != nil {
 			return err
 		}
+		cfg.Problems = stderr
 		return cli.Watch(ctx, cfg, stdout)
 	case "fleet":
 		cfg, err := fleet.Parse(args[1:], getenv, stdout)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/adapters/rpc"
-	"github.com/loadreporter/loadreporter/adapters/store/postgres"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/envflag"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
@@ -188,7 +187,7 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 			// Through --target, 0 lets the reporter apply its own.
 			interval = audittable.DefaultHistoryInterval
 		}
-		s, err := postgres.Open(c.DatabaseURL, postgres.Options{MaxConns: 1})
+		s, err := openStore(c.DatabaseURL)
 		if err != nil {
 			return err
 		}

@@ -100,11 +100,47 @@ func TestAuditDatabaseErrorsSayWhy(t *testing.T) {
 	}
 }
 
+// TestAuditMissingSchemaHintHidesEveryPassword: the migrate command an
+// error suggests names the --database-url as given, its password hidden
+// in the query of a URL and in keyword/value form too.
+func TestAuditMissingSchemaHintHidesEveryPassword(t *testing.T) {
+	pgtest.Require(t)
+	u, err := url.Parse(pgtest.BaseURL())
+	if err != nil {
+		t.Fatalf("this test builds its URLs from DATABASE_URL in URL form: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", "lr_no_such_schema")
+	q.Set("password", "s3cret-pw") // trust: accepted, ignored
+	withQuery := *u
+	withQuery.RawQuery = q.Encode()
+	keywords := "host=" + u.Hostname()
+	for k, v := range map[string]string{"port": u.Port(), "user": u.User.Username(), "dbname": strings.TrimPrefix(u.Path, "/")} {
+		if v != "" {
+			keywords += " " + k + "=" + v
+		}
+	}
+	keywords += " search_path=lr_no_such_schema password='s3cret pw'"
+	for _, tc := range []struct{ dbURL, hint string }{
+		{withQuery.String(), "create it with `loadreporter migrate --database-url " + u.Scheme + "://"},
+		{keywords, "create it with `loadreporter migrate --database-url host=" + u.Hostname() + " "},
+	} {
+		got := auditErr(t, "outages", "--database-url", tc.dbURL)
+		if !strings.Contains(got, tc.hint) || !strings.Contains(got, "password=xxxxx") || strings.Contains(got, "s3cret") {
+			t.Errorf("%q: %q; want the hint %q…, the password hidden", tc.dbURL, got, tc.hint)
+		}
+	}
+}
+
 func TestHidePassword(t *testing.T) {
 	for _, tc := range []struct{ url, in, want string }{
 		{"postgres://u:pw12@h/db", "auth pw12 failed", "auth xxxxx failed"},
 		{"host=h password=pw12 user=u", "auth pw12 failed", "auth xxxxx failed"},
 		{"postgres://u@h/db", "auth pw12 failed", "auth pw12 failed"},
+		{"postgres://u@h/db?password=pw12", "auth pw12 failed", "auth xxxxx failed"},
+		{"postgres://u:p%40ss@h/db", "auth p@ss failed", "auth xxxxx failed"},
+		// Quoted: the whole password, not its first word, and nothing else.
+		{"host=h password='pw 12' user=u", "auth pw 12 failed", "auth xxxxx failed"},
 	} {
 		if got := hidePassword(tc.in, tc.url); got != tc.want {
 			t.Errorf("hidePassword(%q, %q) = %q, want %q", tc.in, tc.url, got, tc.want)

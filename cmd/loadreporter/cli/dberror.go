@@ -2,13 +2,35 @@ package cli
 
 import (
 	"errors"
-	"net/url"
+	"slices"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/envflag"
 	"github.com/loadreporter/loadreporter/domain"
 )
+
+// openStore opens the database at dbURL for a command. A dbURL the
+// driver cannot parse is named with RedactURL's redaction, not the
+// driver's: that one hides a password only as far as a malformed string
+// lets it (of a quoted password that never closes, it shows all but the
+// first word).
+func openStore(dbURL string) (*postgres.Store, error) {
+	s, err := postgres.Open(dbURL, postgres.Options{MaxConns: 1})
+	if err == nil {
+		return s, nil
+	}
+	msg := err.Error()
+	var pce *pgconn.ParseConfigError
+	if _, perr := pgconn.ParseConfig(dbURL); errors.As(perr, &pce) {
+		redacted := *pce
+		redacted.ConnString = envflag.RedactURL(pce.ConnString)
+		msg = "--database-url: " + redacted.Error()
+	}
+	return nil, errors.New(hidePassword(msg, dbURL))
+}
 
 // dbError says, on one line, why a command that asked the database itself
 // failed: the store's message, then the driver's cause (which a reporter
@@ -33,22 +55,15 @@ func dbError(err error, dbURL string) string {
 	return msg
 }
 
-// hidePassword replaces the password of dbURL (a postgres:// URL or a
-// key=value DSN) wherever it appears in s. The driver does not print it;
-// this makes sure.
+// hidePassword replaces every password of dbURL (a URL or a keyword/value
+// string), as written or as the driver reads it, wherever it appears in
+// s. The driver does not print one; this makes sure.
 func hidePassword(s, dbURL string) string {
-	pw := ""
-	if u, err := url.Parse(dbURL); err == nil && u.User != nil {
-		pw, _ = u.User.Password()
-	} else {
-		for _, kv := range strings.Fields(dbURL) {
-			if v, ok := strings.CutPrefix(kv, "password="); ok {
-				pw = strings.Trim(v, "'")
-			}
-		}
+	pws := envflag.Passwords(dbURL)
+	// The longest first, so no shorter password leaves part of a longer.
+	slices.SortFunc(pws, func(a, b string) int { return len(b) - len(a) })
+	for _, pw := range pws {
+		s = strings.ReplaceAll(s, pw, "xxxxx")
 	}
-	if pw == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, pw, "xxxxx")
+	return s
 }

@@ -16,7 +16,7 @@ func Migrate(ctx context.Context, url string, out io.Writer) error {
 	if url == "" {
 		return errors.New("migrate needs --database-url (or DATABASE_URL)")
 	}
-	s, err := postgres.Open(url, postgres.Options{MaxConns: 1})
+	s, err := openStore(url)
 	if err != nil {
 		return err
 	}
@@ -44,6 +44,9 @@ func ParseMigrate(args []string, getenv func(string) string, out io.Writer) (str
 		map[string]string{"database-url": "DATABASE_URL"})
 	if err := envflag.Parse(fs, args, getenv, map[string]string{"database-url": "DATABASE_URL"}); err != nil {
 		return "", err
+	}
+	if fs.NArg() > 0 {
+		return "", fmt.Errorf("migrate takes no arguments, got %q", fs.Args())
 	}
 	return url, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -21,7 +22,14 @@ type WatchConfig struct {
 	Target  string
 	Targets []string // set: print a fleet table of these workers instead
 	Count   int
+	// Problems is where Watch says why it is not connected, apart from
+	// the reports; nil is os.Stderr.
+	Problems io.Writer
 }
+
+// dialing is the reason of the view client.Dial starts with, before any
+// attempt has failed: no news to an operator.
+const dialing = "connecting"
 
 // ParseWatch reads watch's configuration from args and the environment.
 func ParseWatch(args []string, getenv func(string) string, out io.Writer) (WatchConfig, error) {
@@ -37,12 +45,21 @@ func ParseWatch(args []string, getenv func(string) string, out io.Writer) (Watch
 	if err := envflag.Parse(fs, args, getenv, nil); err != nil {
 		return c, err
 	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("watch takes no arguments, got %q", fs.Args())
+	}
 	if _, _, err := net.SplitHostPort(c.Target); err != nil {
 		return c, fmt.Errorf("--target %q: want HOST:PORT", c.Target)
 	}
-	var err error
-	if c.Targets, err = routerflags.Targets(targets); err != nil {
-		return c, err
+	// Given at all (flag or variable), --targets must name a worker: an
+	// empty list is a mistake, not a request for --target.
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "targets" })
+	if given {
+		var err error
+		if c.Targets, err = routerflags.Targets(targets); err != nil {
+			return c, err
+		}
 	}
 	return c, c.Router.Check()
 }
@@ -50,11 +67,16 @@ func ParseWatch(args []string, getenv func(string) string, out io.Writer) (Watch
 // Watch registers with the worker as a router (through package client)
 // and writes every report to out until ctx ends or Count reports arrived;
 // with Targets it prints a fleet table instead (see watchFleet). A stream
-// that ends is reopened with backoff, as a router would; only a worker
+// that ends, or never opens, is reopened with backoff, as a router would,
+// and each new reason it is down is written to c.Problems; only a worker
 // refusing the configuration for good ends the watch with an error.
 func Watch(ctx context.Context, c WatchConfig, out io.Writer) error {
 	if len(c.Targets) > 0 {
 		return watchFleet(ctx, c, out, isTerminal(out))
+	}
+	problems := c.Problems
+	if problems == nil {
+		problems = os.Stderr
 	}
 	w, err := client.Dial(c.Target, c.ClientOptions())
 	if err != nil {
@@ -66,6 +88,7 @@ func Watch(ctx context.Context, c WatchConfig, out io.Writer) error {
 	var (
 		last    *pb.LoadReport
 		granted client.Grant // the grant printed last; zero while disconnected
+		down    string       // the reason printed last; "" while connected
 		reports int
 	)
 	for {
@@ -83,12 +106,17 @@ func Watch(ctx context.Context, c WatchConfig, out io.Writer) error {
 			return nil
 		}
 		switch {
-		case v.State != client.Disconnected && v.Granted != granted:
-			granted = v.Granted
-			fmt.Fprint(out, grantLine(c, v.Granted))
-		case v.State == client.Disconnected && granted != (client.Grant{}):
-			granted = client.Grant{}
-			fmt.Fprintf(out, "disconnected from %s: %s (reconnecting)\n", c.Target, v.Reason)
+		case v.State != client.Disconnected:
+			down = ""
+			if v.Granted != granted {
+				granted = v.Granted
+				fmt.Fprint(out, grantLine(c, v.Granted))
+			}
+		case v.Reason != down && v.Reason != dialing:
+			// Each retry that fails alike republishes the same reason:
+			// said once, it need not be said again until it changes.
+			granted, down = client.Grant{}, v.Reason
+			fmt.Fprintf(problems, "%s: disconnected (%s); retrying\n", c.Target, v.Reason)
 		}
 		if v.Report == nil || v.Report == last {
 			continue
@@ -110,7 +138,6 @@ func grantLine(c WatchConfig, g client.Grant) string {
 		c.RouterID, c.Target, g.Interval.Milliseconds(), g.Lease.Milliseconds(), c.Lease.Milliseconds(), g.RenewAfter.Milliseconds())
 }
 
-// clientOptions are the client's options for c's flags.
 // FormatReport renders a report as a header line and one line per rank.
 func FormatReport(r *pb.LoadReport) string {
 	var b strings.Builder

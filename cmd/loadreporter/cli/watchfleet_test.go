@@ -11,12 +11,36 @@ import (
 )
 
 func TestWatchTargetsFlag(t *testing.T) {
-	c, err := ParseWatch([]string{"--targets", "a:1, b:2,,c:3"}, env(nil), &bytes.Buffer{})
+	c, err := ParseWatch([]string{"--targets", "a:1, b:2,c:3"}, env(nil), &bytes.Buffer{})
 	if err != nil || strings.Join(c.Targets, " ") != "a:1 b:2 c:3" {
 		t.Fatalf("%+v %v", c, err)
 	}
 	if _, err := ParseWatch([]string{"--targets", "a:1,nohostport"}, env(nil), &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), `--targets: "nohostport"`) {
 		t.Fatalf("err = %v", err)
+	}
+	if c, err := ParseWatch(nil, env(nil), &bytes.Buffer{}); err != nil || c.Targets != nil || c.Target != "127.0.0.1:8080" {
+		t.Fatalf("without --targets: %+v %v", c, err)
+	}
+}
+
+// TestWatchTargetsRefusesEmptyEntries: a --targets list with an empty
+// entry, or none, is refused on one line naming the flag, never read as
+// no list (which would watch the default --target instead).
+func TestWatchTargetsRefusesEmptyEntries(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+	}{
+		{[]string{"--targets", ",,,"}, nil},
+		{[]string{"--targets", ""}, nil},
+		{[]string{"--targets", "a:1,,c:3"}, nil},
+		{[]string{"--targets", "a:1,"}, nil},
+		{nil, map[string]string{"LOADREPORTER_TARGETS": ",,,"}},
+	} {
+		c, err := ParseWatch(tc.args, env(tc.env), &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), "--targets") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q %v: %+v, %v; want a one-line error naming --targets", tc.args, tc.env, c, err)
+		}
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"strings"
 )
 
@@ -94,14 +93,4 @@ func Usage(fs *flag.FlagSet, w io.Writer, synopsis string, extra map[string]stri
 			fmt.Fprintf(w, "  --%s\n        %s (%s)\n", f.Name, f.Usage, env)
 		})
 	}
-}
-
-// RedactURL hides a password in a URL flag's value, so errors and logs
-// that name it (a --database-url) do not leak it.
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	return u.Redacted()
 }

@@ -2,6 +2,7 @@ package routerflags
 
 import (
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -57,12 +58,17 @@ func (r Router) ClientOptions() client.Options {
 	return o
 }
 
-// Targets parses a comma-separated list of HOST:PORTs, skipping blanks.
+// Targets parses --targets, a comma-separated list of HOST:PORTs. An
+// empty list or entry is refused, not skipped: ",,," would read as no
+// list at all and a command would quietly fall back to its default.
 func Targets(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, errors.New("--targets: want at least one HOST:PORT")
+	}
 	var out []string
-	for t := range strings.SplitSeq(list, ",") {
+	for i, t := range strings.Split(list, ",") {
 		if t = strings.TrimSpace(t); t == "" {
-			continue
+			return nil, fmt.Errorf("--targets %q: entry %d is empty; want HOST:PORT,HOST:PORT,…", list, i+1)
 		}
 		if _, _, err := net.SplitHostPort(t); err != nil {
 			return nil, fmt.Errorf("--targets: %q: want HOST:PORT", t)

@@ -36,11 +36,23 @@ func TestRegisterParsesEveryFlag(t *testing.T) {
 }
 
 func TestTargets(t *testing.T) {
-	got, err := Targets(" a:1, ,b:2,")
+	got, err := Targets(" a:1,  b:2 ")
 	if err != nil || !slices.Equal(got, []string{"a:1", "b:2"}) {
 		t.Fatalf("%v, %v", got, err)
 	}
 	if _, err := Targets("a:1,nohost"); err == nil || !strings.Contains(err.Error(), `"nohost"`) {
 		t.Fatalf("a target without a port: %v", err)
+	}
+}
+
+// TestTargetsRefusesEmptyEntries: a list with an empty entry, or none at
+// all, is refused on one line naming the flag, never read as fewer
+// targets (",,," as no list, and the command's default target).
+func TestTargetsRefusesEmptyEntries(t *testing.T) {
+	for _, list := range []string{",,,", "", " ", "a:1,,b:2", "a:1, ,b:2", "a:1,", ",a:1"} {
+		got, err := Targets(list)
+		if err == nil || !strings.HasPrefix(err.Error(), "--targets") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("Targets(%q) = %q, %v; want a one-line error naming --targets", list, got, err)
+		}
 	}
 }
