@@ -2,8 +2,10 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
 	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
+	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 )
 
 // TestWatchForBrowsers: Watch works over plain HTTP/1.1 (as fetch does),
@@ -97,12 +100,15 @@ func TestWatchForBrowsers(t *testing.T) {
 }
 
 // TestAStreamThatStopsReadingGivesBackItsSlot: a browser's Watch and an
-// ORCA stream hold no lease, so a client that stops reading would keep its
-// slot (--max-watch-sessions, --max-sessions) for ever; once a write has
-// been blocked for --stalled-write-timeout the stream ends, the slot is
-// free again and the metric counts it. Each client grants a 64 KiB
-// window, which 64 ranks every 10 ms fill within a few seconds.
+// ORCA stream hold no lease, and a router whose keep_alives arrive while
+// its reports do not get through (only the way back is lost) keeps its
+// lease; each would keep its slot (--max-watch-sessions, --max-sessions)
+// for ever. Once a write has been blocked for --stalled-write-timeout the
+// stream ends, the slot is free again and the metric counts it. Each
+// client grants a 64 KiB window, which 64 ranks every 10 ms fill within a
+// few seconds.
 func TestAStreamThatStopsReadingGivesBackItsSlot(t *testing.T) {
+	var routers atomic.Int32
 	for _, tc := range []struct {
 		kind session.Kind
 		open func(t *testing.T, ctx context.Context, addr string)
@@ -119,6 +125,29 @@ func TestAStreamThatStopsReadingGivesBackItsSlot(t *testing.T) {
 			if err != nil || !st.Receive() {
 				t.Fatalf("watch: %v %v", err, st.Err())
 			}
+		}},
+		{session.KindMonitor, func(t *testing.T, ctx context.Context, addr string) {
+			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cc.Close() })
+			st, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true},
+				loadmonitorv1connect.LoadMonitorServiceMonitorProcedure)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := grpcRouter{st}
+			_ = r.Send(registerFrame(fmt.Sprintf("one-way-%d", routers.Add(1)), 10, 1000))
+			if f := recvFrame(t, r); f.GetRegistered() == nil {
+				t.Fatalf("not registered: %v", f)
+			}
+			go func() { // keep_alives go on arriving; nothing more is read
+				for ctx.Err() == nil && r.Send(keepAliveFrame) == nil {
+					time.Sleep(200 * time.Millisecond)
+				}
+			}()
 		}},
 		{session.KindORCA, func(t *testing.T, ctx context.Context, addr string) {
 			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),

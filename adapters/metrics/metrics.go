@@ -257,12 +257,12 @@ func (m *Metrics) WatchMonitor(pending func() int64, firstFrameTimeouts, overBud
 	)
 }
 
-// WatchStalls exports how many Watch and ORCA streams ended because their
-// client stopped reading (--stalled-write-timeout).
+// WatchStalls exports how many streams ended because their client stopped
+// reading (--stalled-write-timeout).
 func (m *Metrics) WatchStalls(ended func() uint64) {
 	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "loadreporter_stalled_streams_ended_total",
-		Help: "Watch and ORCA streams ended because a write stayed blocked for --stalled-write-timeout (the client stopped reading).",
+		Help: "Watch, ORCA and Monitor streams ended because a write stayed blocked for --stalled-write-timeout (the client stopped reading, or only the way back is lost).",
 	}, func() float64 { return float64(ended()) }))
 }
 

@@ -26,7 +26,8 @@
 // connect does not (the stream's read and write deadlines, the TLS
 // state), with BoundWritesAtShutdown, which bounds every other stream's
 // last writes at shutdown as Monitor bounds its own, and Stalls, which ends
-// a lease-less stream (Watch, ORCA) whose write stays blocked.
+// a stream whose write stays blocked (Watch and ORCA hold no lease; a
+// router's lease lives on when only its reports are lost).
 //
 // A registered Monitor stream holds one goroutine, its handler's, which
 // reads the router's frames; its reports are written by a goroutine that
@@ -41,7 +42,7 @@
 // stops, or (through BoundWritesAtShutdown) the reporter shuts down, no
 // send waits longer than FinalWriteTimeout for a router that does not
 // read: a router that stops reading holds its stream only while its lease
-// lives.
+// lives, and no send waits longer than the Stalls bound.
 //
 // The package reaches the core only through the small interfaces it
 // declares (Registrar and RouterSession, Subscriber, Topology, SimControl)

@@ -175,7 +175,9 @@ func (m *Monitor) serve(ctx context.Context, st *stream) error {
 	// kicked once for the ack and what arrived meanwhile. A router that
 	// does not read even the ack is bounded like any other once its
 	// session ends.
-	w := newWriter(m, st, tr, sub, newOutFrame(ackFrame(cfg)))
+	stall := m.opts.Stalls.Guard(ctx, loadmonitorv1connect.LoadMonitorServiceMonitorProcedure, st.Peer().Addr)
+	defer stall.Disarm()
+	w := newWriter(m, st, tr, sub, newOutFrame(ackFrame(cfg)), stall)
 	sub.Notify(w.kick)
 	w.kick()
 	return m.relay(ctx, st, tr, r, w, sub)

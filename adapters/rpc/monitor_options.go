@@ -42,6 +42,9 @@ type MonitorOptions struct {
 	// handler; at shutdown, BoundWritesAtShutdown bounds whatever send is
 	// in progress, with the same timeout.
 	FinalWriteTimeout time.Duration
+	// Stalls, when set, ends a stream whose send stays blocked for its
+	// bound while the session lives: keep_alives arrive, reports do not.
+	Stalls *Stalls
 	// AbuseLogInterval is the least time between two log lines about
 	// streams ended for sending no register in time or too many frames;
 	// each line counts the ones it stood for.

@@ -17,15 +17,18 @@ import (
 // outbox keeps only the latest report.
 //
 // A send to a router that stopped reading blocks for as long as its lease
-// lives; once the session ended, or the handler stops, the send in
-// progress gets FinalWriteTimeout and no more (bound), so a stream whose
-// session is gone never outlives it.
+// lives, and at most the stall guard's bound; once the session ended, or
+// the handler stops, the send in progress gets FinalWriteTimeout and no
+// more (bound), so a stream whose session is gone never outlives it.
 type writer struct {
 	m   *Monitor
 	st  *stream
 	tr  *transport
 	sub RouterSession
 	ack *outFrame // sent first, by the first drain; nil after
+	// stall bounds each send, by its drain: a router whose keep_alives
+	// arrive but which takes no report holds no stream past it.
+	stall *StallGuard
 
 	mu      sync.Mutex
 	running bool // a drain goroutine owns the stream's sends
@@ -37,8 +40,8 @@ type writer struct {
 	result   error         // what the handler returns then; written before finished closes
 }
 
-func newWriter(m *Monitor, st *stream, tr *transport, sub RouterSession, ack *outFrame) *writer {
-	return &writer{m: m, st: st, tr: tr, sub: sub, ack: ack, finished: make(chan struct{})}
+func newWriter(m *Monitor, st *stream, tr *transport, sub RouterSession, ack *outFrame, stall *StallGuard) *writer {
+	return &writer{m: m, st: st, tr: tr, sub: sub, ack: ack, stall: stall, finished: make(chan struct{})}
 }
 
 // kick starts a drain unless one runs; if one runs and the session has
@@ -97,7 +100,10 @@ func (w *writer) drain() {
 		if f == nil {
 			f = w.m.frames.Get(rep)
 		}
-		if err := w.st.Send(f); err != nil {
+		w.stall.Arm()
+		err := w.st.Send(f)
+		w.stall.Disarm()
+		if err != nil {
 			if ended(w.sub) && w.sub.Err() != nil {
 				// Its last frame cannot reach a router that stopped
 				// reading, but the ending still counts, and is logged.

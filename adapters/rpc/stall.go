@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
@@ -11,12 +12,14 @@ import (
 // lease may stay blocked before the stream ends.
 const DefaultStalledWriteTimeout = 30 * time.Second
 
-// Stalls ends the streams behind it whose client stopped reading: a write
-// or flush blocked for longer than the bound resets the stream. Nothing
-// else ends a stream that holds no lease (a browser's Watch, an ORCA
-// client): without it, one that stops reading keeps its --max-sessions
-// slot, which a router could use, and its goroutine until the connection
-// dies. Monitor streams are not wrapped: a router's lease bounds them.
+// Stalls ends streams whose client stopped reading: a write or flush
+// blocked for longer than the bound resets the stream. Nothing else ends a
+// stream that holds no lease (a browser's Watch, an ORCA client): without
+// it, one that stops reading keeps its session slot, and its goroutine,
+// until the connection dies. A router's lease does not bound it either
+// when only the way back is lost (an MTU black hole: its small
+// keep_alives arrive, full-size reports do not), so Monitor's writer uses
+// it too (Guard).
 //
 // It works through WithTransportInfo's response controller, so mount the
 // wrapped handlers inside it.
@@ -46,34 +49,79 @@ func (s *Stalls) Ended() uint64 { return s.ended.Load() }
 // Handler returns: mux.Handle(stalls.Wrap(watch.Handler())).
 func (s *Stalls) Wrap(route string, h http.Handler) (string, http.Handler) {
 	return route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &stallWriter{ResponseWriter: w, s: s, tr: transportFrom(r.Context()), route: route, peer: r.RemoteAddr}
-		defer sw.stop()
+		sw := &stallWriter{ResponseWriter: w, guard: s.Guard(r.Context(), route, r.RemoteAddr)}
+		defer sw.guard.Disarm()
 		h.ServeHTTP(sw, r)
 	})
 }
 
-// stallWriter arms a timer around each write and flush; the timer, if it
-// fires, sets the stream's write deadline to now, which fails the blocked
-// write and resets the stream.
-type stallWriter struct {
-	http.ResponseWriter
+// Guard returns the guard of one stream, whose context carries
+// WithTransportInfo's transport. A nil *Stalls gives a guard that does
+// nothing.
+func (s *Stalls) Guard(ctx context.Context, route, peer string) *StallGuard {
+	if s == nil {
+		return nil
+	}
+	return &StallGuard{s: s, tr: transportFrom(ctx), route: route, peer: peer}
+}
+
+// StallGuard bounds one stream's writes: Arm before a write, Disarm after.
+// If the bound passes in between, the stream's write deadline is set to
+// now, which fails the write and resets the stream. Its methods are called
+// from one goroutine at a time; a nil guard does nothing.
+type StallGuard struct {
 	s           *Stalls
 	tr          *transport
 	route, peer string
 	timer       *time.Timer
 }
 
+// Arm starts the bound of a write.
+func (g *StallGuard) Arm() {
+	switch {
+	case g == nil:
+	case g.timer == nil:
+		g.timer = time.AfterFunc(g.s.bound, g.expire)
+	default:
+		g.timer.Reset(g.s.bound)
+	}
+}
+
+// Disarm ends the bound of the write that returned.
+func (g *StallGuard) Disarm() {
+	if g != nil && g.timer != nil {
+		g.timer.Stop()
+	}
+}
+
+func (g *StallGuard) expire() {
+	if !g.tr.setWriteDeadline(time.Now()) {
+		return // the handler returned, or nothing can bound the stream
+	}
+	g.s.ended.Add(1)
+	if ok, suppressed := g.s.lines.allow(time.Now()); ok {
+		g.s.log.Warn("a stream's client stopped reading; the stream ends", "route", g.route, "peer", g.peer,
+			"blocked_for", g.s.bound, "suppressed", suppressed)
+	}
+}
+
+// stallWriter arms its guard around each write and flush.
+type stallWriter struct {
+	http.ResponseWriter
+	guard *StallGuard
+}
+
 func (w *stallWriter) Write(p []byte) (int, error) {
-	w.arm()
-	defer w.timer.Stop()
+	w.guard.Arm()
+	defer w.guard.Disarm()
 	return w.ResponseWriter.Write(p)
 }
 
 // Flush is where an HTTP/2 stream waits for the client's flow-control
 // window, so it is bounded too.
 func (w *stallWriter) Flush() {
-	w.arm()
-	defer w.timer.Stop()
+	w.guard.Arm()
+	defer w.guard.Disarm()
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
@@ -81,28 +129,3 @@ func (w *stallWriter) Flush() {
 
 // Unwrap lets http.ResponseController reach the stream itself.
 func (w *stallWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-func (w *stallWriter) arm() {
-	if w.timer == nil {
-		w.timer = time.AfterFunc(w.s.bound, w.expire)
-		return
-	}
-	w.timer.Reset(w.s.bound)
-}
-
-func (w *stallWriter) stop() {
-	if w.timer != nil {
-		w.timer.Stop()
-	}
-}
-
-func (w *stallWriter) expire() {
-	if !w.tr.setWriteDeadline(time.Now()) {
-		return // the handler returned, or nothing can bound the stream
-	}
-	w.s.ended.Add(1)
-	if ok, suppressed := w.s.lines.allow(time.Now()); ok {
-		w.s.log.Warn("a stream's client stopped reading; the stream ends", "route", w.route, "peer", w.peer,
-			"blocked_for", w.s.bound, "suppressed", suppressed)
-	}
-}

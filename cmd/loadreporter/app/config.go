@@ -64,8 +64,8 @@ type Config struct {
 	// host, that requests may carry in Host when no token is set.
 	AllowedHosts      string
 	MaxStreamsPerConn int
-	// StalledWriteTimeout ends a Watch or ORCA stream whose write has been
-	// blocked that long: its client stopped reading.
+	// StalledWriteTimeout ends a stream (Watch, ORCA, Monitor) whose write
+	// has been blocked that long: its client stopped reading.
 	StalledWriteTimeout time.Duration
 	// Monitor holds the limits of router streams (first frame, frame
 	// budget, final write); its Clock and Logger are set by the providers.
@@ -163,7 +163,7 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.Float64Var(&c.Monitor.MaxFramesPerSecond, "max-frames-per-second", c.Monitor.MaxFramesPerSecond, "router frames one stream may send per second on average; beyond it the stream ends with RESOURCE_EXHAUSTED (0: as if unset)")
 	fs.IntVar(&c.Monitor.FrameBurst, "frame-burst", c.Monitor.FrameBurst, "router frames one stream may send at once, above --max-frames-per-second (0: as if unset)")
 	fs.DurationVar(&c.Monitor.FinalWriteTimeout, "final-write-timeout", c.Monitor.FinalWriteTimeout, "how long a stream's last writes may wait for a peer that does not read: a Monitor stream's once its session ended, and at shutdown every stream's (Monitor, Watch, ORCA, page events; keep it below --shutdown-grace)")
-	fs.DurationVar(&c.StalledWriteTimeout, "stalled-write-timeout", c.StalledWriteTimeout, "a browser's Watch or an ORCA stream whose write stays blocked this long (its client stopped reading) ends, giving back its --max-sessions slot")
+	fs.DurationVar(&c.StalledWriteTimeout, "stalled-write-timeout", c.StalledWriteTimeout, "a stream whose write stays blocked this long ends, giving back its session slot: a browser's Watch or an ORCA stream whose client stopped reading, or a router whose keep_alives arrive while its reports do not get through")
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "the only bearer token AdminService accepts (so routers' --auth-token cannot change the topology or the sim mode)")
 	fs.IntVar(&c.MaxDPSize, "max-dp-size", c.MaxDPSize, "largest DP size --dp-size and AdminService.SetTopology accept")
 	fs.IntVar(&c.MaxStreamsPerConn, "max-streams-per-conn", c.MaxStreamsPerConn, "HTTP/2 streams one connection may hold open, registered or not")

@@ -265,10 +265,10 @@ func (o observers) SessionsChanged(c map[string]int) {
 }
 
 // NewMonitor returns the Monitor service with the router-stream limits of
-// the config.
-func NewMonitor(c Config, loop *fireloop.Loop, clk ports.Clock, log *slog.Logger, m *metrics.Metrics) (*rpc.Monitor, error) {
+// the config; stalls ends a stream whose reports stay blocked.
+func NewMonitor(c Config, loop *fireloop.Loop, clk ports.Clock, log *slog.Logger, m *metrics.Metrics, stalls *rpc.Stalls) (*rpc.Monitor, error) {
 	o := c.Monitor
-	o.Clock, o.Logger = clk, log
+	o.Clock, o.Logger, o.Stalls = clk, log, stalls
 	mon, err := rpc.NewMonitorWithOptions(loop, o)
 	if err != nil {
 		return nil, err

@@ -46,7 +46,8 @@ func initializeMain(c Config) (*Main, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	monitor, err := NewMonitor(c, loop, system, logger, metrics)
+	stalls := NewStalls(c, logger, metrics)
+	monitor, err := NewMonitor(c, loop, system, logger, metrics, stalls)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -81,7 +82,6 @@ func initializeMain(c Config) (*Main, func(), error) {
 	}
 	v := NewHealth()
 	readiness := NewReadiness(c, loop)
-	stalls := NewStalls(c, logger, metrics)
 	httpHandler := NewHandler(c, loop, monitor, watch, admin, rpcHistory, service, handler, webHandler, v, metrics, readiness, stalls)
 	server, err := NewServer(c, httpHandler, logger)
 	if err != nil {
@@ -129,7 +129,8 @@ func initializeMainWithEngine(c Config, e Engine) (*Main, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	monitor, err := NewMonitor(c, loop, system, logger, metrics)
+	stalls := NewStalls(c, logger, metrics)
+	monitor, err := NewMonitor(c, loop, system, logger, metrics, stalls)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -160,7 +161,6 @@ func initializeMainWithEngine(c Config, e Engine) (*Main, func(), error) {
 	}
 	v := NewHealth()
 	readiness := NewReadiness(c, loop)
-	stalls := NewStalls(c, logger, metrics)
 	httpHandler := NewHandler(c, loop, monitor, watch, admin, rpcHistory, service, handler, webHandler, v, metrics, readiness, stalls)
 	server, err := NewServer(c, httpHandler, logger)
 	if err != nil {
