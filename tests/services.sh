@@ -10,11 +10,13 @@ if command -v pg_ctlcluster >/dev/null 2>&1 && ! pg_isready -q -h 127.0.0.1 -p 5
   pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
 fi
 # Debian packages the tests use: Chromium (browser tests), Python's zmq and
-# msgpack (a real SGLang-style ZMQ publisher for the sglang-zmq source).
+# msgpack (a real SGLang-style ZMQ publisher for the sglang-zmq source), and
+# Python's grpcio (a router on gRPC C-core for the Monitor stream).
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 /usr/bin/python3 -c 'import zmq' >/dev/null 2>&1 || missing+=(python3-zmq)
 /usr/bin/python3 -c 'import msgpack' >/dev/null 2>&1 || missing+=(python3-msgpack)
+/usr/bin/python3 -c 'import grpc' >/dev/null 2>&1 || missing+=(python3-grpcio)
 if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "services: installing Debian's ${missing[*]} for the tests"
   sudo_cmd=""
