@@ -74,7 +74,8 @@ func (a *Admin) logCall(ctx context.Context, req connect.AnyRequest, err error) 
 	}
 	attrs = append(attrs, "args", loggedArgs(req.Any()))
 	if err != nil {
-		attrs = append(attrs, "err", connectMessage(err))
+		// An error may repeat the arguments (an unknown mode is quoted).
+		attrs = append(attrs, "err", domain.Shorten(connectMessage(err), maxLoggedArgs))
 	}
 	a.opts.Logger.Info("admin call", attrs...)
 }

@@ -163,3 +163,36 @@ func TestAdminLogsCalls(t *testing.T) {
 		t.Errorf("refused lines %q, want one", refused)
 	}
 }
+
+// echoSim refuses every mode, quoting it as the simulator does.
+type echoSim struct{}
+
+func (echoSim) SetMode(spec string) error {
+	return domain.Errorf(domain.CodeInvalidArgument, "unknown sim mode %q", spec)
+}
+func (echoSim) State() (string, int) { return "normal", 1 }
+
+// TestAdminLogLinesAreShort: a call's line repeats its arguments and its
+// error cut short, so 60 KB of mode per call cannot turn into 60 KB of log
+// per call.
+func TestAdminLogLinesAreShort(t *testing.T) {
+	logs := &syncBuffer{}
+	a, err := NewAdminWithOptions(echoSim{}, &fakeTopology{}, AdminOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(a.Handler())
+	body := `{"mode":"` + strings.Repeat("x", 60000) + `"}`
+	req := httptest.NewRequest(http.MethodPost, loadreporterv1connect.AdminServiceSetSimModeProcedure, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, req)
+	if rec.Code != http.StatusBadRequest {
+		t.Fatalf("status %d, want 400", rec.Code)
+	}
+	lines := logs.lines("admin call")
+	if len(lines) != 1 || len(lines[0]) > 2048 || !strings.Contains(lines[0], "unknown sim mode") {
+		t.Fatalf("%d lines, the first %d bytes: want one line under 2 KiB naming the error", len(lines), len(lines[0]))
+	}
+}

@@ -3,6 +3,7 @@ package rpc
 import (
 	"cmp"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -57,20 +58,28 @@ type MonitorOptions struct {
 	Logger *slog.Logger
 }
 
+// Validate reports the first option that cannot work, naming its flag.
+func (o MonitorOptions) Validate() error {
+	_, err := o.withDefaults()
+	return err
+}
+
 // withDefaults validates o and fills in its zero fields.
 func (o MonitorOptions) withDefaults() (MonitorOptions, error) {
 	for _, c := range []struct {
-		flag string
-		bad  bool
+		flag  string
+		value any
+		bad   bool
 	}{
-		{"first-frame-timeout", o.FirstFrameTimeout < 0},
-		{"max-frames-per-second", o.MaxFramesPerSecond < 0},
-		{"frame-burst", o.FrameBurst < 0},
-		{"final-write-timeout", o.FinalWriteTimeout < 0},
-		{"abuse-log-interval", o.AbuseLogInterval < 0},
+		{"first-frame-timeout", o.FirstFrameTimeout, o.FirstFrameTimeout < 0},
+		// NaN passes "< 0" and would turn the frame budget off; so would +Inf.
+		{"max-frames-per-second", o.MaxFramesPerSecond, !(o.MaxFramesPerSecond >= 0) || math.IsInf(o.MaxFramesPerSecond, 1)},
+		{"frame-burst", o.FrameBurst, o.FrameBurst < 0},
+		{"final-write-timeout", o.FinalWriteTimeout, o.FinalWriteTimeout < 0},
+		{"abuse-log-interval", o.AbuseLogInterval, o.AbuseLogInterval < 0},
 	} {
 		if c.bad {
-			return o, domain.Errorf(domain.CodeInvalidArgument, "--%s must be > 0 (0 takes the default)", c.flag)
+			return o, domain.Errorf(domain.CodeInvalidArgument, "--%s %v: want a finite value > 0 (0 takes the default)", c.flag, c.value)
 		}
 	}
 	o.FirstFrameTimeout = cmp.Or(o.FirstFrameTimeout, DefaultFirstFrameTimeout)

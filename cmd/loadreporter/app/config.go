@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -205,6 +206,9 @@ func (c Config) Validate() error {
 	}
 	if c.DPSize < 0 || c.DPSize > c.MaxDPSize {
 		return fmt.Errorf("--dp-size %d: want 0 (learn) to %d (--max-dp-size)", c.DPSize, c.MaxDPSize)
+	}
+	if err := c.Monitor.Validate(); err != nil {
+		return errors.New(domain.ErrorMessage(err))
 	}
 	if c.StalledWriteTimeout <= 0 {
 		return fmt.Errorf("--stalled-write-timeout %s: must be positive", c.StalledWriteTimeout)
