@@ -48,3 +48,25 @@ func TestReadinessFollowsTheEngineWhenAskedTo(t *testing.T) {
 		}
 	}
 }
+
+// TestProbesAnswerAnyHostName: without a token the port refuses requests
+// naming an unknown host (DNS rebinding), but the probes answer whatever
+// name a load balancer was given.
+func TestProbesAnswerAnyHostName(t *testing.T) {
+	m := startMain(t, testConfig(), &countingEngine{ranks: 2})
+	for path, want := range map[string]int{"/healthz": http.StatusOK, "/readyz": http.StatusOK, "/metrics": http.StatusMisdirectedRequest} {
+		req, err := http.NewRequest(http.MethodGet, "http://"+m.Addr()+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = "worker-7.lb.example:8080"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s by name: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -41,6 +42,12 @@ func TestRequireTokenAnswersInTheCallersProtocol(t *testing.T) {
 		// gRPC sends the status as a trailer, gRPC-Web in the headers.
 		if st := w.Result().Trailer.Get("Grpc-Status") + w.Result().Header.Get("Grpc-Status"); st != "16" {
 			t.Errorf("%s without token: HTTP %d, grpc-status %q", ctype, w.Code, st)
+		}
+		// Declared as a trailer, net/http would refuse the challenge and
+		// log a warning for each such call.
+		if declared := w.Header().Values("Trailer"); ctype == "application/grpc" &&
+			strings.Contains(strings.ToLower(strings.Join(declared, ",")), "www-authenticate") {
+			t.Errorf("%s: the challenge is declared as a trailer: %q", ctype, declared)
 		}
 	}
 	for _, path := range []string{"/healthz", "/readyz"} {

@@ -116,7 +116,15 @@ func NewHandler(c Config, loop *fireloop.Loop, monitor *rpc.Monitor, watch *rpc.
 	dashboard.Register(mux)
 	var h http.Handler
 	if c.AuthToken == "" {
-		h = hostcheck.Guard(c.Listen, splitList(c.AllowedHosts), "add it with --allowed-host, or set --auth-token", mux)
+		guarded := hostcheck.Guard(c.Listen, splitList(c.AllowedHosts), "add it with --allowed-host, or set --auth-token", mux)
+		// Load balancers probe by whatever name they were given.
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if isProbe(r) {
+				mux.ServeHTTP(w, r)
+				return
+			}
+			guarded.ServeHTTP(w, r)
+		})
 	} else {
 		h = requireToken(c.AuthToken, c.AdminToken, mux, limit)
 	}
