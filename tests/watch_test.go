@@ -180,10 +180,10 @@ func TestAStreamThatStopsReadingGivesBackItsSlot(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			tc.open(t, ctx, m.Addr()) // admitted in the freed slot
 			if _, metrics := httpGet(t, "http://"+m.Addr()+"/metrics"); !strings.Contains(metrics, "\nloadreporter_stalled_streams_ended_total 1\n") {
 				t.Fatal("/metrics does not count the stalled stream (want loadreporter_stalled_streams_ended_total 1)")
 			}
+			tc.open(t, ctx, m.Addr()) // admitted in the freed slot (and it too reads no more)
 		})
 	}
 }
