@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"strconv"
@@ -44,95 +45,71 @@ func rankColor(rank int64) string {
 	return palette[int(((rank%int64(len(palette)))+int64(len(palette)))%int64(len(palette)))]
 }
 
-// rankAgg summarises one rank within one bucket.
-type rankAgg struct {
-	usageSum   float64
-	n          int
-	maxWaiting int64
-}
-
-// bucket is one time slice of the window.
-type bucket struct {
-	reports int
-	ranks   map[int64]*rankAgg
-}
-
-// series accumulates the reports of a window into fixed time buckets, so a
-// chart has a bounded number of points however many reports there are.
+// series is the charts' view of a window: its buckets (audit.ChartQuery),
+// as the history store counted them.
 type series struct {
 	w       audit.Window
-	bw      time.Duration
-	gap     time.Duration // largest distance between points still joined
-	buckets []bucket
-	ranks   map[int64]bool
-	reports int
-	// truncated says the window held more reports than were charted.
-	truncated bool
+	bounds  []time.Time   // of the buckets: audit.ChartQuery.Bounds
+	silence time.Duration // the longest silence a line spans: 2 × the history interval
+	counted audit.ChartResult
 }
 
-func newSeries(w audit.Window, historyInterval time.Duration) *series {
-	bw := max(w.Until.Sub(w.Since)/chartBuckets, time.Nanosecond)
-	return &series{
-		w:       w,
-		bw:      bw,
-		gap:     2*historyInterval + bw,
-		buckets: make([]bucket, chartBuckets),
-		ranks:   map[int64]bool{},
-	}
+// chartQuery is the chart of w the page asks the store for.
+func chartQuery(w audit.Window, workers []string) audit.ChartQuery {
+	return audit.ChartQuery{Window: w, Workers: workers, Buckets: chartBuckets}
 }
 
-func (s *series) add(r *domain.Report) {
-	if !s.w.Contains(r.ReportTime) {
-		return
+func newSeries(w audit.Window, historyInterval time.Duration, counted audit.ChartResult) *series {
+	return &series{w: w, bounds: chartQuery(w, nil).Bounds(), silence: 2 * historyInterval, counted: counted}
+}
+
+func (s *series) chart() audit.ChartResult { return s.counted }
+
+// rankIn returns the summary of rank in bucket b, or nil.
+func rankIn(b *audit.ChartBucket, rank int64) *audit.ChartRank {
+	i, ok := slices.BinarySearchFunc(b.Ranks, rank, func(r audit.ChartRank, dp int64) int { return cmp.Compare(r.DPRank, dp) })
+	if !ok {
+		return nil
 	}
-	i := min(int(r.ReportTime.Sub(s.w.Since)/s.bw), len(s.buckets)-1)
-	b := &s.buckets[i]
-	b.reports++
-	s.reports++
-	for _, rk := range r.Ranks {
-		if b.ranks == nil {
-			b.ranks = map[int64]*rankAgg{}
-		}
-		a := b.ranks[rk.DPRank]
-		if a == nil {
-			a = &rankAgg{}
-			b.ranks[rk.DPRank] = a
-		}
-		if !math.IsNaN(rk.TokenUsage) && !math.IsInf(rk.TokenUsage, 0) {
-			a.usageSum += rk.TokenUsage
-			a.n++
-		}
-		a.maxWaiting = max(a.maxWaiting, rk.NumWaitingReqs)
-		s.ranks[rk.DPRank] = true
-	}
+	return &b.Ranks[i]
 }
 
 // joined says points in buckets i < j belong to one line: nothing
-// recorded between them for longer than the gap.
+// recorded between them for longer than the silence a line spans.
 func (s *series) joined(i, j int) bool {
-	return time.Duration(j-i)*s.bw <= s.gap
+	return s.bounds[j].Sub(s.bounds[i+1]) <= s.silence
 }
 
 // x is the horizontal position of t.
 func (s *series) x(t time.Time) float64 {
-	span := s.w.Until.Sub(s.w.Since)
-	f := float64(t.Sub(s.w.Since)) / float64(span)
+	f := nanosBetween(s.w.Since, t) / nanosBetween(s.w.Since, s.w.Until)
 	return padLeft + math.Max(0, math.Min(1, f))*plotW
 }
 
+// nanosBetween is t − from in nanoseconds, also beyond the 292 years a
+// time.Duration holds (a window may span years 0001 to 9999).
+func nanosBetween(from, t time.Time) float64 {
+	if d := t.Sub(from); d > math.MinInt64 && d < math.MaxInt64 {
+		return float64(d)
+	}
+	return float64(t.Unix()-from.Unix())*1e9 + float64(t.Nanosecond()-from.Nanosecond())
+}
+
+// bucketX is the horizontal position of the middle of bucket i.
 func (s *series) bucketX(i int) float64 {
-	return s.x(s.w.Since.Add(s.bw*time.Duration(i) + s.bw/2))
+	return s.x(s.bounds[i].Add(s.bounds[i+1].Sub(s.bounds[i]) / 2))
 }
 
 func num(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }
 
 // path is the SVG path of one rank: a subpath per run of joined points; a
 // lone point is a zero-length segment that round caps draw as a dot.
-func (s *series) path(rank int64, value func(*rankAgg) (float64, bool), y func(float64) float64) string {
+func (s *series) path(rank int64, value func(*audit.ChartRank) (float64, bool), y func(float64) float64) string {
 	var b strings.Builder
 	prev, runLen := -1, 0
-	for i := range s.buckets {
-		a := s.buckets[i].ranks[rank]
+	buckets := s.chart().Buckets
+	for i := range buckets {
+		a := rankIn(&buckets[i], rank)
 		if a == nil {
 			continue
 		}
@@ -163,11 +140,14 @@ func (s *series) path(rank int64, value func(*rankAgg) (float64, bool), y func(f
 }
 
 func (s *series) sortedRanks() []int64 {
-	out := make([]int64, 0, len(s.ranks))
-	for r := range s.ranks {
-		out = append(out, r)
+	var out []int64
+	for _, b := range s.chart().Buckets {
+		for _, r := range b.Ranks {
+			if i, found := slices.BinarySearch(out, r.DPRank); !found {
+				out = slices.Insert(out, i, r.DPRank)
+			}
+		}
 	}
-	slices.Sort(out)
 	return out
 }
 
@@ -177,7 +157,7 @@ func (s *series) frame(id, title string) views.Chart {
 		Width: chartWidth, Height: chartHeight,
 		Left: num(padLeft), Right: num(plotRight), Top: num(padTop), Bottom: num(plotBottom),
 		XTicks: s.xTicks(),
-		Empty:  len(s.ranks) == 0,
+		Empty:  len(s.sortedRanks()) == 0,
 	}
 }
 
@@ -188,17 +168,15 @@ func (s *series) usageChart() views.Chart {
 	for _, f := range []float64{0, 0.25, 0.5, 0.75, 1} {
 		c.YTicks = append(c.YTicks, views.Tick{Pos: num(y(f)), Label: strconv.Itoa(int(f*100)) + " %"})
 	}
-	mean := func(a *rankAgg) (float64, bool) {
-		if a.n == 0 {
-			return 0, false
-		}
-		return a.usageSum / float64(a.n), true
+	mean := func(a *audit.ChartRank) (float64, bool) {
+		m := a.UsageSum / float64(a.Reports)
+		return m, a.Reports > 0 && !math.IsNaN(m) && !math.IsInf(m, 0)
 	}
 	for _, rk := range s.sortedRanks() {
 		c.Series = append(c.Series, s.line(rk, mean, y))
 	}
-	if s.truncated {
-		c.Note = "Only the first " + humanize.Thousands(maxChartReports) + " reports of this window are charted; narrow the window to see the rest."
+	if through := s.chart().Through; !through.IsZero() {
+		c.Note = "Only the reports before " + clock(through) + " are charted: the window holds more than a chart reads. Narrow the window or pick a worker to see the rest."
 	}
 	return c
 }
@@ -208,9 +186,9 @@ func (s *series) usageChart() views.Chart {
 func (s *series) waitingChart() views.Chart {
 	c := s.frame("chart-waiting", "Waiting requests per rank (peak per interval)")
 	var top int64
-	for _, b := range s.buckets {
-		for _, a := range b.ranks {
-			top = max(top, a.maxWaiting)
+	for _, b := range s.chart().Buckets {
+		for _, a := range b.Ranks {
+			top = max(top, a.MaxWaitingReqs)
 		}
 	}
 	step, hi := niceScale(top)
@@ -218,14 +196,14 @@ func (s *series) waitingChart() views.Chart {
 	for v := int64(0); v <= hi; v += step {
 		c.YTicks = append(c.YTicks, views.Tick{Pos: num(y(float64(v))), Label: humanize.Thousands(v)})
 	}
-	peak := func(a *rankAgg) (float64, bool) { return float64(a.maxWaiting), true }
+	peak := func(a *audit.ChartRank) (float64, bool) { return float64(a.MaxWaitingReqs), true }
 	for _, rk := range s.sortedRanks() {
 		c.Series = append(c.Series, s.line(rk, peak, y))
 	}
 	return c
 }
 
-func (s *series) line(rank int64, value func(*rankAgg) (float64, bool), y func(float64) float64) views.Series {
+func (s *series) line(rank int64, value func(*audit.ChartRank) (float64, bool), y func(float64) float64) views.Series {
 	r := strconv.FormatInt(rank, 10)
 	return views.Series{Rank: r, Label: "rank " + r, Color: rankColor(rank), D: s.path(rank, value, y)}
 }
@@ -296,12 +274,11 @@ func (s *series) timeline(outages []audit.Outage, historyInterval time.Duration)
 		if start < 0 {
 			return
 		}
-		from := s.w.Since.Add(s.bw * time.Duration(start))
-		to := s.w.Since.Add(s.bw * time.Duration(last+1))
+		from, to := s.bounds[start], s.bounds[last+1]
 		tl.Recorded = append(tl.Recorded, span(s.x(from), s.x(to), "", "recorded "+clock(from)+" – "+clock(to)))
 	}
-	for i, b := range s.buckets {
-		if b.reports == 0 {
+	for i, b := range s.chart().Buckets {
+		if b.Reports == 0 {
 			continue
 		}
 		if start >= 0 && s.joined(last, i) {

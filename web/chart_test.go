@@ -17,19 +17,32 @@ func at(sec int, usage float64, waiting int64, ranks ...int64) *domain.Report {
 	return r
 }
 
+// seriesOf is the series of w with reports counted as a store counts them.
+func seriesOf(w audit.Window, historyInterval time.Duration, reports ...*domain.Report) (*series, int) {
+	b := audit.NewChartBuilder(chartQuery(w, nil))
+	in := 0
+	for _, r := range reports {
+		if b.Report(r.ReportTime, r.Ranks) {
+			in++
+		}
+	}
+	return newSeries(w, historyInterval, b.Result(time.Time{})), in
+}
+
 func TestSeriesPaths(t *testing.T) {
 	// 240 s window: one bucket a second. Rank 0 is recorded for 10 s,
 	// then after a 60 s gap for one lone second; rank 5 only at the start.
 	win := audit.Window{Since: t0, Until: t0.Add(240 * time.Second)}
-	s := newSeries(win, time.Second)
+	var reports []*domain.Report
 	for sec := range 10 {
-		s.add(at(sec, 0.5, 4, 0, 5))
+		reports = append(reports, at(sec, 0.5, 4, 0, 5))
 	}
-	s.add(at(70, 1, 8, 0))
-	s.add(at(-1, 1, 1, 0))  // before the window: ignored
-	s.add(at(240, 1, 1, 0)) // at Until: ignored
-	if s.reports != 11 {
-		t.Errorf("reports = %d, want 11", s.reports)
+	reports = append(reports, at(70, 1, 8, 0),
+		at(-1, 1, 1, 0),  // before the window: ignored
+		at(240, 1, 1, 0)) // at Until: ignored
+	s, in := seriesOf(win, time.Second, reports...)
+	if in != 11 {
+		t.Errorf("reports = %d, want 11", in)
 	}
 
 	c := s.usageChart()
@@ -70,7 +83,7 @@ func TestSeriesPaths(t *testing.T) {
 }
 
 func TestEmptySeries(t *testing.T) {
-	s := newSeries(audit.Window{Since: t0, Until: t0.Add(time.Hour)}, time.Second)
+	s, _ := seriesOf(audit.Window{Since: t0, Until: t0.Add(time.Hour)}, time.Second)
 	c := s.usageChart()
 	if !c.Empty || len(c.Series) != 0 {
 		t.Errorf("empty chart = %+v", c)

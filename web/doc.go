@@ -16,6 +16,9 @@
 // Handlers read the live state through LiveSource and the history through
 // ports.HistoryQuery, turn what they get into view models of formatted
 // strings, and render. History and audit pages work without JavaScript.
+// The history page's charts ask the store for the window in buckets
+// (ports.HistoryChart, audit.ChartQuery), so a page reads a bounded answer
+// however long the window.
 //
 // live.js and fleet.js (the fleet command's page, streaming
 // loadreporter.v1.FleetService/WatchFleet) are built from web/live

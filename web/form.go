@@ -32,14 +32,25 @@ var timeLayouts = []string{
 func parseTime(field, s string) (time.Time, error) {
 	s = strings.TrimSpace(s)
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t.UTC(), nil
+		return given(t.UTC()), nil
 	}
 	for _, l := range timeLayouts {
 		if t, err := time.ParseInLocation(l, s, time.UTC); err == nil {
-			return t, nil
+			return given(t), nil
 		}
 	}
 	return time.Time{}, fmt.Errorf("%s: %q is not a time; write 2006-01-02 15:04:05 (UTC) or RFC 3339", field, s)
+}
+
+// given keeps a time the user wrote from reading as "not given": the
+// first instant a window may start at, 0001-01-01 00:00 UTC, is the zero
+// time.Time, so it becomes the microsecond after, which selects the same
+// reports (they are stored to the microsecond, and none is that old).
+func given(t time.Time) time.Time {
+	if t.IsZero() {
+		return t.Add(time.Microsecond)
+	}
+	return t
 }
 
 // parseSpan reads a positive duration such as "90s", "15m", "1h30m" or

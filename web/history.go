@@ -18,9 +18,6 @@ import (
 const (
 	// historyPageSize is the number of reports per table page.
 	historyPageSize = 50
-	// maxChartReports bounds the reports read to draw the charts of one
-	// window (about 55 h at one report a second).
-	maxChartReports = 200_000
 )
 
 // windowPresets are the picker's fixed windows, shortest first; the first
@@ -114,8 +111,8 @@ func (h *Handler) serveHistory(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, views.History(p))
 }
 
-// fillHistory runs the page's queries: the charts' reports, the outages
-// and one page of the table.
+// fillHistory runs the page's queries: one page of the table, the charts'
+// buckets and the outages.
 func (h *Handler) fillHistory(ctx context.Context, p *views.HistoryPage, win audit.Window, workers []string, workerText, cursor string) error {
 	// The table first: a bad cursor is the user's error, reported before
 	// the heavier chart queries run.
@@ -142,27 +139,11 @@ func (h *Handler) fillHistory(ctx context.Context, p *views.HistoryPage, win aud
 		p.Reports.FirstHref = link("")
 	}
 
-	s := newSeries(win, h.o.HistoryInterval)
-	next := ""
-	for {
-		pg, err := h.o.History.Reports(ctx, audit.ReportsQuery{
-			Window: win, Workers: workers, Limit: audit.MaxLimit, Cursor: next,
-		})
-		if err != nil {
-			return err
-		}
-		for _, rep := range pg.Reports {
-			s.add(rep)
-		}
-		next = pg.NextCursor
-		if next == "" {
-			break
-		}
-		if s.reports >= maxChartReports {
-			s.truncated = true
-			break
-		}
+	counted, err := h.o.Chart.Chart(ctx, chartQuery(win, workers))
+	if err != nil {
+		return err
 	}
+	s := newSeries(win, h.o.HistoryInterval, counted)
 	out, err := h.o.History.Outages(ctx, audit.OutagesQuery{Window: win, Workers: workers})
 	if err != nil {
 		return err

@@ -44,6 +44,8 @@ type Options struct {
 	// History answers the history and audit pages; nil means history is
 	// off, and those pages say so (404).
 	History ports.HistoryQuery
+	// Chart counts the history page's charts; required with History.
+	Chart ports.HistoryChart
 	// Now is the clock for windows like "last 15 min" and for ages;
 	// default time.Now.
 	Now func() time.Time
@@ -90,6 +92,9 @@ var staticFS embed.FS
 func New(o Options) (*Handler, error) {
 	if o.Live == nil {
 		return nil, errors.New("web: Options.Live is required")
+	}
+	if o.History != nil && o.Chart == nil {
+		return nil, errors.New("web: Options.Chart is required with Options.History")
 	}
 	if o.HistoryInterval < 0 || o.WatchInterval < 0 || o.Refresh < 0 || o.QueryTimeout < 0 {
 		return nil, errors.New("web: negative interval in Options")

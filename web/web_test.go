@@ -134,6 +134,9 @@ func newHistory() *historytest.Fake {
 
 func newHandler(t testing.TB, o Options) *Handler {
 	t.Helper()
+	if c, ok := o.History.(ports.HistoryChart); ok && o.Chart == nil {
+		o.Chart = c // the fakes count charts too
+	}
 	if o.Live == nil {
 		o.Live = fakeLive{report: fixtureReport(fixReports - 1), routers: 3}
 	}
@@ -426,6 +429,25 @@ func TestHistoryWindows(t *testing.T) {
 	}
 }
 
+// A window may start on the first day a window bound can name,
+// 0001-01-01, which is the zero time.Time; it used to read as a since not
+// given.
+func TestWindowsFromTheFirstDay(t *testing.T) {
+	h := newHandler(t, Options{History: newHistory()})
+	doc := page(t, h, "/history?since=0001-01-01", http.StatusOK)
+	if n := tid(doc, "report-row").Length(); n != historyPageSize {
+		t.Errorf("history since 0001-01-01: %d report rows, want %d", n, historyPageSize)
+	}
+	next, _ := tid(doc, "next-page").Attr("href")
+	if n := tid(page(t, h, next, http.StatusOK), "report-row").Length(); n != fixReports-historyPageSize {
+		t.Errorf("its next page: %d report rows, want %d", n, fixReports-historyPageSize)
+	}
+	doc = page(t, h, "/audit?query=reports&since=0001-01-01T00:00:00Z&until=2026-11-29T08:12:00Z&limit=1000", http.StatusOK)
+	if n := tid(doc, "audit-result").Find("tbody tr").Length(); n == 0 {
+		t.Error("audit since 0001-01-01: no rows")
+	}
+}
+
 func TestHistoryBadArguments(t *testing.T) {
 	h := newHandler(t, Options{History: newHistory()})
 	for _, tc := range []struct {
@@ -481,6 +503,10 @@ func (f failingHistory) Reports(context.Context, audit.ReportsQuery) (audit.Repo
 
 func (f failingHistory) Outages(context.Context, audit.OutagesQuery) (audit.OutagesResult, error) {
 	return audit.OutagesResult{}, f.err
+}
+
+func (f failingHistory) Chart(context.Context, audit.ChartQuery) (audit.ChartResult, error) {
+	return audit.ChartResult{}, f.err
 }
 
 func TestStoreUnavailable(t *testing.T) {
@@ -641,6 +667,7 @@ func TestAuditErrorsNextToTheField(t *testing.T) {
 		{"gaps interval too long", "query=gaps&last=1h&interval=48h", "interval", "interval must be within"},
 		{"gaps interval below a millisecond", "query=gaps&last=1h&interval=1ns", "interval", "interval must be within [1ms, 24h0m0s] in whole milliseconds"},
 		{"last past what a duration holds", "query=outages&last=3000000h", "last", `"3000000h" is too long; at most 100000d`},
+		{"since before year 1", "query=outages&until=0100-01-01&last=100000d", "since", "is outside [0001-01-01T00:00:00Z, 9999-12-31T23:59:59.999999999Z]"},
 		{"limit too big", "query=outages&last=1h&limit=20000", "limit", "limit must be within"},
 		{"bad rank", "query=reports&last=1h&rank=x", "rank", `"x" is not a dp_rank`},
 		{"negative rank", "query=reports&last=1h&rank=-1", "rank", "ranks: dp_rank -1"},

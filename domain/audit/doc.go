@@ -1,7 +1,8 @@
 // Package audit defines the audit queries over the recorded history
 // (SPEC §5): their arguments and validation (query.go), their answers
 // (result.go), the cursor that pages through reports (cursor.go), the status
-// names they accept (status.go), and, as pure functions over reports, the
+// names they accept (status.go), the dashboard's chart of a window in
+// buckets (chart.go), and, as pure functions over reports, the
 // notions they are made of (runs.go): a maximal run of consecutive reports of
 // one worker (outages, imbalance), the token_usage spread of a report and the
 // continuous percentile.

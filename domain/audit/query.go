@@ -30,16 +30,47 @@ type Window struct {
 	Until time.Time
 }
 
-// Validate checks that both ends are set and Until is after Since.
+// A window's bounds must lie in years 0001 to 9999 UTC, which every store
+// holds exactly. time.Time reaches much further, but PostgreSQL's
+// timestamptz ends in year 294276 and pgx converts a time through Unix
+// microseconds in an int64, which wraps after year 294247: such a bound
+// selected nothing, or was refused as out of range, where the in-memory
+// store answered. Reports lie in years 1970..9999 (ValidateReports), so
+// no window needs more. The range starts at the zero time.Time, which
+// reads as a bound not given: a caller that means that very instant passes
+// the microsecond after it, which selects the same reports (stored times
+// are whole microseconds, and none is that old).
+var (
+	minWindowTime = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxWindowTime = time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC)
+)
+
+// Validate checks that both ends are set, lie in years 0001..9999 UTC, and
+// Until is after Since.
 func (w Window) Validate() error {
 	switch {
 	case w.Since.IsZero():
 		return domain.Errorf(domain.CodeInvalidArgument, "since is required")
 	case w.Until.IsZero():
 		return domain.Errorf(domain.CodeInvalidArgument, "until is required")
-	case !w.Until.After(w.Since):
+	}
+	if err := checkWindowTime("since", w.Since); err != nil {
+		return err
+	}
+	if err := checkWindowTime("until", w.Until); err != nil {
+		return err
+	}
+	if !w.Until.After(w.Since) {
 		return domain.Errorf(domain.CodeInvalidArgument, "until (%s) must be after since (%s)",
 			w.Until.UTC().Format(time.RFC3339Nano), w.Since.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+func checkWindowTime(field string, t time.Time) error {
+	if t.Before(minWindowTime) || t.After(maxWindowTime) {
+		return domain.Errorf(domain.CodeInvalidArgument, "%s %s is outside [%s, %s]: history stores hold years 0001 to 9999 UTC",
+			field, t.UTC().Format(time.RFC3339Nano), minWindowTime.Format(time.RFC3339Nano), maxWindowTime.Format(time.RFC3339Nano))
 	}
 	return nil
 }

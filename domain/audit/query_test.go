@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"encoding/base64"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -86,5 +87,49 @@ func TestTextArgumentsAreArgumentErrors(t *testing.T) {
 	nul := audit.ReportKey{Time: time.Unix(1, 0), WorkerAddr: "w\x00", SourceInstanceID: "s", SequenceID: 1}.Cursor(false)
 	if _, _, err := (audit.ReportsQuery{Window: w, Cursor: nul}).After(); domain.ErrorCode(err) != domain.CodeInvalidArgument {
 		t.Errorf("a cursor carrying NUL: %v", err)
+	}
+}
+
+// A window bound outside years 0001..9999 is an argument error naming the
+// bound, its value and the range, for every query: PostgreSQL answered
+// such windows with nothing (pgx wraps past year 294247) or refused them,
+// where the in-memory store answered.
+func TestWindowBoundsOutsideWhatStoresHold(t *testing.T) {
+	ms := time.UnixMilli
+	for _, tc := range []struct {
+		name  string
+		w     audit.Window
+		field string
+		value string
+	}{
+		{"until at the int64 end", audit.Window{Since: ms(1), Until: ms(math.MaxInt64)}, "until", "292278994-08-17T07:12:55.807Z"},
+		{"until 1e17 ms", audit.Window{Since: ms(1), Until: ms(1e17)}, "until", "3170843-"},
+		{"until 9.3e15 ms", audit.Window{Since: ms(1), Until: ms(9.3e15)}, "until", "296675-"},
+		{"until in year 10000", audit.Window{Since: ms(1), Until: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}, "until", "10000-01-01T00:00:00Z"},
+		{"since -9.3e15 ms", audit.Window{Since: ms(-9.3e15), Until: ms(1)}, "since", "-292736-"},
+		{"since just before year 1", audit.Window{Since: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).Add(-time.Nanosecond), Until: ms(1)}, "since", "0000-12-31T23:59:59.999999999Z"},
+	} {
+		for name, err := range map[string]error{
+			"reports":    audit.ReportsQuery{Window: tc.w}.Validate(),
+			"outages":    audit.OutagesQuery{Window: tc.w}.Validate(),
+			"rank-stats": audit.RankStatsQuery{Window: tc.w}.Validate(),
+			"gaps":       audit.GapsQuery{Window: tc.w, Interval: time.Second}.Validate(),
+			"imbalance":  audit.ImbalanceQuery{Window: tc.w}.Validate(),
+		} {
+			msg := domain.ErrorMessage(err)
+			if domain.ErrorCode(err) != domain.CodeInvalidArgument || !strings.HasPrefix(msg, tc.field+" "+tc.value) ||
+				!strings.Contains(msg, "[0001-01-01T00:00:00Z, 9999-12-31T23:59:59.999999999Z]") {
+				t.Errorf("%s, %s: %v; want INVALID_ARGUMENT naming %s, its value %s… and the range", tc.name, name, err, tc.field, tc.value)
+			}
+		}
+	}
+	// The widest window: from the first instant a caller can give (the
+	// zero time reads as unset) to the last of year 9999, in any zone.
+	widest := audit.Window{
+		Since: time.Date(1, 1, 1, 0, 0, 0, 1000, time.UTC),
+		Until: time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC).In(time.FixedZone("UTC+5", 5*3600)),
+	}
+	if err := (audit.ReportsQuery{Window: widest}).Validate(); err != nil {
+		t.Errorf("widest window: %v", err)
 	}
 }

@@ -7,10 +7,11 @@ import (
 )
 
 // Store is what the history contract exercises: a store that answers the
-// audit queries over what was appended to it.
+// audit queries and charts over what was appended to it.
 type Store interface {
 	ports.HistoryStore
 	ports.HistoryQuery
+	ports.HistoryChart
 }
 
 // HistoryStore runs the history contract. newStore must return a fresh,
@@ -28,6 +29,7 @@ func HistoryStore(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Run("RankStatsSlowUsage", func(t *testing.T) { t.Parallel(); testRankStatsSlowUsage(t, newStore(t)) })
 	t.Run("Gaps", func(t *testing.T) { t.Parallel(); testGaps(t, loaded(t, newStore)) })
 	t.Run("Imbalance", func(t *testing.T) { t.Parallel(); testImbalance(t, loaded(t, newStore)) })
+	t.Run("Chart", func(t *testing.T) { t.Parallel(); testChart(t, loaded(t, newStore)) })
 	t.Run("EmptyWindow", func(t *testing.T) { t.Parallel(); testEmptyWindow(t, loaded(t, newStore)) })
 	t.Run("ArgumentErrors", func(t *testing.T) { t.Parallel(); testArgumentErrors(t, newStore(t)) })
 	t.Run("Retention", func(t *testing.T) { t.Parallel(); testRetention(t, newStore(t)) })

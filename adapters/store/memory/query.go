@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
@@ -245,4 +246,28 @@ func (s *Store) Imbalance(ctx context.Context, q audit.ImbalanceQuery) (audit.Im
 	s.mu.RUnlock()
 	res.Finish(q.MaxResults())
 	return res, nil
+}
+
+// Chart summarises the reports of a window in buckets, for the history
+// page's charts. See audit.ChartQuery.
+func (s *Store) Chart(ctx context.Context, q audit.ChartQuery) (audit.ChartResult, error) {
+	if err := q.Validate(); err != nil {
+		return audit.ChartResult{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return audit.ChartResult{}, err
+	}
+	b := audit.NewChartBuilder(q)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	// From the minute that holds Since: the budget counts whole minutes.
+	reports := ofWorkers(s.window(audit.Window{Since: q.Since.Truncate(time.Minute), Until: q.Until}), q.Workers)
+	through := audit.ChartThrough(q, reports)
+	for _, r := range reports {
+		if !through.IsZero() && !r.ReportTime.Before(through) {
+			break
+		}
+		b.Report(r.ReportTime, r.Ranks)
+	}
+	return b.Result(through), nil
 }

@@ -41,6 +41,7 @@ type identity struct {
 var (
 	_ ports.HistoryStore = (*Store)(nil)
 	_ ports.HistoryQuery = (*Store)(nil)
+	_ ports.HistoryChart = (*Store)(nil)
 )
 
 // New returns an empty Store. A Capacity ≤ 0 takes the default.

@@ -118,3 +118,55 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 		t.Errorf("Len %d beyond capacity 500", s.Len())
 	}
 }
+
+func TestChartCountsTheWindowUpToItsBudget(t *testing.T) {
+	s := memory.New(memory.Options{})
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var batch []*domain.Report
+	for i := range 300 { // one report every 2 s for 10 min
+		batch = append(batch, rep(i+1, t0.Add(time.Duration(i)*2*time.Second)))
+	}
+	if err := s.Append(t.Context(), batch); err != nil {
+		t.Fatal(err)
+	}
+	// Buckets of a minute: their bounds are whole minutes.
+	q := audit.ChartQuery{Window: audit.Window{Since: t0.Add(time.Second), Until: t0.Add(10*time.Minute + time.Second)}, Buckets: 10}
+	res, err := s.Chart(t.Context(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Through.IsZero() || len(res.Buckets) != 10 {
+		t.Fatalf("through %s, %d buckets", res.Through, len(res.Buckets))
+	}
+	for i, b := range res.Buckets {
+		want := int64(30)
+		if i == 0 {
+			want = 29 // t0 lies before Since
+		}
+		if b.Reports != want || len(b.Ranks) != 1 || b.Ranks[0].Reports != want || b.Ranks[0].UsageSum != 0.5*float64(want) {
+			t.Errorf("bucket %d = %+v, want %d reports of rank 0 at 0.5", i, b, want)
+		}
+	}
+	// A budget of two worker-minutes counts the first two.
+	q.Budget = 2
+	if res, err = s.Chart(t.Context(), q); err != nil || !res.Through.Equal(t0.Add(2*time.Minute)) ||
+		res.Buckets[0].Reports != 29 || res.Buckets[1].Reports != 30 || res.Buckets[2].Reports != 0 {
+		t.Errorf("budget 2: through %s, buckets %+v, %v; want the first two minutes", res.Through, res.Buckets, err)
+	}
+	// Buckets under a minute: a budget of 70 reports holds the first
+	// minute (30, with t0's outside the window) and the second (30).
+	q = audit.ChartQuery{Window: audit.Window{Since: t0.Add(time.Second), Until: t0.Add(4 * time.Minute)}, Buckets: 10, Budget: 70}
+	if res, err = s.Chart(t.Context(), q); err != nil || !res.Through.Equal(t0.Add(2*time.Minute)) {
+		t.Fatalf("budget 70: through %s, %v; want %s", res.Through, err, t0.Add(2*time.Minute))
+	}
+	var counted int64
+	for _, b := range res.Buckets {
+		counted += b.Reports
+	}
+	if counted != 59 {
+		t.Errorf("budget 70: counted %d reports, want the 59 in the window before %s", counted, res.Through)
+	}
+	if _, err := s.Chart(t.Context(), audit.ChartQuery{Window: q.Window}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
+		t.Errorf("no buckets: %v, want INVALID_ARGUMENT", err)
+	}
+}

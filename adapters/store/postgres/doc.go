@@ -30,7 +30,9 @@
 // and are uniform for the question are used whole (and those that cannot
 // change the answer are left out), the others (and those the window cuts)
 // report by report; the minutes the window cuts are read from
-// history_reports for rank statistics. Every value from a query is a
+// history_reports for rank statistics and for the dashboard's charts
+// (Chart, see audit.ChartQuery), which count the minutes wholly inside
+// the window from history_minutes and history_minute_ranks. Every value from a query is a
 // bind parameter; the only text the store builds into SQL is partition
 // names and bounds, made from a date it formats itself, and the names of
 // its own tables.
@@ -39,13 +41,14 @@
 // *pgxpool.Pool fits, and Open makes one. Migrate hands goose a
 // database/sql view of a *pgxpool.Pool or *pgx.Conn.
 //
-// Files follow the paths through the package: store.go (Open, New, Ping),
-// append.go and copy.go (the write path), pack.go (packed columns),
-// rollup.go and rollup_sql.go (the rollups, computed and stored), partition.go (daily partitions),
-// retention.go (DeleteBefore), query.go and timeline.go (what the audit
-// queries share), percentile.go (the exact percentile from minute bounds) and one query_*.go per
-// audit query, migrate*.go (goose, and taking over from the runner before
-// it).
+// Files follow the paths through the package: store.go (Open, New,
+// Ping), append.go and copy.go (the write path), pack.go (packed
+// columns), rollup.go and rollup_sql.go (the rollups, computed and
+// stored), partition.go (daily partitions), retention.go (DeleteBefore),
+// query.go and timeline.go (what the audit queries share), percentile.go
+// (the exact percentile from minute bounds), one query_*.go per audit
+// query (query_chart.go: the charts) and migrate*.go (goose, and taking
+// over from the runner before it).
 //
 // It must not know about the fire loop, transports or the recorder that
 // calls it, and it must not decide policy (retention period, history

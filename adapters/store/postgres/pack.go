@@ -43,11 +43,14 @@ func packRanks(ranks []domain.RankLoad) []byte {
 }
 
 // unpackRanks reads what packRanks wrote.
-func unpackRanks(b []byte) ([]domain.RankLoad, error) {
+func unpackRanks(b []byte) ([]domain.RankLoad, error) { return unpackRanksInto(nil, b) }
+
+// unpackRanksInto appends the ranks packed in b to out (which a caller
+// reading many reports reuses).
+func unpackRanksInto(out []domain.RankLoad, b []byte) ([]domain.RankLoad, error) {
 	if len(b)%rankSize != 0 {
-		return nil, fmt.Errorf("ranks: %d bytes is not a whole number of %d-byte ranks", len(b), rankSize)
+		return out, fmt.Errorf("ranks: %d bytes is not a whole number of %d-byte ranks", len(b), rankSize)
 	}
-	var out []domain.RankLoad
 	for ; len(b) > 0; b = b[rankSize:] {
 		i64 := func(i int) int64 { return int64(binary.BigEndian.Uint64(b[12+8*i:])) }
 		f64 := func(i int) float64 { return math.Float64frombits(binary.BigEndian.Uint64(b[68+8*i:])) }

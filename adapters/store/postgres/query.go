@@ -2,8 +2,11 @@ package postgres
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/loadreporter/loadreporter/domain/audit"
 )
 
 // readTx runs fn in one read-only transaction with a stable snapshot, so a
@@ -51,4 +54,21 @@ func ranks32(ranks []int64) []int32 {
 		out[i] = int32(r)
 	}
 	return out
+}
+
+// heldWindow rounds w's bounds up to the microsecond, timestamptz's
+// precision: pgx would truncate them, moving a bound that lies between two
+// microseconds back by one, so that a report there was in the window in
+// SQL but not in Go (or the other store). Stored times are whole
+// microseconds, so the rounded window selects the same reports as w.
+func heldWindow(w audit.Window) audit.Window {
+	return audit.Window{Since: ceilMicro(w.Since), Until: ceilMicro(w.Until)}
+}
+
+func ceilMicro(t time.Time) time.Time {
+	c := t.Truncate(time.Microsecond)
+	if c.Before(t) {
+		c = c.Add(time.Microsecond)
+	}
+	return c
 }

@@ -22,6 +22,7 @@ func (s *Store) Gaps(ctx context.Context, q audit.GapsQuery) (audit.GapsResult, 
 	if err := q.Validate(); err != nil {
 		return audit.GapsResult{}, err
 	}
+	q.Window = heldWindow(q.Window)
 	threshold := 2 * q.Interval
 	var res audit.GapsResult
 	err := s.readTx(ctx, "gaps", func(tx pgx.Tx) error {

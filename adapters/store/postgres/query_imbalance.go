@@ -19,6 +19,7 @@ func (s *Store) Imbalance(ctx context.Context, q audit.ImbalanceQuery) (audit.Im
 	if err := q.Validate(); err != nil {
 		return audit.ImbalanceResult{}, err
 	}
+	q.Window = heldWindow(q.Window)
 	var res audit.ImbalanceResult
 	err := s.readTx(ctx, "imbalance", func(tx pgx.Tx) error {
 		return readTimeline(ctx, tx, imbalanceSQL, q.Window, q.Workers, []any{q.Threshold}, func(worker string, ms []minuteRead) {

@@ -21,6 +21,7 @@ func (s *Store) Outages(ctx context.Context, q audit.OutagesQuery) (audit.Outage
 	if err := q.Validate(); err != nil {
 		return audit.OutagesResult{}, err
 	}
+	q.Window = heldWindow(q.Window)
 	var res audit.OutagesResult
 	err := s.readTx(ctx, "outages", func(tx pgx.Tx) error {
 		return readTimeline(ctx, tx, outagesSQL, q.Window, q.Workers, nil, func(worker string, ms []minuteRead) {

@@ -76,6 +76,7 @@ func (s *Store) RankStats(ctx context.Context, q audit.RankStatsQuery) (audit.Ra
 	if err := q.Validate(); err != nil {
 		return audit.RankStatsResult{}, err
 	}
+	q.Window = heldWindow(q.Window)
 	ranks, workers := ranks32(q.Ranks), nonNil(q.Workers)
 	first, last := ceilMinute(q.Since), minuteOf(q.Until.UTC())
 	edgeA, edgeB := audit.Window{Since: q.Since, Until: first}, audit.Window{Since: last, Until: q.Until}

@@ -36,6 +36,7 @@ func (s *Store) Reports(ctx context.Context, q audit.ReportsQuery) (audit.Report
 	if err := q.Validate(); err != nil {
 		return audit.ReportsPage{}, err
 	}
+	q.Window = heldWindow(q.Window)
 	after, hasAfter, _ := q.After()
 	size := q.PageSize()
 	statuses := make([]int16, len(q.Statuses))

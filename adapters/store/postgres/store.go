@@ -27,6 +27,7 @@ type Store struct {
 var (
 	_ ports.HistoryStore = (*Store)(nil)
 	_ ports.HistoryQuery = (*Store)(nil)
+	_ ports.HistoryChart = (*Store)(nil)
 )
 
 // Options configure Open.

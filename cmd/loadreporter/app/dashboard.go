@@ -26,13 +26,17 @@ func NewDashboard(c Config, r *fireloop.Loop, h *History, clk ports.Clock, log *
 	if err != nil {
 		return nil, err
 	}
-	var query ports.HistoryQuery
+	var (
+		query ports.HistoryQuery
+		chart ports.HistoryChart
+	)
 	if c.HistoryInterval > 0 || c.DatabaseURL != "" {
-		query = h.Query
+		query, chart = h.Query, h.Chart
 	}
 	return web.New(web.Options{
 		Live:            liveView{r},
 		History:         query,
+		Chart:           chart,
 		Now:             clk.Now,
 		Worker:          domain.Worker{Addr: workerAddr(c), Type: wt, Model: c.Model, Zone: c.Zone},
 		HistoryInterval: c.HistoryInterval,

@@ -25,6 +25,7 @@ import (
 type History struct {
 	Store ports.HistoryStore
 	Query ports.HistoryQuery
+	Chart ports.HistoryChart
 	kind  string
 
 	close     func()
@@ -39,7 +40,7 @@ type History struct {
 func NewHistory(c Config, log *slog.Logger) (*History, func(), error) {
 	if c.DatabaseURL == "" {
 		s := memory.New(memory.Options{Capacity: c.HistoryCapacity})
-		h := &History{Store: s, Query: s, kind: "memory", close: func() {}, closed: make(chan struct{})}
+		h := &History{Store: s, Query: s, Chart: s, kind: "memory", close: func() {}, closed: make(chan struct{})}
 		return h, h.Close, nil
 	}
 	s, err := postgres.Open(c.DatabaseURL, postgres.Options{})
@@ -58,7 +59,7 @@ func NewHistory(c Config, log *slog.Logger) (*History, func(), error) {
 			log.Info("history schema migrated", "applied", applied)
 		}
 	}
-	h := &History{Store: s, Query: s, kind: "postgres", close: s.Close, closed: make(chan struct{})}
+	h := &History{Store: s, Query: s, Chart: s, kind: "postgres", close: s.Close, closed: make(chan struct{})}
 	return h, h.Close, nil
 }
 

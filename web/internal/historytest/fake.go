@@ -20,9 +20,15 @@ type Fake struct {
 	RankStatsFunc func(audit.RankStatsQuery) (audit.RankStatsResult, error)
 	GapsFunc      func(audit.GapsQuery) (audit.GapsResult, error)
 	ImbalanceFunc func(audit.ImbalanceQuery) (audit.ImbalanceResult, error)
+	// ChartFunc answers Chart; nil counts the chart from ReportsFunc's
+	// pages, as a store counts it from its reports.
+	ChartFunc func(audit.ChartQuery) (audit.ChartResult, error)
 }
 
-var _ ports.HistoryQuery = (*Fake)(nil)
+var (
+	_ ports.HistoryQuery = (*Fake)(nil)
+	_ ports.HistoryChart = (*Fake)(nil)
+)
 
 // Reports answers with ReportsFunc.
 func (f *Fake) Reports(ctx context.Context, q audit.ReportsQuery) (audit.ReportsPage, error) {
@@ -47,6 +53,31 @@ func (f *Fake) Gaps(ctx context.Context, q audit.GapsQuery) (audit.GapsResult, e
 // Imbalance answers with ImbalanceFunc.
 func (f *Fake) Imbalance(ctx context.Context, q audit.ImbalanceQuery) (audit.ImbalanceResult, error) {
 	return answer(ctx, "imbalance", q, f.ImbalanceFunc)
+}
+
+// Chart answers with ChartFunc, or counts the window's reports.
+func (f *Fake) Chart(ctx context.Context, q audit.ChartQuery) (audit.ChartResult, error) {
+	fn := f.ChartFunc
+	if fn == nil && f.ReportsFunc != nil {
+		fn = func(q audit.ChartQuery) (audit.ChartResult, error) { return f.countChart(ctx, q) }
+	}
+	return answer(ctx, "chart", q, fn)
+}
+
+func (f *Fake) countChart(ctx context.Context, q audit.ChartQuery) (audit.ChartResult, error) {
+	b := audit.NewChartBuilder(q)
+	for cursor := ""; ; {
+		pg, err := f.Reports(ctx, audit.ReportsQuery{Window: q.Window, Workers: q.Workers, Limit: audit.MaxLimit, Cursor: cursor})
+		if err != nil {
+			return audit.ChartResult{}, err
+		}
+		for _, r := range pg.Reports {
+			b.Report(r.ReportTime, r.Ranks)
+		}
+		if cursor = pg.NextCursor; cursor == "" {
+			return b.Result(time.Time{}), nil
+		}
+	}
 }
 
 func answer[Q interface{ Validate() error }, R any](ctx context.Context, what string, q Q, fn func(Q) (R, error)) (R, error) {
