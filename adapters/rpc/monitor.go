@@ -94,16 +94,6 @@ type Monitor struct {
 	noTransport        sync.Once
 }
 
-// NewMonitor returns the Monitor service over the fire loop, with the
-// default MonitorOptions.
-func NewMonitor(loop *fireloop.Loop, log *slog.Logger) *Monitor {
-	m, err := NewMonitorWithOptions(loop, MonitorOptions{Logger: log})
-	if err != nil {
-		panic(err) // the defaults are valid
-	}
-	return m
-}
-
 // NewMonitorWithOptions returns the Monitor service over the fire loop;
 // o's errors are INVALID_ARGUMENT naming the option.
 func NewMonitorWithOptions(loop *fireloop.Loop, o MonitorOptions) (*Monitor, error) {
@@ -238,8 +228,13 @@ func (m *Monitor) relay(ctx context.Context, st *stream, tr *transport, r *recei
 // nil and nil for a stream closed before any frame; or the error that ends
 // the stream: a *domain.Error for its last frame, or the transport's.
 func (m *Monitor) firstFrame(ctx context.Context, st *stream, r *receiver) (*pb.RouterFrame, error) {
-	m.pending.Add(1)
 	defer m.pending.Add(-1)
+	if n := m.pending.Add(1); n > int64(m.opts.MaxPendingStreams) {
+		// Each waits up to FirstFrameTimeout holding a goroutine and
+		// ~20 KB: a flood of streams that never register must not add up.
+		return nil, domain.Errorf(domain.CodeResourceExhausted,
+			"%d streams are waiting to register, the limit is %d (--max-pending-streams)", n-1, m.opts.MaxPendingStreams)
+	}
 	timer := m.opts.Clock.NewTimer(m.opts.Clock.Now().Add(m.opts.FirstFrameTimeout))
 	defer timer.Stop()
 	select {
@@ -314,7 +309,7 @@ func (m *Monitor) noteEnd(st *stream, routerID string, err error) {
 	case code == domain.CodeReplaced:
 		level, msg = slog.LevelInfo, "monitor stream ended: its router_id registered on another stream"
 	case code == domain.CodeResourceExhausted:
-		msg = "monitor register refused: --max-sessions reached"
+		msg = "monitor register refused: a limit is reached" // the reason names it
 	}
 	ok, suppressed := l.allow(m.opts.Clock.Now())
 	if !ok {

@@ -321,7 +321,7 @@ func TestMonitorEndsAreLoggedAndCounted(t *testing.T) {
 	refuse() // within the interval: counted, not logged
 	h.clock.Advance(DefaultAbuseLogInterval)
 	refuse()
-	lines := h.logs.lines("monitor register refused: --max-sessions reached")
+	lines := h.logs.lines("monitor register refused: a limit is reached")
 	if len(lines) != 2 || !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], "router_id=r1") ||
 		!strings.Contains(lines[1], "suppressed=1") {
 		t.Errorf("log lines %q, want two warnings naming the router, the second counting one held back", lines)
@@ -339,4 +339,29 @@ func TestMonitorEndsAreLoggedAndCounted(t *testing.T) {
 	if got := h.monitor.StreamErrors(); !maps.Equal(got, want) {
 		t.Errorf("StreamErrors = %v, want %v", got, want)
 	}
+}
+
+// TestMonitorBoundsStreamsWaitingToRegister: each stream that has not
+// registered waits up to FirstFrameTimeout holding a goroutine; past
+// MaxPendingStreams over all connections, one more ends at once with
+// RESOURCE_EXHAUSTED naming the flag, and once one registers another may
+// wait.
+func TestMonitorBoundsStreamsWaitingToRegister(t *testing.T) {
+	h := newHardTest(t, MonitorOptions{MaxPendingStreams: 2}, nil)
+	a, _ := h.open(), h.open()
+	h.waitTimers(2)
+	refused := h.open()
+	if e := refused.endsWith(domain.CodeResourceExhausted); !strings.Contains(e.GetMessage(), "--max-pending-streams") {
+		t.Errorf("message %q, want it to name --max-pending-streams", e.GetMessage())
+	}
+	if got := h.monitor.PendingStreams(); got != 2 {
+		t.Fatalf("PendingStreams = %d after the refusal, want 2", got)
+	}
+	a.register()
+	c := h.open()
+	h.waitTimers(2) // b's and c's first-frame deadlines: c waits
+	if got := h.monitor.PendingStreams(); got != 2 {
+		t.Fatalf("PendingStreams = %d, want 2 (b and c)", got)
+	}
+	c.noCalls()
 }

@@ -22,7 +22,10 @@ const (
 	DefaultMaxFramesPerSecond = 100
 	DefaultFrameBurst         = 100
 	DefaultFinalWriteTimeout  = time.Second
-	DefaultAbuseLogInterval   = 10 * time.Second
+	// DefaultMaxPendingStreams is far above what a reconnecting fleet has
+	// waiting at once: a router sends register right after opening.
+	DefaultMaxPendingStreams = 1000
+	DefaultAbuseLogInterval  = 10 * time.Second
 )
 
 // MonitorOptions bound what one Monitor stream may cost the reporter. A
@@ -36,6 +39,9 @@ type MonitorOptions struct {
 	// MaxFramesPerSecond). A stream over it gets RESOURCE_EXHAUSTED and ends.
 	MaxFramesPerSecond float64
 	FrameBurst         int
+	// MaxPendingStreams bounds the streams open but not registered yet,
+	// over every connection; one more gets RESOURCE_EXHAUSTED at once.
+	MaxPendingStreams int
 	// FinalWriteTimeout bounds the send of a stream's last frame (its
 	// StreamError), and the send in progress once the session ended or
 	// the handler stops: a router that stops reading cannot hold its
@@ -75,6 +81,7 @@ func (o MonitorOptions) withDefaults() (MonitorOptions, error) {
 		// NaN passes "< 0" and would turn the frame budget off; so would +Inf.
 		{"max-frames-per-second", o.MaxFramesPerSecond, !(o.MaxFramesPerSecond >= 0) || math.IsInf(o.MaxFramesPerSecond, 1)},
 		{"frame-burst", o.FrameBurst, o.FrameBurst < 0},
+		{"max-pending-streams", o.MaxPendingStreams, o.MaxPendingStreams < 0},
 		{"final-write-timeout", o.FinalWriteTimeout, o.FinalWriteTimeout < 0},
 		{"abuse-log-interval", o.AbuseLogInterval, o.AbuseLogInterval < 0},
 	} {
@@ -85,6 +92,7 @@ func (o MonitorOptions) withDefaults() (MonitorOptions, error) {
 	o.FirstFrameTimeout = cmp.Or(o.FirstFrameTimeout, DefaultFirstFrameTimeout)
 	o.MaxFramesPerSecond = cmp.Or(o.MaxFramesPerSecond, DefaultMaxFramesPerSecond)
 	o.FrameBurst = cmp.Or(o.FrameBurst, DefaultFrameBurst)
+	o.MaxPendingStreams = cmp.Or(o.MaxPendingStreams, DefaultMaxPendingStreams)
 	o.FinalWriteTimeout = cmp.Or(o.FinalWriteTimeout, DefaultFinalWriteTimeout)
 	o.AbuseLogInterval = cmp.Or(o.AbuseLogInterval, DefaultAbuseLogInterval)
 	if o.Clock == nil {

@@ -107,6 +107,7 @@ func DefaultConfig() Config {
 		Monitor: rpc.MonitorOptions{
 			FirstFrameTimeout: rpc.DefaultFirstFrameTimeout, MaxFramesPerSecond: rpc.DefaultMaxFramesPerSecond,
 			FrameBurst: rpc.DefaultFrameBurst, FinalWriteTimeout: rpc.DefaultFinalWriteTimeout,
+			MaxPendingStreams: rpc.DefaultMaxPendingStreams,
 		},
 		DetailInterval: sglangzmq.DefaultDetailInterval,
 		LogLevel:       "info",
@@ -163,6 +164,7 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.DurationVar(&c.Monitor.FirstFrameTimeout, "first-frame-timeout", c.Monitor.FirstFrameTimeout, "a router stream that sends no register within this ends with INVALID_FIRST_FRAME (0: as if unset)")
 	fs.Float64Var(&c.Monitor.MaxFramesPerSecond, "max-frames-per-second", c.Monitor.MaxFramesPerSecond, "router frames one stream may send per second on average; beyond it the stream ends with RESOURCE_EXHAUSTED (0: as if unset)")
 	fs.IntVar(&c.Monitor.FrameBurst, "frame-burst", c.Monitor.FrameBurst, "router frames one stream may send at once, above --max-frames-per-second (0: as if unset)")
+	fs.IntVar(&c.Monitor.MaxPendingStreams, "max-pending-streams", c.Monitor.MaxPendingStreams, "Monitor streams open but not registered yet, over all connections; one more ends at once with RESOURCE_EXHAUSTED (0: as if unset)")
 	fs.DurationVar(&c.Monitor.FinalWriteTimeout, "final-write-timeout", c.Monitor.FinalWriteTimeout, "how long a stream's last writes may wait for a peer that does not read: a Monitor stream's once its session ended, and at shutdown every stream's (Monitor, Watch, ORCA, page events; keep it below --shutdown-grace)")
 	fs.DurationVar(&c.StalledWriteTimeout, "stalled-write-timeout", c.StalledWriteTimeout, "a stream whose write stays blocked this long ends, giving back its session slot: a browser's Watch or an ORCA stream whose client stopped reading, or a router whose keep_alives arrive while its reports do not get through")
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "the only bearer token AdminService accepts (so routers' --auth-token cannot change the topology or the sim mode)")
