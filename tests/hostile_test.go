@@ -5,13 +5,19 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	v3orcaservicepb "github.com/cncf/xds/go/xds/service/orca/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
 	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
@@ -197,6 +203,60 @@ func refusesOversizedMessages(t *testing.T, addr string, paths []string) {
 				msg := resp.Trailer.Get("Grpc-Message") + resp.Header.Get("Grpc-Message")
 				t.Errorf("%s, %s body: grpc-status %q (%.80s), want 8 (RESOURCE_EXHAUSTED)", path, kind, code, msg)
 			}
+		}
+	}
+}
+
+// TestATrickledBodyIsCutOff: a request that sends its body a byte at a
+// time is cut off after --request-body-timeout (it held a connection and
+// a file descriptor as long as it liked), while a browser's Watch over
+// HTTP/1.1, whose body is read at once, streams on past it.
+func TestATrickledBodyIsCutOff(t *testing.T) {
+	c := testConfig()
+	c.RequestBodyTimeout = 300 * time.Millisecond
+	m := startMain(t, c, &countingEngine{ranks: 2})
+
+	conn, err := net.Dial("tcp", m.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /loadreporter.v1.AdminService/SetSimMode HTTP/1.1\r\nHost: %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 60000\r\n\r\n{\"mode\":\"", m.Addr())
+	start := time.Now()
+	_ = conn.SetReadDeadline(start.Add(5 * time.Second))
+	if _, err := io.ReadAll(conn); err != nil {
+		t.Fatalf("the trickled request still holds its connection after %s: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+
+	http1 := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(http1.CloseIdleConnections)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := loadreporterv1connect.NewWatchServiceClient(http1, "http://"+m.Addr()).
+		Watch(ctx, connect.NewRequest(&lrv1.WatchRequest{ReportIntervalMs: 100}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); time.Since(start) < 1200*time.Millisecond; {
+		if !st.Receive() {
+			t.Fatalf("the Watch ended %s in: %v", time.Since(start).Round(time.Millisecond), st.Err())
+		}
+	}
+	// A server stream over HTTP/2 (ORCA from grpc-go) streams on too.
+	cc, err := grpc.NewClient(m.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	orcaStream, err := v3orcaservicepb.NewOpenRcaServiceClient(cc).StreamCoreMetrics(ctx,
+		&v3orcaservicepb.OrcaLoadReportRequest{ReportInterval: durationpb.New(100 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); time.Since(start) < 1200*time.Millisecond; {
+		if _, err := orcaStream.Recv(); err != nil {
+			t.Fatalf("the ORCA stream ended %s in: %v", time.Since(start).Round(time.Millisecond), err)
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/hostcheck"
 	"log/slog"
 	"net/http"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/orca"
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/adapters/rpc"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/hostcheck"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
@@ -132,9 +132,31 @@ func NewHandler(c Config, loop *fireloop.Loop, monitor *rpc.Monitor, watch *rpc.
 	// once the reporter shuts down: a browser or ORCA client that stopped
 	// reading must not hold the shutdown to its grace.
 	h = rpc.BoundWritesAtShutdown(loop.ShuttingDown(), c.Monitor.FinalWriteTimeout, h)
+	h = boundRequestBodies(c.RequestBodyTimeout, h)
 	// Outermost, so the handlers can bound their sends with write deadlines
 	// and Admin can log the caller's client certificate.
 	return rpc.WithTransportInfo(h)
+}
+
+// boundRequestBodies gives every request but the two-way streams (Monitor,
+// reflection), whose bodies last as long as the call, d to send its whole
+// body: a client trickling a body a byte at a time held its connection,
+// goroutine and file descriptor as long as it liked, and twenty thousand
+// of them took every descriptor (the probes stopped answering). Once the
+// body is read nothing reads the stream again, but net/http's own
+// watch of an HTTP/1.1 connection, which clears the deadline first.
+func boundRequestBodies(d time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody && !twoWay(r.URL.Path) {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func twoWay(path string) bool {
+	return strings.HasPrefix(path, "/"+loadmonitorv1connect.LoadMonitorServiceName+"/") ||
+		strings.HasPrefix(path, "/grpc.reflection.")
 }
 
 // NewServer returns the HTTP server for the one port: HTTP/1.1 and HTTP/2
