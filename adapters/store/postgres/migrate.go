@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 
 	"github.com/jackc/pgx/v5"
@@ -156,4 +157,25 @@ func AppliedMigrations(ctx context.Context, db DB) ([]int, error) {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[int])
+}
+
+// MissingMigrations names the embedded migrations db's schema has not
+// applied, in version order: none when the schema is current. It changes
+// nothing.
+func MissingMigrations(ctx context.Context, db DB) ([]string, error) {
+	all, err := Migrations()
+	if err != nil {
+		return nil, err
+	}
+	applied, err := AppliedMigrations(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, m := range all {
+		if !slices.Contains(applied, m.Version) {
+			missing = append(missing, m.Name)
+		}
+	}
+	return missing, nil
 }

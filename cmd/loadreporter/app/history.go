@@ -58,9 +58,29 @@ func NewHistory(c Config, log *slog.Logger) (*History, func(), error) {
 		if len(applied) > 0 {
 			log.Info("history schema migrated", "applied", applied)
 		}
+	} else if err := schemaCurrent(s, c.DatabaseURL, log); err != nil {
+		s.Close()
+		return nil, nil, err
 	}
 	h := &History{Store: s, Query: s, Chart: s, kind: "postgres", close: s.Close, closed: make(chan struct{})}
 	return h, h.Close, nil
+}
+
+// schemaCurrent refuses a schema that lacks migrations (with --migrate=false
+// every write would fail, for ever); a database that does not answer yet
+// is only warned about, as the recorder retries until it does.
+func schemaCurrent(s *postgres.Store, dbURL string, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	missing, err := postgres.MissingMigrations(ctx, s.DB())
+	switch {
+	case err != nil:
+		log.Warn("--migrate=false: cannot check the history schema yet; history writes retry until the database answers", "err", err)
+	case len(missing) > 0:
+		return fmt.Errorf("--migrate=false: the history schema at %s lacks migrations %v; apply them with `loadreporter migrate --database-url %[1]s`, or drop --migrate=false",
+			envflag.RedactURL(dbURL), missing)
+	}
+	return nil
 }
 
 // CloseBy releases the store, waiting for it until deadline at most, and

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/adapters/rpc"
+	"github.com/loadreporter/loadreporter/adapters/store/postgres/pgtest"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports/porttest"
@@ -87,4 +88,33 @@ func TestHistoryCloseIsBoundedByTheGrace(t *testing.T) {
 	if !done.CloseBy(time.Now().Add(time.Second)) {
 		t.Fatal("CloseBy says a store that closed at once did not")
 	}
+}
+
+// TestMigrateOffRefusesASchemaItCannotWrite: with --migrate=false and a
+// schema that lacks migrations, serve refuses to start, saying how to
+// apply them (it started, said ready, and failed every write for ever);
+// once migrated, it starts.
+func TestMigrateOffRefusesASchemaItCannotWrite(t *testing.T) {
+	url, _ := pgtest.FreshSchema(t)
+	c := DefaultConfig()
+	c.Listen, c.LogLevel, c.DatabaseURL, c.Migrate = "127.0.0.1:0", "error", url, false
+	m, err := InitializeMain(c)
+	if err == nil {
+		_ = m.Close()
+		t.Fatal("serve started on a schema without the history tables")
+	}
+	if !strings.Contains(err.Error(), "loadreporter migrate") || !strings.Contains(err.Error(), "0001_") {
+		t.Fatalf("err = %v, want the missing migrations and how to apply them", err)
+	}
+	c.Migrate = true
+	m, err = InitializeMain(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = m.Close()
+	c.Migrate = false
+	if m, err = InitializeMain(c); err != nil {
+		t.Fatalf("a current schema with --migrate=false: %v", err)
+	}
+	_ = m.Close()
 }
