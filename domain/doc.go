@@ -8,6 +8,10 @@
 // session (the session table, leases, schedules, outboxes), recorder (the
 // history writer), audit (the audit queries).
 //
-// It must not know about transports, databases, engines or wall-clock time:
-// no I/O, no goroutines, no time.Now(). Time comes in as an argument.
+// Package domain itself must not know about transports, databases, engines
+// or wall-clock time: no I/O, no goroutines, no time.Now(); time comes in as
+// an argument, and it imports only the standard library. Of the
+// subpackages, session and audit are pure too; fireloop and recorder run
+// goroutines once started, and reach the outside only through ports (time
+// through ports.Clock).
 package domain

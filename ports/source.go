@@ -14,9 +14,3 @@ type SnapshotSource interface {
 	// rank and field).
 	Pull(ctx context.Context) (domain.Snapshot, error)
 }
-
-// SnapshotSourceFunc adapts a function to SnapshotSource.
-type SnapshotSourceFunc func(ctx context.Context) (domain.Snapshot, error)
-
-// Pull calls f.
-func (f SnapshotSourceFunc) Pull(ctx context.Context) (domain.Snapshot, error) { return f(ctx) }

@@ -3,6 +3,7 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,10 +48,10 @@ func New(now func() time.Time) *Metrics {
 		registry: prometheus.NewRegistry(),
 		now:      now,
 		sessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "loadreporter_sessions", Help: "Live sessions by kind (monitor, watch, history, poll).",
+			Name: "loadreporter_sessions", Help: "Live sessions by kind " + helpList(session.Kinds(), session.Kind.String) + ".",
 		}, []string{"kind"}),
 		pulls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "loadreporter_pulls_total", Help: "Fires by pull outcome (ok, error, timeout, invalid, rank_set_changed).",
+			Name: "loadreporter_pulls_total", Help: "Fires by pull outcome " + helpList(ports.PullOutcomes(), outcomeName) + ".",
 		}, []string{"outcome"}),
 		pullSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "loadreporter_pull_duration_seconds", Help: "Duration of one fire's pull, retry included.",
@@ -117,6 +118,18 @@ func (m *Metrics) initLabels() {
 }
 
 var reportStatuses = []domain.Status{domain.StatusHealthy, domain.StatusStale, domain.StatusUnreachable}
+
+// helpList is "(a, b, c)" for a HELP text, built from the list the labels
+// are made from: written by hand, it drifted.
+func helpList[T any](values []T, name func(T) string) string {
+	names := make([]string, len(values))
+	for i, v := range values {
+		names[i] = name(v)
+	}
+	return "(" + strings.Join(names, ", ") + ")"
+}
+
+func outcomeName(o ports.PullOutcome) string { return string(o) }
 
 // Handler serves the registry in the Prometheus exposition format.
 func (m *Metrics) Handler() http.Handler {

@@ -1,12 +1,20 @@
 package metrics
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/session"
 	"github.com/loadreporter/loadreporter/ports"
 )
 
@@ -129,4 +137,89 @@ func TestFireLatenessLandsInItsBucket(t *testing.T) {
 			t.Errorf("missing %s in\n%s", series, grep(body, "fire_lateness"))
 		}
 	}
+}
+
+// TestHelpNamesEveryLabelValue: the HELP of pulls and sessions lists their
+// label values, so every value the code can export must be in it. The
+// values come from the code itself, not from the lists the HELP is built
+// from, so a constant missing from those lists fails here too.
+func TestHelpNamesEveryLabelValue(t *testing.T) {
+	m := New(time.Now)
+	counts := map[string]int{}
+	for k := session.Kind(0); k.String() != "unknown"; k++ {
+		counts[k.String()] = 1
+	}
+	m.SessionsChanged(counts)
+	for _, o := range pullOutcomeConstants(t) {
+		f := fired(domain.StatusHealthy)
+		f.Outcome = o
+		m.Fired(f)
+	}
+	families, err := m.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	labelOf := map[string]string{"loadreporter_pulls_total": "outcome", "loadreporter_sessions": "kind"}
+	checked := 0
+	for _, f := range families {
+		label, ok := labelOf[f.GetName()]
+		if !ok {
+			continue
+		}
+		checked++
+		words := strings.FieldsFunc(f.GetHelp(), func(r rune) bool { return r != '_' && !unicode.IsLetter(r) })
+		for _, metric := range f.GetMetric() {
+			for _, l := range metric.GetLabel() {
+				if l.GetName() == label && !slices.Contains(words, l.GetValue()) {
+					t.Errorf("%s{%s=%q} is exported, but its HELP does not name it: %q", f.GetName(), label, l.GetValue(), f.GetHelp())
+				}
+			}
+		}
+	}
+	if checked != len(labelOf) {
+		t.Errorf("found %d of the families %v", checked, labelOf)
+	}
+}
+
+// pullOutcomeConstants reads every PullOutcome constant declared in
+// package ports, whether PullOutcomes lists it or not.
+func pullOutcomeConstants(t *testing.T) []ports.PullOutcome {
+	t.Helper()
+	files, err := filepath.Glob("../../ports/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []ports.PullOutcome
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			spec, ok := n.(*ast.ValueSpec)
+			if !ok {
+				return true
+			}
+			if typ, ok := spec.Type.(*ast.Ident); !ok || typ.Name != "PullOutcome" {
+				return false
+			}
+			for _, v := range spec.Values {
+				if lit, ok := v.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					s, err := strconv.Unquote(lit.Value)
+					if err != nil {
+						t.Fatal(err)
+					}
+					out = append(out, ports.PullOutcome(s))
+				}
+			}
+			return false
+		})
+	}
+	if len(out) == 0 {
+		t.Fatal("no PullOutcome constant found in ../../ports")
+	}
+	return out
 }

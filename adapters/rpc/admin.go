@@ -63,16 +63,6 @@ type Admin struct {
 
 var _ loadreporterv1connect.AdminServiceHandler = (*Admin)(nil)
 
-// NewAdmin returns the admin service with the default AdminOptions; sim may
-// be nil.
-func NewAdmin(sim SimControl, topology Topology) *Admin {
-	a, err := NewAdminWithOptions(sim, topology, AdminOptions{})
-	if err != nil {
-		panic(err) // the defaults are valid
-	}
-	return a
-}
-
 // NewAdminWithOptions returns the admin service; sim may be nil. o's
 // errors are INVALID_ARGUMENT naming the option.
 func NewAdminWithOptions(sim SimControl, topology Topology, o AdminOptions) (*Admin, error) {

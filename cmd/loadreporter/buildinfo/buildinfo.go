@@ -35,13 +35,6 @@ func Read() Info {
 	return resolve(bi, version, revision, modified)
 }
 
-// Version is the running binary's module version.
-func Version() string { return Read().Version }
-
-// Revision is the VCS revision the running binary was built from, or
-// Unknown.
-func Revision() string { return Read().Revision }
-
 // String is the one line `loadreporter --version` prints.
 func String() string { return Read().String() }
 

@@ -80,7 +80,7 @@ func TestRunningBinary(t *testing.T) {
 	if s := String(); !line.MatchString(s) {
 		t.Errorf("String() = %q, want it to match %s", s, line)
 	}
-	if Version() == "" || Revision() == "" {
-		t.Errorf("Version() = %q, Revision() = %q: want both non-empty", Version(), Revision())
+	if i := Read(); i.Version == "" || i.Revision == "" {
+		t.Errorf("Read() = %+v: want Version and Revision non-empty", i)
 	}
 }

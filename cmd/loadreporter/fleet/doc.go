@@ -16,6 +16,12 @@
 //     fleet's subscription (client.Fleet.Subscribe) says it changed.
 //
 // It judges nothing itself: State, Reason and staleness are the client's.
-// It must not know a worker's insides (no domain/, ports/ or app): it sees
-// workers only through the wire contract, as any router does.
+// To serve each worker's report in the very /v1/loads shape the worker
+// serves, it borrows that code rather than copying it, so the two cannot
+// drift: adapters/rpc turns the wire report into a domain.Report,
+// adapters/pollapi renders it as the envelope and aggregates the ranks,
+// and package domain lends only the Report and RankLoad types they pass
+// between them. It must still not know how a worker runs (no ports/, no
+// domain subpackage, no app): it sees workers only through the wire
+// contract, as any router does.
 package fleet

@@ -61,14 +61,18 @@ func answerOf(now time.Time, views []*client.View, dashboard func(string) string
 		if state != client.Fresh {
 			w.Reason = notFreshReason(v)
 		}
+		var report *domain.Report // nil before the first report
 		if v.Report != nil {
+			report = rpc.ReportFromProto(v.Report)
 			age := now.Sub(v.ReceivedAt).Milliseconds()
-			e := pollapi.EnvelopeOf(rpc.ReportFromProto(v.Report))
+			e := pollapi.EnvelopeOf(report)
 			w.AgeMs, w.Loads = &age, &e
 		}
 		if state == client.Fresh {
 			a.Aggregate.FreshWorkers++
-			fresh = append(fresh, rpc.ReportFromProto(v.Report).Ranks...)
+			if report != nil {
+				fresh = append(fresh, report.Ranks...)
+			}
 		}
 		a.Workers[i] = w
 	}
