@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/hostcheck"
 	"log/slog"
 	"math/big"
 	"net/http"
@@ -19,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/hostcheck"
 )
 
 func TestHostCheckRefusesForeignNames(t *testing.T) {
