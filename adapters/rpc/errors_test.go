@@ -136,10 +136,15 @@ func TestErrorCodeFromServer(t *testing.T) {
 // UNAVAILABLE (worth a retry), never LEASE_EXPIRED or REPLACED, and keeps
 // the context's error for errors.Is.
 func TestErrorClientGaveUp(t *testing.T) {
+	// blocked answers only well after its context ended (the deadline the
+	// client sent), so the client's own end always comes first: a server
+	// answering at that very moment could win the race on a loaded
+	// machine, and the client would read its "gave up" instead.
 	blocked := func(started chan<- struct{}) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
 			close(started)
 			<-ctx.Done()
+			time.Sleep(200 * time.Millisecond)
 			return domain.Wrap(ctx.Err(), domain.CodeUnavailable, "gave up")
 		}
 	}
