@@ -192,14 +192,11 @@ func (m *Metrics) History() ports.RecorderObserver {
 			dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 				Name: "loadreporter_history_dropped_total", Help: "Reports the history lost, by reason.",
 			}, []string{"reason"}),
-			lag: prometheus.NewGauge(prometheus.GaugeOpts{
-				Name: "loadreporter_history_lag_seconds", Help: "Age of the oldest report of the latest written batch.",
-			}),
 		}
 		for _, r := range ports.DropReasons() {
 			h.dropped.WithLabelValues(string(r))
 		}
-		m.registry.MustRegister(h.written, h.batches, h.failures, h.dropped, h.lag)
+		m.registry.MustRegister(h.written, h.batches, h.failures, h.dropped)
 		m.history = h
 	})
 	return m.history
@@ -208,13 +205,13 @@ func (m *Metrics) History() ports.RecorderObserver {
 type historyMetrics struct {
 	written, batches, failures prometheus.Counter
 	dropped                    *prometheus.CounterVec
-	lag                        prometheus.Gauge
 }
 
-func (h *historyMetrics) Written(n int, lag time.Duration) {
+// Written counts a batch; how far behind the history is comes from
+// WatchRecorder, which also sees it while nothing is written.
+func (h *historyMetrics) Written(n int, _ time.Duration) {
 	h.written.Add(float64(n))
 	h.batches.Inc()
-	h.lag.Set(lag.Seconds())
 }
 
 func (h *historyMetrics) WriteFailed(error, time.Duration) { h.failures.Inc() }
@@ -267,6 +264,22 @@ func (m *Metrics) WatchMonitor(pending func() int64, firstFrameTimeouts, overBud
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "loadreporter_monitor_over_budget_total", Help: "Monitor streams ended for sending more frames than --max-frames-per-second / --frame-burst allow.",
 		}, func() float64 { return float64(overBudget()) }),
+	)
+}
+
+// WatchRecorder exports, at each scrape, what the history recorder holds
+// unwritten and the age of its oldest report: both grow while the
+// database is down, when no batch is written to say so.
+func (m *Metrics) WatchRecorder(backlog func() (reports int, lag time.Duration)) {
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "loadreporter_history_lag_seconds",
+			Help: "Age of the oldest report recorded but not yet written to the history (0 when it is caught up).",
+		}, func() float64 { _, lag := backlog(); return lag.Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "loadreporter_history_buffered_reports",
+			Help: "Reports the history recorder holds unwritten: waiting and being written.",
+		}, func() float64 { n, _ := backlog(); return float64(n) }),
 	)
 }
 

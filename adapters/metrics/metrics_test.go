@@ -223,3 +223,22 @@ func pullOutcomeConstants(t *testing.T) []ports.PullOutcome {
 	}
 	return out
 }
+
+// TestHistoryLagIsWhatIsUnwritten: the lag and backlog are read from the
+// recorder at each scrape, so they grow while the database is down and
+// no batch is written to say so.
+func TestHistoryLagIsWhatIsUnwritten(t *testing.T) {
+	m := New(time.Now)
+	reports, lag := 35, 66*time.Second
+	m.WatchRecorder(func() (int, time.Duration) { return reports, lag })
+	body := scrape(t, m)
+	for _, series := range []string{"loadreporter_history_lag_seconds 66", "loadreporter_history_buffered_reports 35"} {
+		if !strings.Contains(body, series+"\n") {
+			t.Errorf("missing %s", series)
+		}
+	}
+	reports, lag = 0, 0
+	if body := scrape(t, m); !strings.Contains(body, "loadreporter_history_lag_seconds 0\n") {
+		t.Error("the lag does not fall to 0 once the history caught up")
+	}
+}

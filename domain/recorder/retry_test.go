@@ -3,6 +3,8 @@ package recorder_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,9 +35,11 @@ func TestRetriesWithCappedBackoffAndCatchesUp(t *testing.T) {
 		return nil
 	}}
 	obs := newObserver()
+	var logs strings.Builder // written by the writer goroutine, read after Close
 	r := newRecorder(t, recorder.Options{
 		Store: store, Clock: clk, Observer: obs, BufferSize: 100, BatchSize: 2, MaxDelay: time.Hour,
 		Backoff: &doubling{from: 100 * time.Millisecond}, MinBackoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 	r.Record(rep(1))
 	r.Record(rep(2))
@@ -83,6 +87,10 @@ func TestRetriesWithCappedBackoffAndCatchesUp(t *testing.T) {
 		t.Errorf("final stats %+v", s)
 	}
 	checkBalance(t, s)
+	// Each failure has its line; so has the end of them, once.
+	if n := strings.Count(logs.String(), "history: writes succeed again"); n != 1 {
+		t.Errorf("%d recovery lines, want 1:\n%s", n, logs.String())
+	}
 }
 
 // script is a ports.Backoff that replays waits from the start after Reset.

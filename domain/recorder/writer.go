@@ -97,8 +97,12 @@ func (w *Recorder) written(batch []item, now time.Time) {
 	w.inflight = nil
 	w.stats.Written += int64(len(batch))
 	w.stats.Batches++
+	recovered := w.stats.Failing
 	w.stats.Failing = false
 	w.mu.Unlock()
+	if recovered { // failures are logged one by one; the end of them too
+		w.o.Logger.Info("history: writes succeed again", "reports", len(batch), "lag", lag)
+	}
 	if w.o.Observer != nil {
 		w.o.Observer.Written(len(batch), lag)
 	}

@@ -130,6 +130,7 @@ func NewRecorder(c Config, h *History, clk ports.Clock, b ports.Backoff, m *metr
 	if err != nil {
 		return nil, nil, err
 	}
+	m.WatchRecorder(func() (int, time.Duration) { s := r.Stats(); return s.Buffered, s.Lag })
 	return r, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), c.ShutdownGrace)
 		defer cancel()
