@@ -196,14 +196,19 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, c t
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
-	hd := w.Header()
-	hd.Set("Content-Type", "text/html; charset=utf-8")
-	hd.Set("Cache-Control", "no-store")
-	hd.Set("Content-Security-Policy", contentSecurityPolicy)
-	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Set("Referrer-Policy", "same-origin")
+	PageHeaders(w.Header(), contentSecurityPolicy)
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// PageHeaders sets what an HTML page is served with: never cached (it is
+// live), never sniffed, referrers kept to this origin, and csp.
+func PageHeaders(hd http.Header, csp string) {
+	hd.Set("Content-Type", "text/html; charset=utf-8")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Content-Security-Policy", csp)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "same-origin")
 }
 
 // queryStatus is the HTTP status of a failed history query, with the

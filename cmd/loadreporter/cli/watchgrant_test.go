@@ -65,28 +65,11 @@ func (g *grantingWorker) Monitor(ctx context.Context, st *connect.BidiStream[pb.
 // client.
 func TestWatchPrintsTheGrant(t *testing.T) {
 	g := &grantingWorker{leaseMs: 3000, renewAfterMs: 1000}
-	mux := http.NewServeMux()
-	mux.Handle(loadmonitorv1connect.NewLoadMonitorServiceHandler(g))
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: mux, Protocols: &p, ReadHeaderTimeout: 10 * time.Second}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(ln)
-	}()
-	defer func() {
-		_ = srv.Close()
-		<-served
-	}()
+	addr := serveWorker(t, g)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c := WatchConfig{Target: ln.Addr().String(), Count: 2,
+	c := WatchConfig{Target: addr, Count: 2,
 		Router: routerflags.Router{Interval: 250 * time.Millisecond, Lease: 20 * time.Second, RouterID: "watch-test"}}
 	var out bytes.Buffer
 	if err := Watch(ctx, c, &out); err != nil {
@@ -99,4 +82,29 @@ func TestWatchPrintsTheGrant(t *testing.T) {
 	if n := strings.Count(out.String(), " HEALTHY 1 ranks"); n != 2 {
 		t.Fatalf("%d reports printed, want 2:\n%s", n, out.String())
 	}
+}
+
+// serveWorker serves w as a worker's Monitor over h2c on 127.0.0.1 until
+// the test ends, and returns its address.
+func serveWorker(t *testing.T, w loadmonitorv1connect.LoadMonitorServiceHandler) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle(loadmonitorv1connect.NewLoadMonitorServiceHandler(w))
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: mux, Protocols: &p, ReadHeaderTimeout: 10 * time.Second}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		<-served
+	})
+	return ln.Addr().String()
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/routerflags"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
-	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 )
 
 // lines hands a test each line Watch writes (it writes one a Write).
@@ -137,28 +135,11 @@ func (w *scriptedWorker) Monitor(ctx context.Context, st *connect.BidiStream[pb.
 // after one; the reports still go to out.
 func TestWatchSaysEachNewReasonOnce(t *testing.T) {
 	worker := &scriptedWorker{said: make(lines, 100)}
-	mux := http.NewServeMux()
-	mux.Handle(loadmonitorv1connect.NewLoadMonitorServiceHandler(worker))
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: mux, Protocols: &p, ReadHeaderTimeout: 10 * time.Second}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(ln)
-	}()
-	defer func() {
-		_ = srv.Close()
-		<-served
-	}()
+	addr := serveWorker(t, worker)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c := watchConfig(ln.Addr().String(), worker.said)
+	c := watchConfig(addr, worker.said)
 	c.Count = 2
 	var out bytes.Buffer
 	if err := Watch(ctx, c, &out); err != nil {

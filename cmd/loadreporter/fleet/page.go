@@ -9,6 +9,7 @@ import (
 
 	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
+	"github.com/loadreporter/loadreporter/web"
 )
 
 // PageRoute is where the live fleet page is served.
@@ -120,12 +121,7 @@ func ageText(ms int64) string {
 func (m *Main) servePage(w http.ResponseWriter, _ *http.Request) {
 	var sent fleetSent
 	msg, _ := sent.next(time.Now(), m.fleet.Views(), m.cfg.dashboard)
-	hd := w.Header()
-	hd.Set("Content-Type", "text/html; charset=utf-8")
-	hd.Set("Cache-Control", "no-store")
-	hd.Set("Content-Security-Policy", pageSecurityPolicy)
-	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Set("Referrer-Policy", "same-origin")
+	web.PageHeaders(w.Header(), pageSecurityPolicy)
 	_ = page.Execute(w, pageModelOf(msg, m.script))
 }
 
