@@ -52,11 +52,11 @@ func (l Limits) Validate() error {
 		return domain.Errorf(domain.CodeInvalidArgument,
 			"max-report-interval must be a whole number of milliseconds (routers ask in ms), got %s", l.MaxInterval)
 	case l.MaxInterval < l.MinInterval:
-		return domain.Errorf(domain.CodeInvalidArgument, "max-report-interval %s is below min-report-interval %s", l.MaxInterval, l.MinInterval)
+		return domain.Errorf(domain.CodeInvalidArgument, "max-report-interval %s is below --min-report-interval %s", l.MaxInterval, l.MinInterval)
 	case l.MinLease <= 0:
 		return domain.Errorf(domain.CodeInvalidArgument, "min-lease must be > 0, got %s", l.MinLease)
 	case l.MaxLease < l.MinLease:
-		return domain.Errorf(domain.CodeInvalidArgument, "max-lease %s is below min-lease %s", l.MaxLease, l.MinLease)
+		return domain.Errorf(domain.CodeInvalidArgument, "max-lease %s is below --min-lease %s", l.MaxLease, l.MinLease)
 	case l.MaxSessions <= 0:
 		return domain.Errorf(domain.CodeInvalidArgument, "max-sessions must be > 0, got %d", l.MaxSessions)
 	case l.MaxWatchSessions <= 0:

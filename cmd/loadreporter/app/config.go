@@ -223,6 +223,9 @@ func (c Config) Validate() error {
 	if c.StalledWriteTimeout <= 0 {
 		return fmt.Errorf("--stalled-write-timeout %s: must be positive", c.StalledWriteTimeout)
 	}
+	if c.ShutdownGrace <= 0 {
+		return fmt.Errorf("--shutdown-grace %s: must be > 0", c.ShutdownGrace)
+	}
 	if c.Monitor.FinalWriteTimeout >= c.ShutdownGrace {
 		return fmt.Errorf("--final-write-timeout %s: must be below --shutdown-grace %s", c.Monitor.FinalWriteTimeout, c.ShutdownGrace)
 	}
@@ -266,9 +269,9 @@ func (c Config) Validate() error {
 	}
 	schedule, err := session.ParseSchedule(c.Schedule)
 	if err != nil {
-		return fmt.Errorf("--schedule: %s", domain.ErrorMessage(err))
+		return fmt.Errorf("--%s", domain.ErrorMessage(err))
 	}
-	if c.PhaseSlots < 1 {
+	if c.PhaseSlots < 1 || c.PhaseSlots > session.MaxPhaseSlots {
 		return fmt.Errorf("--phase-slots %d: must be in [1, %d] (1: one shared grid)", c.PhaseSlots, session.MaxPhaseSlots)
 	}
 	if err := (session.Grid{Schedule: schedule, PhaseSlots: c.PhaseSlots}).Validate(); err != nil {
@@ -276,9 +279,6 @@ func (c Config) Validate() error {
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return fmt.Errorf("--%s", domain.ErrorMessage(err))
-	}
-	if c.ShutdownGrace <= 0 {
-		return fmt.Errorf("--shutdown-grace %s: must be > 0", c.ShutdownGrace)
 	}
 	if _, err := domain.ParseWorkerType(c.WorkerType); err != nil {
 		return fmt.Errorf("--worker-type: %s", domain.ErrorMessage(err))
