@@ -49,11 +49,15 @@ func (l listFlag) String() string {
 	return strings.Join(*l.values, ",")
 }
 
+// Set adds the comma-separated values of s. An empty entry is refused: a
+// filter that silently lost its values ("--status ,") would keep
+// everything.
 func (l listFlag) Set(s string) error {
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			*l.values = append(*l.values, v)
+	for i, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			return fmt.Errorf("entry %d is empty; want comma-separated values", i+1)
 		}
+		*l.values = append(*l.values, strings.TrimSpace(v))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/url"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/adapters/store/postgres/pgtest"
+	"github.com/loadreporter/loadreporter/domain"
 )
 
 // runAudit runs `loadreporter audit args…` and returns what it printed.
@@ -67,6 +69,21 @@ func TestAuditHistoryIntervalFlag(t *testing.T) {
 		if err != nil || c.Interval != tc.want {
 			t.Errorf("%q %v: interval %s, %v; want %s", tc.args, tc.env, c.Interval, err, tc.want)
 		}
+	}
+}
+
+// TestAuditFiltersRefuseEmptyEntries: "--status ," silently became no
+// filter at all (every status); an empty entry is refused, naming the flag.
+func TestAuditFiltersRefuseEmptyEntries(t *testing.T) {
+	for _, args := range [][]string{{"--status", ","}, {"--worker", "a:1,,b:2"}, {"--rank", "0,"}} {
+		_, err := ParseAudit(append([]string{"reports", "--since", "1h"}, args...), env(nil), &strings.Builder{})
+		if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "-")) || !strings.Contains(err.Error(), "empty") {
+			t.Errorf("%q: %v, want the flag and its empty entry named", args, err)
+		}
+	}
+	c, err := ParseAudit([]string{"reports", "--since", "1h", "--status", "stale, unreachable", "--status", "healthy"}, env(nil), &strings.Builder{})
+	if err != nil || fmt.Sprint(c.Statuses) != fmt.Sprint([]domain.Status{domain.StatusStale, domain.StatusUnreachable, domain.StatusHealthy}) {
+		t.Errorf("statuses %q, %v", c.Statuses, err)
 	}
 }
 
