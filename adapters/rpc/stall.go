@@ -95,10 +95,13 @@ func (g *StallGuard) Disarm() {
 }
 
 func (g *StallGuard) expire() {
-	if !g.tr.setWriteDeadline(time.Now()) {
-		return // the handler returned, or nothing can bound the stream
-	}
+	// Counted first: once the deadline is set the stream ends, and whoever
+	// sees it end must find it counted.
 	g.s.ended.Add(1)
+	if !g.tr.setWriteDeadline(time.Now()) {
+		g.s.ended.Add(^uint64(0)) // the handler returned, or nothing can bound the stream
+		return
+	}
 	if ok, suppressed := g.s.lines.allow(time.Now()); ok {
 		g.s.log.Warn("a stream's client stopped reading; the stream ends", "route", g.route, "peer", g.peer,
 			"blocked_for", g.s.bound, "suppressed", suppressed)
