@@ -229,6 +229,26 @@ func TestATrickledBodyIsCutOff(t *testing.T) {
 		t.Fatalf("the trickled request still holds its connection after %s: %v", time.Since(start).Round(time.Millisecond), err)
 	}
 
+	// A reflection stream (two-way, over HTTP/2) that never sends a
+	// request: its body is bounded too.
+	silent, _ := io.Pipe()
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost,
+		"http://"+m.Addr()+"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", silent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/grpc")
+	start = time.Now()
+	if resp, err := h2cClient(t).Do(req); err == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	if rctx.Err() != nil {
+		t.Fatalf("a silent reflection stream still open after %s", time.Since(start).Round(time.Millisecond))
+	}
+
 	http1 := &http.Client{Transport: &http.Transport{}}
 	t.Cleanup(http1.CloseIdleConnections)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

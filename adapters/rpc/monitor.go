@@ -144,6 +144,17 @@ func (m *Monitor) serve(ctx context.Context, st *stream) error {
 	// At shutdown, a send in progress to a router that does not read is
 	// bounded by BoundWritesAtShutdown, which covers every stream.
 
+	if n := m.pending.Add(1); n > int64(m.opts.MaxPendingStreams) {
+		m.pending.Add(-1)
+		// Refused with a status, not a StreamError frame: a status needs
+		// no flow-control window, so a flood that grants none cannot hold
+		// its refused streams either. Each waiting stream holds a goroutine
+		// and ~20 KB until FirstFrameTimeout: they must not add up.
+		err := domain.Errorf(domain.CodeResourceExhausted,
+			"%d streams are waiting to register, the limit is %d (--max-pending-streams)", n-1, m.opts.MaxPendingStreams)
+		m.noteEnd(st, "", err)
+		return toConnectError(err)
+	}
 	r := m.newReceiver(st)
 	first, err := m.firstFrame(ctx, st, r)
 	if first == nil {
@@ -227,14 +238,9 @@ func (m *Monitor) relay(ctx context.Context, st *stream, tr *transport, r *recei
 // firstFrame waits for the stream's first frame. It returns the frame; or
 // nil and nil for a stream closed before any frame; or the error that ends
 // the stream: a *domain.Error for its last frame, or the transport's.
+// The stream counts as pending (admitted by serve) until it returns.
 func (m *Monitor) firstFrame(ctx context.Context, st *stream, r *receiver) (*pb.RouterFrame, error) {
 	defer m.pending.Add(-1)
-	if n := m.pending.Add(1); n > int64(m.opts.MaxPendingStreams) {
-		// Each waits up to FirstFrameTimeout holding a goroutine and
-		// ~20 KB: a flood of streams that never register must not add up.
-		return nil, domain.Errorf(domain.CodeResourceExhausted,
-			"%d streams are waiting to register, the limit is %d (--max-pending-streams)", n-1, m.opts.MaxPendingStreams)
-	}
 	timer := m.opts.Clock.NewTimer(m.opts.Clock.Now().Add(m.opts.FirstFrameTimeout))
 	defer timer.Stop()
 	select {

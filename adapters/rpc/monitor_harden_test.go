@@ -18,6 +18,7 @@ import (
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 	"github.com/loadreporter/loadreporter/ports/porttest"
+	"golang.org/x/net/http2"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -343,19 +344,34 @@ func TestMonitorEndsAreLoggedAndCounted(t *testing.T) {
 
 // TestMonitorBoundsStreamsWaitingToRegister: each stream that has not
 // registered waits up to FirstFrameTimeout holding a goroutine; past
-// MaxPendingStreams over all connections, one more ends at once with
-// RESOURCE_EXHAUSTED naming the flag, and once one registers another may
-// wait.
+// MaxPendingStreams over all connections, one more is refused at once with
+// status RESOURCE_EXHAUSTED naming the flag (a status needs no window: a
+// client granting none cannot hold the refusal), and once one registers
+// another may wait.
 func TestMonitorBoundsStreamsWaitingToRegister(t *testing.T) {
-	h := newHardTest(t, MonitorOptions{MaxPendingStreams: 2}, nil)
+	h := newHardTest(t, MonitorOptions{MaxPendingStreams: 2, FinalWriteTimeout: 10 * time.Second}, nil)
 	a, _ := h.open(), h.open()
 	h.waitTimers(2)
 	refused := h.open()
-	if e := refused.endsWith(domain.CodeResourceExhausted); !strings.Contains(e.GetMessage(), "--max-pending-streams") {
-		t.Errorf("message %q, want it to name --max-pending-streams", e.GetMessage())
+	if _, err := refused.st.Receive(); connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "--max-pending-streams") {
+		t.Errorf("refused with %v, want RESOURCE_EXHAUSTED naming --max-pending-streams", err)
 	}
+	// A client that grants no window gets its refusal whole, at once.
+	h2c, _ := serveH2C(t, h.monitor.Handler, context.Background(), 10*time.Second)
+	frames := noWindowRouter(t, strings.TrimPrefix(h2c, "http://"), registerFrame("r9", 100, 3000))
+	for deadline := time.After(3 * time.Second); ; {
+		select {
+		case f := <-frames:
+			if f.Type == http2.FrameHeaders && f.Flags.Has(http2.FlagHeadersEndStream) {
+				goto ended
+			}
+		case <-deadline:
+			t.Fatal("the refusal of a client granting no window did not end its stream within 3 s")
+		}
+	}
+ended:
 	if got := h.monitor.PendingStreams(); got != 2 {
-		t.Fatalf("PendingStreams = %d after the refusal, want 2", got)
+		t.Fatalf("PendingStreams = %d after the refusals, want 2", got)
 	}
 	a.register()
 	c := h.open()

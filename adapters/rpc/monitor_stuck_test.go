@@ -147,10 +147,10 @@ func TestMonitorAckNotReadEndsWithItsSession(t *testing.T) {
 	for deadline := time.After(3 * time.Second); ; {
 		select {
 		case f := <-frames:
-			if f == http2.FrameRSTStream {
+			if f.Type == http2.FrameRSTStream {
 				return
 			}
-			if f == http2.FrameData {
+			if f.Type == http2.FrameData {
 				t.Fatal("DATA reached a router that granted no window")
 			}
 		case <-deadline:
@@ -161,8 +161,8 @@ func TestMonitorAckNotReadEndsWithItsSession(t *testing.T) {
 
 // noWindowRouter opens an h2c connection that grants the server no
 // flow-control window, opens one gRPC Monitor stream on it carrying first,
-// and returns the types of the frames the server sends.
-func noWindowRouter(t *testing.T, addr string, first proto.Message) <-chan http2.FrameType {
+// and returns the headers of the frames the server sends.
+func noWindowRouter(t *testing.T, addr string, first proto.Message) <-chan http2.FrameHeader {
 	t.Helper()
 	msg, err := proto.Marshal(first)
 	if err != nil {
@@ -174,8 +174,8 @@ func noWindowRouter(t *testing.T, addr string, first proto.Message) <-chan http2
 
 // noWindowClient opens an h2c connection that grants the server no
 // flow-control window, opens one gRPC stream to path on it carrying body,
-// and returns the types of the frames the server sends on that stream.
-func noWindowClient(t *testing.T, addr, path string, body []byte) <-chan http2.FrameType {
+// and returns the headers of the frames the server sends on that stream.
+func noWindowClient(t *testing.T, addr, path string, body []byte) <-chan http2.FrameHeader {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -202,7 +202,7 @@ func noWindowClient(t *testing.T, addr, path string, body []byte) <-chan http2.F
 	if err := fr.WriteData(1, false, body); err != nil {
 		t.Fatal(err)
 	}
-	out := make(chan http2.FrameType, 64)
+	out := make(chan http2.FrameHeader, 64)
 	go func() {
 		defer close(out)
 		for {
@@ -215,7 +215,7 @@ func noWindowClient(t *testing.T, addr, path string, body []byte) <-chan http2.F
 			}
 			if f.Header().StreamID == 1 {
 				select {
-				case out <- f.Header().Type:
+				case out <- f.Header():
 				default:
 				}
 			}

@@ -44,7 +44,7 @@ func TestStallsEndAStreamWhoseClientStoppedReading(t *testing.T) {
 	for reset := false; !reset; {
 		select {
 		case f := <-frames:
-			reset = f == http2.FrameRSTStream
+			reset = f.Type == http2.FrameRSTStream
 		case <-deadline:
 			t.Fatal("no RST_STREAM for a stream whose client grants no window")
 		}

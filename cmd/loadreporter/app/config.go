@@ -69,7 +69,7 @@ type Config struct {
 	// has been blocked that long: its client stopped reading.
 	StalledWriteTimeout time.Duration
 	// RequestBodyTimeout is how long a request may take to send its body,
-	// but on the two-way streams (Monitor, reflection).
+	// but Monitor's.
 	RequestBodyTimeout time.Duration
 	// Monitor holds the limits of router streams (first frame, frame
 	// budget, final write); its Clock and Logger are set by the providers.
@@ -170,7 +170,7 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.IntVar(&c.Monitor.FrameBurst, "frame-burst", c.Monitor.FrameBurst, "router frames one stream may send at once, above --max-frames-per-second (0: as if unset)")
 	fs.IntVar(&c.Monitor.MaxPendingStreams, "max-pending-streams", c.Monitor.MaxPendingStreams, "Monitor streams open but not registered yet, over all connections; one more ends at once with RESOURCE_EXHAUSTED (0: as if unset)")
 	fs.DurationVar(&c.Monitor.FinalWriteTimeout, "final-write-timeout", c.Monitor.FinalWriteTimeout, "how long a stream's last writes may wait for a peer that does not read: a Monitor stream's once its session ended, and at shutdown every stream's (Monitor, Watch, ORCA, page events; keep it below --shutdown-grace)")
-	fs.DurationVar(&c.RequestBodyTimeout, "request-body-timeout", c.RequestBodyTimeout, "how long a request may take to send its body (every request but the two-way streams: Monitor, reflection); a client trickling a body is cut off")
+	fs.DurationVar(&c.RequestBodyTimeout, "request-body-timeout", c.RequestBodyTimeout, "how long a request may take to send its body (every request but Monitor's, which bounds itself); a client trickling a body is cut off")
 	fs.DurationVar(&c.StalledWriteTimeout, "stalled-write-timeout", c.StalledWriteTimeout, "a stream whose write stays blocked this long ends, giving back its session slot: a browser's Watch or an ORCA stream whose client stopped reading, or a router whose keep_alives arrive while its reports do not get through")
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "the only bearer token AdminService accepts (so routers' --auth-token cannot change the topology or the sim mode)")
 	fs.IntVar(&c.MaxDPSize, "max-dp-size", c.MaxDPSize, "largest DP size --dp-size and AdminService.SetTopology accept")

@@ -138,26 +138,25 @@ func NewHandler(c Config, loop *fireloop.Loop, monitor *rpc.Monitor, watch *rpc.
 	return rpc.WithTransportInfo(h)
 }
 
-// boundRequestBodies gives every request but the two-way streams (Monitor,
-// reflection), whose bodies last as long as the call, d to send its whole
-// body: a client trickling a body a byte at a time held its connection,
-// goroutine and file descriptor as long as it liked, and twenty thousand
-// of them took every descriptor (the probes stopped answering). Once the
-// body is read nothing reads the stream again, but net/http's own
-// watch of an HTTP/1.1 connection, which clears the deadline first.
+// boundRequestBodies gives every request but Monitor's, whose body lasts
+// as long as the session (and which bounds itself: a first frame in time,
+// a frame budget, a lease), d to send its whole body; reflection's two-way
+// streams too, as a client asks a few questions and closes. Without it a
+// client trickling a body a byte at a time held its connection, goroutine
+// and file descriptor as long as it liked, and twenty thousand of them
+// took every descriptor (the probes stopped answering). Once the body is
+// read nothing reads the stream again, but net/http's own watch of an
+// HTTP/1.1 connection, which clears the deadline first.
 func boundRequestBodies(d time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body != nil && r.Body != http.NoBody && !twoWay(r.URL.Path) {
+		if r.Body != nil && r.Body != http.NoBody && !strings.HasPrefix(r.URL.Path, monitorRoute) {
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-func twoWay(path string) bool {
-	return strings.HasPrefix(path, "/"+loadmonitorv1connect.LoadMonitorServiceName+"/") ||
-		strings.HasPrefix(path, "/grpc.reflection.")
-}
+var monitorRoute = "/" + loadmonitorv1connect.LoadMonitorServiceName + "/"
 
 // NewServer returns the HTTP server for the one port: HTTP/1.1 and HTTP/2
 // (h2c without TLS), TLS and mutual TLS by flags.
