@@ -2,6 +2,7 @@ package audit
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 
@@ -53,6 +54,12 @@ func (q ChartQuery) Validate() error {
 	if q.Buckets < 1 || q.Buckets > MaxChartBuckets {
 		return domain.Errorf(domain.CodeInvalidArgument, "buckets must be within [1, %d], got %d", MaxChartBuckets, q.Buckets)
 	}
+	// A bucket is a time.Duration: at most about 292 years.
+	if secs := q.Until.Unix() - q.Since.Unix(); secs/int64(q.Buckets) >= math.MaxInt64/int64(time.Second) {
+		return domain.Errorf(domain.CodeInvalidArgument,
+			"buckets: %d over %s … %s would each span more than 292 years; ask for more", q.Buckets,
+			q.Since.Format(time.RFC3339), q.Until.Format(time.RFC3339))
+	}
 	if most := q.mostCost(); q.Budget < 0 || q.Budget > most {
 		return domain.Errorf(domain.CodeInvalidArgument, "budget must be within [1, %d] (0 means %[1]d) for this window, got %d", most, q.Budget)
 	}
@@ -83,6 +90,16 @@ func (q ChartQuery) Bounds() []time.Time {
 		}
 	}
 	return b
+}
+
+// Minutes is the whole minutes that hold the window: a chart's budget
+// counts them whole (MaxCost), the first and the last too.
+func (q ChartQuery) Minutes() Window {
+	until := q.Until.Truncate(time.Minute)
+	if until.Before(q.Until) {
+		until = until.Add(time.Minute)
+	}
+	return Window{Since: q.Since.Truncate(time.Minute), Until: until}
 }
 
 // step is (Until − Since) / Buckets, rounded down to the nanosecond,

@@ -67,6 +67,21 @@ func TestChartBoundsOfTheWidestWindow(t *testing.T) {
 	}
 }
 
+// Fewer than 35 buckets over the widest window would each span more than
+// a time.Duration holds (their bounds wrapped before Since): refused.
+func TestChartBucketsBeyondADurationAreRefused(t *testing.T) {
+	w := audit.Window{Since: time.Date(1, 1, 1, 0, 0, 0, 1000, time.UTC), Until: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for _, n := range []int{1, 10, 34} {
+		if err := (audit.ChartQuery{Window: w, Buckets: n}).Validate(); domain.ErrorCode(err) != domain.CodeInvalidArgument ||
+			!strings.Contains(err.Error(), "292 years") {
+			t.Errorf("%d buckets over 10 000 years: %v, want INVALID_ARGUMENT saying why", n, err)
+		}
+	}
+	if err := (audit.ChartQuery{Window: w, Buckets: 35}).Validate(); err != nil {
+		t.Errorf("35 buckets over 10 000 years: %v", err)
+	}
+}
+
 func TestChartBuilderCountsEachReportInItsBucket(t *testing.T) {
 	since := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
 	q := audit.ChartQuery{Window: audit.Window{Since: since, Until: since.Add(4 * time.Minute)}, Buckets: 4}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
 )
 
@@ -18,6 +19,10 @@ func testChart(t *testing.T, s Store) {
 		{Window: audit.Window{Since: at(-30), Until: at(600)}, Workers: []string{w2}, Buckets: 7},
 		{Window: audit.Window{Since: t0.Add(-3 * time.Hour), Until: t0.Add(5 * time.Hour)}, Buckets: 8},
 		{Window: audit.Window{Since: t0.Add(-90 * time.Minute), Until: t0.Add(90*time.Minute + 3*time.Second)}, Workers: []string{w1}, Buckets: 3},
+		// The budget counts whole minutes, the last one too although the
+		// window ends inside it: 13 reports lie before Until, 16 in its
+		// minute, so every store stops at that minute's start.
+		{Window: audit.Window{Since: at(-30), Until: at(10.5)}, Buckets: 20, Budget: 13},
 	} {
 		got, err := s.Chart(ctxFor(t), q)
 		if err != nil {
@@ -28,18 +33,25 @@ func testChart(t *testing.T, s Store) {
 	}
 }
 
-// countChart counts q's chart from the window's reports, one by one.
+// countChart counts q's chart from the reports one by one, stopping where
+// the budget, counted over the whole minutes that hold the window, ends.
 func countChart(t *testing.T, s Store, q audit.ChartQuery) audit.ChartResult {
-	b := audit.NewChartBuilder(q)
+	var reports []*domain.Report
 	for cursor := ""; ; {
-		page := mustReports(t, s, audit.ReportsQuery{Window: q.Window, Workers: q.Workers, Limit: audit.MaxLimit, Cursor: cursor})
-		for _, r := range page.Reports {
-			b.Report(r.ReportTime, r.Ranks)
-		}
+		page := mustReports(t, s, audit.ReportsQuery{Window: q.Minutes(), Workers: q.Workers, Limit: audit.MaxLimit, Cursor: cursor})
+		reports = append(reports, page.Reports...)
 		if cursor = page.NextCursor; cursor == "" {
-			return b.Result(time.Time{})
+			break
 		}
 	}
+	through := audit.ChartThrough(q, reports)
+	b := audit.NewChartBuilder(q)
+	for _, r := range reports {
+		if through.IsZero() || r.ReportTime.Before(through) {
+			b.Report(r.ReportTime, r.Ranks)
+		}
+	}
+	return b.Result(through)
 }
 
 func describeChart(c audit.ChartResult) []string {

@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"time"
 
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
@@ -260,8 +259,9 @@ func (s *Store) Chart(ctx context.Context, q audit.ChartQuery) (audit.ChartResul
 	b := audit.NewChartBuilder(q)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	// From the minute that holds Since: the budget counts whole minutes.
-	reports := ofWorkers(s.window(audit.Window{Since: q.Since.Truncate(time.Minute), Until: q.Until}), q.Workers)
+	// The budget counts the whole minutes that hold the window, the last
+	// one too (as PostgreSQL's rollups do); Report keeps only the window.
+	reports := ofWorkers(s.window(q.Minutes()), q.Workers)
 	through := audit.ChartThrough(q, reports)
 	for _, r := range reports {
 		if !through.IsZero() && !r.ReportTime.Before(through) {

@@ -89,7 +89,9 @@ func schemaCurrent(s *postgres.Store, dbURL string, log *slog.Logger) error {
 // shutdown grace; then the process exits without waiting for it.
 func (h *History) CloseBy(deadline time.Time) bool {
 	h.startClose()
-	t := time.NewTimer(time.Until(deadline))
+	// A flush may have spent the whole grace: a store that closes at once
+	// (memory, a healthy pool) still gets the moment it needs.
+	t := time.NewTimer(max(time.Until(deadline), closeAtLeast))
 	defer t.Stop()
 	select {
 	case <-h.closed:
@@ -99,6 +101,9 @@ func (h *History) CloseBy(deadline time.Time) bool {
 		return false
 	}
 }
+
+// closeAtLeast is what CloseBy waits whatever its deadline.
+const closeAtLeast = 50 * time.Millisecond
 
 // Close releases the store, waiting for it as long as it takes unless a
 // CloseBy gave up already; it is idempotent.
