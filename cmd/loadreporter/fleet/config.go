@@ -34,12 +34,12 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Config, er
 	if err := envflag.Parse(fs, args, getenv, nil); err != nil {
 		return c, err
 	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("fleet takes no arguments, got %q", fs.Args())
+	}
 	var err error
 	if c.Targets, err = routerflags.Targets(targets); err != nil {
 		return c, err
-	}
-	if len(c.Targets) == 0 {
-		return c, fmt.Errorf("--targets: want at least one HOST:PORT")
 	}
 	if err := c.Router.Check(); err != nil {
 		return c, err

@@ -16,6 +16,7 @@ func TestParse(t *testing.T) {
 	}
 	for _, tc := range []struct{ args []string }{
 		{nil}, {[]string{"--targets", "a:1,nope"}}, {[]string{"--targets", "a:1", "--listen", "nope"}},
+		{[]string{"--targets", "a:1,a:1"}}, {[]string{"--targets", "a:1", "extra"}},
 	} {
 		if _, err := Parse(tc.args, func(string) string { return "" }, &bytes.Buffer{}); err == nil {
 			t.Errorf("%q: no error", tc.args)

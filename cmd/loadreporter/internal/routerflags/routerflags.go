@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,6 +73,9 @@ func Targets(list string) ([]string, error) {
 		}
 		if _, _, err := net.SplitHostPort(t); err != nil {
 			return nil, fmt.Errorf("--targets: %q: want HOST:PORT", t)
+		}
+		if slices.Contains(out, t) { // a worker watched twice fails only when it runs
+			return nil, fmt.Errorf("--targets: %q is named twice", t)
 		}
 		out = append(out, t)
 	}

@@ -43,6 +43,9 @@ func TestTargets(t *testing.T) {
 	if _, err := Targets("a:1,nohost"); err == nil || !strings.Contains(err.Error(), `"nohost"`) {
 		t.Fatalf("a target without a port: %v", err)
 	}
+	if _, err := Targets("a:1,b:2, a:1"); err == nil || !strings.Contains(err.Error(), `"a:1" is named twice`) {
+		t.Fatalf("a target named twice: %v", err)
+	}
 }
 
 // TestTargetsRefusesEmptyEntries: a list with an empty entry, or none at
