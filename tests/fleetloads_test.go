@@ -2,6 +2,8 @@ package tests
 
 import (
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,11 +16,21 @@ import (
 // with flags besides; it is closed at cleanup.
 func startFleet(t *testing.T, addrs []string, flags ...string) *fleet.Main {
 	t.Helper()
+	return startFleetLogging(t, addrs, nil, flags...)
+}
+
+// startFleetLogging is startFleet with its log lines going to logs.
+func startFleetLogging(t *testing.T, addrs []string, logs io.Writer, flags ...string) *fleet.Main {
+	t.Helper()
 	cfg, err := fleet.Parse(append([]string{"--targets", strings.Join(addrs, ","), "--listen", "127.0.0.1:0", "--interval", "100ms"}, flags...),
 		func(string) string { return "" }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if logs == nil {
+		logs = io.Discard
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	m, err := fleet.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -155,4 +167,29 @@ func TestFleetRefusesAnOversizedMessage(t *testing.T) {
 	_, addrs := startWorkers(t, 1)
 	f := startFleet(t, addrs)
 	refusesOversizedMessages(t, f.Addr(), []string{"/loadreporter.v1.FleetService/WatchFleet"})
+}
+
+// TestFleetLogsWorkersLostAndFound: the fleet view says when it starts,
+// when a worker gets a stream and when it loses it, with why.
+func TestFleetLogsWorkersLostAndFound(t *testing.T) {
+	workers, addrs := startWorkers(t, 2)
+	logs := &lockedBuffer{}
+	startFleetLogging(t, addrs, logs)
+	waitFor := func(what string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), what); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q in the fleet's log:\n%s", what, logs.String())
+			}
+		}
+	}
+	waitFor(`msg="fleet view serving"`)
+	waitFor(`msg="fleet: worker connected" worker=` + addrs[1])
+	if err := workers[1].Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(`msg="fleet: worker lost" worker=` + addrs[1])
+	if n := strings.Count(logs.String(), "worker connected"); n != 2 {
+		t.Errorf("%d 'connected' lines, want one per worker:\n%s", n, logs.String())
+	}
 }

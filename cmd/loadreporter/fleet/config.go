@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/envflag"
@@ -18,6 +19,9 @@ type Config struct {
 	// AllowedHosts are names, besides IPs, localhost and the --listen
 	// host, a request may name in its Host header (comma-separated).
 	AllowedHosts string
+	// Logger gets a line when the view starts and each time a worker is
+	// connected or lost; nil is slog.Default().
+	Logger *slog.Logger
 }
 
 // Parse reads fleet's configuration from args and the environment.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/hostcheck"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -24,6 +25,10 @@ type Main struct {
 	srv    *http.Server
 	ln     net.Listener
 	served chan error
+	log    *slog.Logger
+	// stopWatch ends logWorkers; watched is closed once it returned.
+	stopWatch func()
+	watched   chan struct{}
 }
 
 // New dials every target (returning at once: the views start
@@ -44,7 +49,10 @@ func New(c Config) (*Main, error) {
 		_ = f.Close()
 		return nil, err
 	}
-	m := &Main{cfg: c, fleet: f, script: script}
+	m := &Main{cfg: c, fleet: f, script: script, log: c.Logger}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
 	// HTTP/1.1 for browsers, unencrypted HTTP/2 for gRPC clients of
 	// WatchFleet.
 	var protocols http.Protocols
@@ -73,7 +81,36 @@ func (m *Main) Start() error {
 	}
 	m.ln, m.served = ln, make(chan error, 1)
 	go func() { m.served <- m.srv.Serve(ln) }()
+	changed, cancel := m.fleet.Subscribe()
+	m.stopWatch, m.watched = cancel, make(chan struct{})
+	go func() {
+		defer close(m.watched)
+		m.logWorkers(changed)
+	}()
+	m.log.Info("fleet view serving", "listen", ln.Addr().String(), "workers", len(m.cfg.Targets))
 	return nil
+}
+
+// logWorkers writes a line each time a worker gets a registered stream or
+// loses it, with why: what an operator looks for when a row turns red.
+// Fresh and stale, which turn with every report, are left to the page.
+func (m *Main) logWorkers(changed <-chan struct{}) {
+	connected := map[string]bool{}
+	for range changed {
+		for _, v := range m.fleet.Views() {
+			up := v.State != client.Disconnected
+			was, seen := connected[v.Addr]
+			switch {
+			case up == was && seen:
+				continue
+			case up:
+				m.log.Info("fleet: worker connected", "worker", v.Addr)
+			case seen:
+				m.log.Warn("fleet: worker lost", "worker", v.Addr, "reason", v.Reason)
+			}
+			connected[v.Addr] = up
+		}
+	}
 }
 
 // Addr is the address the fleet view is served on, once started.
@@ -108,6 +145,8 @@ func (m *Main) Close() error {
 			err = errors.Join(err, serr)
 		}
 		m.served <- http.ErrServerClosed
+		m.stopWatch()
+		<-m.watched
 	}
 	return errors.Join(err, m.fleet.Close())
 }
