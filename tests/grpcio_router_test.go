@@ -369,11 +369,20 @@ func TestGrpcioRouter(t *testing.T) {
 // shows the compressed flag of every message.
 func TestGrpcioRouterGzip(t *testing.T) {
 	needGrpcio(t)
+	for _, algorithm := range []string{"gzip", "deflate"} {
+		t.Run(algorithm, func(t *testing.T) { grpcioCompressed(t, algorithm) })
+	}
+}
+
+// grpcioCompressed runs a grpcio router whose channel compresses with
+// algorithm: its register arrives compressed and every report goes back
+// compressed the same way (deflate routers could not connect before).
+func grpcioCompressed(t *testing.T, algorithm string) {
 	const ranks = 64
 	m := startMain(t, testConfig(), &countingEngine{ranks: ranks})
 	tap := startWireTap(t, m.Addr())
-	r := startGrpcioRouter(t, tap.addr, "gzip")
-	id := "grpcio-gzip-" + strings.Repeat("x", 200) // compresses well: grpcio sends it gzipped
+	r := startGrpcioRouter(t, tap.addr, algorithm)
+	id := "grpcio-" + algorithm + "-" + strings.Repeat("x", 200) // compresses well: grpcio sends it compressed
 	sendOK(t, r, registerFrame(id, 100, 5000))
 	expectAck(t, r, 5000, 1666)
 	for range 3 {
@@ -386,14 +395,14 @@ func TestGrpcioRouterGzip(t *testing.T) {
 	tap.close(t)
 	reqHeaders, reqs := tap.stream(true)
 	respHeaders, resps := tap.stream(false)
-	if reqHeaders["grpc-encoding"] != "gzip" || len(reqs) == 0 || reqs[0].flag != 1 {
-		t.Errorf("grpcio's request: grpc-encoding %q, messages %v; want gzip, the register compressed (flag 1)", reqHeaders["grpc-encoding"], reqs)
+	if reqHeaders["grpc-encoding"] != algorithm || len(reqs) == 0 || reqs[0].flag != 1 {
+		t.Errorf("grpcio's request: grpc-encoding %q, messages %v; want %s, the register compressed (flag 1)", reqHeaders["grpc-encoding"], reqs, algorithm)
 	}
 	// The ack, then the reports (a report after stop may follow).
-	if respHeaders["grpc-encoding"] != "gzip" || len(resps) < 4 ||
+	if respHeaders["grpc-encoding"] != algorithm || len(resps) < 4 ||
 		slices.ContainsFunc(resps[1:], func(m wireMsg) bool { return m.flag != 1 }) {
-		t.Errorf("the service's response: grpc-encoding %q, messages %v; want gzip, every report compressed (flag 1)",
-			respHeaders["grpc-encoding"], resps)
+		t.Errorf("the service's response: grpc-encoding %q, messages %v; want %s, every report compressed (flag 1)",
+			respHeaders["grpc-encoding"], resps, algorithm)
 	}
 }
 

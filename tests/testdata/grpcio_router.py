@@ -1,6 +1,6 @@
 """A router on Python's grpcio (gRPC C-core), for tests/grpcio_router_test.go.
 
-Usage: grpcio_router.py HOST:PORT [gzip]
+Usage: grpcio_router.py HOST:PORT [gzip|deflate]
 
 It opens one Monitor stream with grpcio's defaults (no generated stubs, no
 protobuf package: frames are raw bytes both ways) and is driven on stdin,
@@ -51,7 +51,8 @@ def frames(q):
 
 def main():
     target = sys.argv[1]
-    compression = grpc.Compression.Gzip if sys.argv[2:] == ["gzip"] else None
+    compression = {"gzip": grpc.Compression.Gzip, "deflate": grpc.Compression.Deflate}.get(
+        sys.argv[2] if len(sys.argv) > 2 else "")
     q = queue.Queue()
     threading.Thread(target=commands, args=(q,), daemon=True).start()
     with grpc.insecure_channel(target, compression=compression) as channel:

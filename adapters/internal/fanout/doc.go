@@ -3,8 +3,9 @@
 // encodes at most once per codec however many streams send it; Latest
 // keeps the Message of the latest report, since every stream of a fire
 // sends the same one; Options installs connect codecs that send a
-// *Message as its cached encoding, and gzip that leaves small messages
-// uncompressed and compresses a large one once for all the streams that
+// *Message as its cached encoding, and gzip and deflate (gRPC's, the zlib
+// format: grpcio routers may use it) that leave small messages
+// uncompressed and compress a large one once for all the streams that
 // send it (connect compresses per stream).
 //
 // It must not know what the messages mean: it sees protobuf messages and

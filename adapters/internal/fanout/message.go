@@ -69,7 +69,7 @@ type Unmarshal func(b []byte, m proto.Message) error
 func Options(binary, json Unmarshal) connect.HandlerOption {
 	return connect.WithHandlerOptions(connect.WithCodec(binaryCodec{binary}),
 		connect.WithCodec(jsonCodec{"json", json}), connect.WithCodec(jsonCodec{"json; charset=utf-8", json}),
-		gzipOptions())
+		compressionOptions())
 }
 
 // binaryCodec is connect's "proto" codec that also accepts *Message.
