@@ -99,7 +99,8 @@ func TestEnvironUnknown(t *testing.T) {
 	if got := e.Unknown("serve"); got != nil {
 		t.Errorf("before any flag was read: %q", got)
 	}
-	for _, name := range []string{"LOADREPORTER_STALE_AFTER", "LOADREPORTER_LISTEN", "LOADREPORTER_HISTORY_INTERVAL", "LOADREPORTER_LOG_LEVEL", "DATABASE_URL"} {
+	for _, name := range []string{"LOADREPORTER_STALE_AFTER", "LOADREPORTER_LISTEN", "LOADREPORTER_HISTORY_INTERVAL",
+		"LOADREPORTER_DETAIL_INTERVAL", "LOADREPORTER_LOG_LEVEL", "DATABASE_URL"} {
 		e.Getenv(name)
 	}
 	if e.Getenv("LOADREPORTER_LISTEN") != ":1" || e.Getenv("PATH") != "/bin" {
@@ -107,7 +108,7 @@ func TestEnvironUnknown(t *testing.T) {
 	}
 	want := []string{
 		"LOADREPORTER_STALE_AFTR is not a setting of serve and is ignored (closest: LOADREPORTER_STALE_AFTER)",
-		"LOADREPORTER_INTERVAL is not a setting of serve and is ignored (closest: LOADREPORTER_HISTORY_INTERVAL)",
+		"LOADREPORTER_INTERVAL is not a setting of serve and is ignored (closest: LOADREPORTER_DETAIL_INTERVAL, LOADREPORTER_HISTORY_INTERVAL)",
 		"LOADREPORTER_X is not a setting of serve and is ignored (closest: LOADREPORTER_LISTEN)",
 	}
 	if got := e.Unknown("serve"); strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -56,27 +56,30 @@ func (e *Environ) Unknown(command string) []string {
 		if e.asked[name] {
 			continue
 		}
-		out = append(out, fmt.Sprintf("%s is not a setting of %s and is ignored (closest: %s)", name, command, closest(name, known)))
+		out = append(out, fmt.Sprintf("%s is not a setting of %s and is ignored (closest: %s)", name, command,
+			strings.Join(closest(name, known), ", ")))
 	}
 	return out
 }
 
-// closest returns the name of known nearest to name: one containing it or
-// contained in it first (LOADREPORTER_INTERVAL → LOADREPORTER_HISTORY_INTERVAL),
-// else the fewest edits.
-func closest(name string, known []string) string {
+// closest returns the names of known nearest to name: every one containing
+// it or contained in it (LOADREPORTER_INTERVAL → LOADREPORTER_DETAIL_INTERVAL
+// and LOADREPORTER_HISTORY_INTERVAL: which was meant cannot be told), else
+// the one with the fewest edits. known is sorted.
+func closest(name string, known []string) []string {
 	stem := strings.TrimPrefix(name, Prefix)
-	score := func(k string) int {
-		ks := strings.TrimPrefix(k, Prefix)
-		if strings.Contains(ks, stem) || strings.Contains(stem, ks) {
-			return -1_000_000 + abs(len(ks)-len(stem))
+	var around []string
+	for _, k := range known {
+		if ks := strings.TrimPrefix(k, Prefix); strings.Contains(ks, stem) || strings.Contains(stem, ks) {
+			around = append(around, k)
 		}
-		return editDistance(stem, ks)
 	}
-	return slices.MinFunc(known, func(a, b string) int { return cmp.Compare(score(a), score(b)) })
+	if len(around) > 0 {
+		return around
+	}
+	edits := func(k string) int { return editDistance(stem, strings.TrimPrefix(k, Prefix)) }
+	return []string{slices.MinFunc(known, func(a, b string) int { return cmp.Compare(edits(a), edits(b)) })}
 }
-
-func abs(n int) int { return max(n, -n) }
 
 // editDistance is Levenshtein's distance between a and b, by bytes (flag
 // names are ASCII).
