@@ -28,7 +28,12 @@ func wrapErr(ctx context.Context, op string, err error) error {
 		return err
 	}
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)) {
-		return domain.Wrap(err, domain.CodeUnavailable, "history database: %s: %v", op, ctx.Err())
+		// The cause already says "context canceled"; say what happened.
+		why := "was cancelled"
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			why = "timed out"
+		}
+		return domain.Wrap(err, domain.CodeUnavailable, "history database: %s %s", op, why)
 	}
 	if unavailable(err) {
 		return domain.Wrap(err, domain.CodeUnavailable, "history database unavailable (%s)", op)
