@@ -125,7 +125,13 @@ var dialers = []dialer{
 
 func openGRPC(t testing.TB, ctx context.Context, addr string) router {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return openGRPCWith(t, ctx, addr)
+}
+
+// openGRPCWith is openGRPC with more dial options (small windows).
+func openGRPCWith(t testing.TB, ctx context.Context, addr string, opts ...grpc.DialOption) router {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,6 @@ import (
 	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
 	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
-	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 )
 
 // TestWatchForBrowsers: Watch works over plain HTTP/1.1 (as fetch does),
@@ -127,18 +126,7 @@ func TestAStreamThatStopsReadingGivesBackItsSlot(t *testing.T) {
 			}
 		}},
 		{session.KindMonitor, func(t *testing.T, ctx context.Context, addr string) {
-			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = cc.Close() })
-			st, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true},
-				loadmonitorv1connect.LoadMonitorServiceMonitorProcedure)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := grpcRouter{st}
+			r := openGRPCWith(t, ctx, addr, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 			_ = r.Send(registerFrame(fmt.Sprintf("one-way-%d", routers.Add(1)), 10, 1000))
 			if f := recvFrame(t, r); f.GetRegistered() == nil {
 				t.Fatalf("not registered: %v", f)

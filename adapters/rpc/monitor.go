@@ -157,6 +157,7 @@ func (m *Monitor) serve(ctx context.Context, st *stream) error {
 	}
 	r := m.newReceiver(st)
 	first, err := m.firstFrame(ctx, st, r)
+	m.pending.Add(-1) // registered, or ending
 	if first == nil {
 		return m.endRead(st, tr, "", err)
 	}
@@ -238,9 +239,7 @@ func (m *Monitor) relay(ctx context.Context, st *stream, tr *transport, r *recei
 // firstFrame waits for the stream's first frame. It returns the frame; or
 // nil and nil for a stream closed before any frame; or the error that ends
 // the stream: a *domain.Error for its last frame, or the transport's.
-// The stream counts as pending (admitted by serve) until it returns.
 func (m *Monitor) firstFrame(ctx context.Context, st *stream, r *receiver) (*pb.RouterFrame, error) {
-	defer m.pending.Add(-1)
 	timer := m.opts.Clock.NewTimer(m.opts.Clock.Now().Add(m.opts.FirstFrameTimeout))
 	defer timer.Stop()
 	select {
