@@ -53,9 +53,19 @@ func ParseWatch(args []string, getenv func(string) string, out io.Writer) (Watch
 	}
 	// Given at all (flag or variable), --targets must name a worker: an
 	// empty list is a mistake, not a request for --target.
-	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "targets" })
-	if given {
+	// --target and --targets exclude each other; the command line wins
+	// over the environment, as it does for one flag.
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if given["target"] && given["targets"] {
+		switch cmd := envflag.OnCommandLine(fs, args); {
+		case cmd["target"] == cmd["targets"]:
+			return c, fmt.Errorf("--target and --targets are both given: give one (--target watches one worker's reports, --targets prints a table of several)")
+		case cmd["target"]:
+			given["targets"] = false
+		}
+	}
+	if given["targets"] {
 		var err error
 		if c.Targets, err = routerflags.Targets(targets); err != nil {
 			return c, err

@@ -18,3 +18,23 @@ func TestWatchFlags(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestWatchTargetOrTargets: --target and --targets exclude each other; a
+// flag on the command line wins over the other's variable.
+func TestWatchTargetOrTargets(t *testing.T) {
+	if _, err := ParseWatch([]string{"--target", "a:1", "--targets", "b:1,c:1"}, env(nil), &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "--target and --targets") {
+		t.Fatalf("both on the command line: err = %v", err)
+	}
+	both := env(map[string]string{"LOADREPORTER_TARGET": "a:1", "LOADREPORTER_TARGETS": "b:1"})
+	if _, err := ParseWatch(nil, both, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "--target and --targets") {
+		t.Fatalf("both in the environment: err = %v", err)
+	}
+	c, err := ParseWatch([]string{"--targets", "b:1,c:1"}, env(map[string]string{"LOADREPORTER_TARGET": "a:1"}), &bytes.Buffer{})
+	if err != nil || len(c.Targets) != 2 {
+		t.Fatalf("--targets over LOADREPORTER_TARGET: %+v %v", c.Targets, err)
+	}
+	c, err = ParseWatch([]string{"--target", "a:1"}, env(map[string]string{"LOADREPORTER_TARGETS": "b:1"}), &bytes.Buffer{})
+	if err != nil || c.Target != "a:1" || len(c.Targets) != 0 {
+		t.Fatalf("--target over LOADREPORTER_TARGETS: %q %v %v", c.Target, c.Targets, err)
+	}
+}

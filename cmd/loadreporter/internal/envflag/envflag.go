@@ -94,3 +94,37 @@ func Usage(fs *flag.FlagSet, w io.Writer, synopsis string, extra map[string]stri
 		})
 	}
 }
+
+// OnCommandLine reports which of fs's flags args sets, apart from the
+// environment: a command whose flags exclude each other lets the command
+// line win over a variable, as Parse does for one flag. Call it after
+// Parse succeeded on the same args.
+func OnCommandLine(fs *flag.FlagSet, args []string) map[string]bool {
+	set := map[string]bool{}
+	probe := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	probe.SetOutput(io.Discard)
+	fs.VisitAll(func(f *flag.Flag) {
+		probe.Var(recorder{name: f.Name, set: set, bool: isBool(f.Value)}, f.Name, "")
+	})
+	_ = probe.Parse(args)
+	return set
+}
+
+// recorder notes that its flag was set and keeps nothing.
+type recorder struct {
+	name string
+	set  map[string]bool
+	bool bool
+}
+
+func (r recorder) String() string { return "" }
+func (r recorder) Set(string) error {
+	r.set[r.name] = true
+	return nil
+}
+func (r recorder) IsBoolFlag() bool { return r.bool }
+
+func isBool(v flag.Value) bool {
+	b, ok := v.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}

@@ -115,3 +115,19 @@ func TestEnvironUnknown(t *testing.T) {
 		t.Errorf("Unknown:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+func TestOnCommandLine(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.Bool("tls", false, "")
+	fs.String("target", "", "")
+	fs.String("targets", "", "")
+	args := []string{"--tls", "--target", "a:1"}
+	getenv := func(k string) string { return map[string]string{"LOADREPORTER_TARGETS": "b:1"}[k] }
+	if err := Parse(fs, args, getenv, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := OnCommandLine(fs, args)
+	if !got["tls"] || !got["target"] || got["targets"] {
+		t.Fatalf("OnCommandLine = %v, want tls and target only", got)
+	}
+}

@@ -31,7 +31,7 @@ func (explainedBool) IsBoolFlag() bool { return true }
 
 func explain(f *flag.Flag, last *error) flag.Value {
 	e := explained{f.Value, f.Name, last}
-	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+	if isBool(f.Value) {
 		return explainedBool{e}
 	}
 	return e
