@@ -13,7 +13,7 @@ import (
 )
 
 func (h *Handler) serveLive(w http.ResponseWriter, r *http.Request) {
-	p := liveModel(h.o.Live.Latest(), h.o.Live.RoutersConnected(), h.o.Worker, h.o.Now())
+	p := liveModel(h.o.Live.Latest(r.Context()), h.o.Live.RoutersConnected(), h.o.Worker, h.o.Now())
 	p.Page = views.Page{
 		Title:          "Live",
 		Active:         "live",

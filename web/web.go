@@ -18,13 +18,15 @@ import (
 	"github.com/loadreporter/loadreporter/ports"
 )
 
-// LiveSource is what the live page reads: the latest report the fire loop
-// built and how many routers are connected. Both are called once per page
-// load, from request goroutines, and must be safe for concurrent use.
+// LiveSource is what the live page reads: a recent report and how many
+// routers are connected. Both are called once per page load, from request
+// goroutines, and must be safe for concurrent use.
 type LiveSource interface {
-	// Latest returns the most recent report, or nil before the first one.
-	// The report is shared and must not be modified.
-	Latest() *domain.Report
+	// Latest returns a recent report, or nil when there is none: without
+	// a script the page is only as live as this answer, so a source whose
+	// latest report is old pulls a new one (within ctx) when nothing else
+	// does. The report is shared and must not be modified.
+	Latest(ctx context.Context) *domain.Report
 	// RoutersConnected returns the number of live Monitor sessions.
 	RoutersConnected() int
 }

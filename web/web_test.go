@@ -32,8 +32,8 @@ type fakeLive struct {
 	routers int
 }
 
-func (f fakeLive) Latest() *domain.Report { return f.report }
-func (f fakeLive) RoutersConnected() int  { return f.routers }
+func (f fakeLive) Latest(context.Context) *domain.Report { return f.report }
+func (f fakeLive) RoutersConnected() int                 { return f.routers }
 
 // The fixture: one worker reporting every 10 s from t0 for 10 min (60
 // reports, sequence 1…60, 2 ranks each), UNREACHABLE from report 21 to 26

@@ -1,11 +1,13 @@
 package app
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"os"
 	"time"
 
+	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/buildinfo"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
@@ -15,10 +17,28 @@ import (
 )
 
 // liveView adapts the fire loop to what the dashboard's live page reads.
-type liveView struct{ r *fireloop.Loop }
+type liveView struct {
+	r      *fireloop.Loop
+	maxAge time.Duration // --poll-max-age
+	log    *slog.Logger
+}
 
-func (l liveView) Latest() *domain.Report { return l.r.Latest() }
-func (l liveView) RoutersConnected() int  { return l.r.Count(session.KindMonitor) }
+// Latest polls like GET /v1/loads: with no router, browser or recorder
+// pulling, the page without a script would otherwise show the same old
+// report (or none) at every refresh. Polls share one pull per fire and
+// their own bound; when the poll is refused the page shows what there is.
+func (l liveView) Latest(ctx context.Context) *domain.Report {
+	rep, err := l.r.Poll(ctx, l.maxAge)
+	if err != nil {
+		if ctx.Err() == nil {
+			l.log.Debug("live page: no fresh report", "err", err)
+		}
+		return l.r.Latest()
+	}
+	return rep
+}
+
+func (l liveView) RoutersConnected() int { return l.r.Count(session.KindMonitor) }
 
 // NewDashboard returns the server-rendered pages (/, /history, /audit).
 func NewDashboard(c Config, r *fireloop.Loop, h *History, clk ports.Clock, log *slog.Logger) (*web.Handler, error) {
@@ -34,7 +54,7 @@ func NewDashboard(c Config, r *fireloop.Loop, h *History, clk ports.Clock, log *
 		query, chart = h.Query, h.Chart
 	}
 	return web.New(web.Options{
-		Live:            liveView{r},
+		Live:            liveView{r: r, maxAge: pollAge(c), log: log},
 		History:         query,
 		Chart:           chart,
 		Now:             clk.Now,
@@ -44,6 +64,14 @@ func NewDashboard(c Config, r *fireloop.Loop, h *History, clk ports.Clock, log *
 		Logger:          log,
 		Version:         buildinfo.String(),
 	})
+}
+
+// pollAge is --poll-max-age, whose 0 means pollapi's default.
+func pollAge(c Config) time.Duration {
+	if c.PollMaxAge <= 0 {
+		return pollapi.DefaultMaxAge
+	}
+	return c.PollMaxAge
 }
 
 // watchInterval is what the live page asks for: a second, within the

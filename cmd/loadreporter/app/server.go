@@ -51,7 +51,7 @@ type Readiness struct {
 func NewReadiness(c Config, p pollapi.Poller) *Readiness {
 	r := &Readiness{ready: make(chan struct{})}
 	if c.ReadyRequiresLoad {
-		r.poller, r.maxAge = p, c.PollMaxAge
+		r.poller, r.maxAge = p, pollAge(c)
 	}
 	return r
 }
