@@ -10,10 +10,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/PuerkitoBio/goquery"
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/chromedp"
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
@@ -413,5 +415,55 @@ func TestBrowserLivePageWithoutJavaScript(t *testing.T) {
 		!strings.Contains(doc.Find("head noscript").Text(), `http-equiv="refresh"`) {
 		html, _ := doc.Html()
 		t.Fatalf("%s: rank cards %v, status %q (%s):\n%s", resp.Status, ranks, status.Text(), status.AttrOr("data-status", ""), html)
+	}
+}
+
+// TestBrowserLivePageBehindAToken: with --auth-token, the browser is
+// challenged for Basic authentication; the user answers once with the
+// token as the password, and the page loads and goes live: its script's
+// Watch stream carries the same credentials, which the browser keeps for
+// the origin.
+func TestBrowserLivePageBehindAToken(t *testing.T) {
+	c := testConfig()
+	c.AuthToken = "s3cret-token"
+	m := startMain(t, c, nil)
+	tab := newBrowser(t)
+	// The user at the browser's prompt: devtools pauses every request
+	// (let through as is) and hands each challenge here.
+	var challenges atomic.Int32
+	err := chromedp.Listen(tab, func(ev any) {
+		switch ev := ev.(type) {
+		case *fetch.EventRequestPaused:
+			go func() {
+				_, _ = chromedp.Call(tab, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
+			}()
+		case *fetch.EventAuthRequired:
+			challenges.Add(1)
+			go func() {
+				_, _ = chromedp.Call(tab, fetch.ContinueWithAuth, fetch.ContinueWithAuthParams{
+					RequestID: ev.RequestID,
+					AuthChallengeResponse: &fetch.AuthChallengeResponse{
+						Response: fetch.AuthChallengeResponseResponseProvideCredentials,
+						Username: "operator", Password: c.AuthToken,
+					},
+				})
+			}()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handleAuth := true
+	if err := within(tab, 5*time.Second, func(ctx context.Context) error {
+		_, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{HandleAuthRequests: &handleAuth})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	navigate(t, tab, pageURL(m.Addr(), "/"))
+	waitJS(t, tab, 5*time.Second, "4 healthy live rank cards behind the token",
+		livePredicate(`s.indicator === "live" && s.status === "healthy" && s.ranks.length === 4`))
+	if n := challenges.Load(); n < 1 {
+		t.Fatalf("the page loaded without asking for credentials (%d challenges)", n)
 	}
 }

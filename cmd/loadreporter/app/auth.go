@@ -22,6 +22,14 @@ import (
 //
 // With an admin token, AdminService calls may carry it instead: the
 // service itself then tells a router's token from the admin's.
+//
+// A browser cannot send a bearer token, so what the dashboard reads (any
+// GET or HEAD, and the live page's Watch stream) also takes the token as
+// the password of HTTP Basic authentication, any user name: a page
+// refused for want of it challenges for Basic too, the browser asks for
+// it once, and then sends it with every request of the page's origin,
+// its script's Watch included. Nothing that changes state takes Basic:
+// a browser also attaches it to requests other sites make it send.
 func requireToken(token, adminToken string, next http.Handler, opts ...connect.HandlerOption) http.Handler {
 	want, wantAdmin := []byte(token), []byte(adminToken)
 	check := func(_ context.Context, r *http.Request) (any, error) {
@@ -29,6 +37,9 @@ func requireToken(token, adminToken string, next http.Handler, opts ...connect.H
 			return nil, nil
 		}
 		got, ok := authn.BearerToken(r)
+		if !ok && readsOnly(r) {
+			_, got, ok = r.BasicAuth()
+		}
 		if ok && subtle.ConstantTimeCompare([]byte(got), want) == 1 {
 			return nil, nil
 		}
@@ -39,10 +50,26 @@ func requireToken(token, adminToken string, next http.Handler, opts ...connect.H
 		err := authn.Errorf("missing or wrong bearer token")
 		if !isGRPC(r) {
 			err.Meta().Set("WWW-Authenticate", `Bearer realm="loadreporter"`)
+			if readsOnly(r) {
+				// Browsers skip the Bearer challenge and answer this one.
+				err.Meta().Add("WWW-Authenticate", `Basic realm="loadreporter", charset="UTF-8"`)
+			}
 		}
 		return nil, err
 	}
 	return authn.NewMiddleware(check, opts...).Wrap(next)
+}
+
+// readsOnly reports whether r is one of the dashboard's reads, which may
+// carry the token as a Basic password: a GET or HEAD, or the live page's
+// Watch stream.
+// AdminService never is, whatever the method.
+func readsOnly(r *http.Request) bool {
+	if strings.HasPrefix(r.URL.Path, "/"+loadreporterv1connect.AdminServiceName+"/") {
+		return false
+	}
+	return r.Method == http.MethodGet || r.Method == http.MethodHead ||
+		strings.HasPrefix(r.URL.Path, "/"+loadreporterv1connect.WatchServiceName+"/")
 }
 
 // isGRPC reports whether r speaks gRPC proper (not gRPC-Web).

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
 )
 
 // TestRequireTokenAnswersInTheCallersProtocol: browsers get a 401 with a
@@ -57,5 +60,61 @@ func TestRequireTokenAnswersInTheCallersProtocol(t *testing.T) {
 	}
 	if w := serve("GET", "/metrics", "", "Bearer s3cret"); w.Code != http.StatusTeapot {
 		t.Errorf("with the token: %d, want it served", w.Code)
+	}
+}
+
+// TestBrowsersMaySendTheTokenAsABasicPassword: a browser, which cannot
+// send a bearer token, is challenged for Basic on what the dashboard
+// reads and may send the token as its password (any user name); nothing
+// that can change state takes Basic, so a request another site makes the
+// browser send carries no authority.
+func TestBrowsersMaySendTheTokenAsABasicPassword(t *testing.T) {
+	h := requireToken("s3cret", "adm1n", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	serve := func(method, path, ctype, user, password string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, path, nil)
+		if ctype != "" {
+			r.Header.Set("Content-Type", ctype)
+		}
+		if user != "" || password != "" {
+			r.SetBasicAuth(user, password)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	w := serve("GET", "/", "", "", "")
+	if got := w.Header().Values("WWW-Authenticate"); w.Code != http.StatusUnauthorized || !slices.Contains(got, `Basic realm="loadreporter", charset="UTF-8"`) {
+		t.Errorf("page without a token: %d, challenges %q; want 401 with a Basic challenge", w.Code, got)
+	}
+	watch := "/" + loadreporterv1connect.WatchServiceName + "/Watch"
+	for _, tc := range []struct{ method, path, ctype string }{
+		{"GET", "/", ""},
+		{"HEAD", "/history?since=1h", ""},
+		{"GET", "/metrics", ""},
+		{"POST", watch, "application/connect+proto"},
+	} {
+		if w := serve(tc.method, tc.path, tc.ctype, "anyone", "s3cret"); w.Code != http.StatusTeapot {
+			t.Errorf("%s %s with the token as Basic password: %d, want it served", tc.method, tc.path, w.Code)
+		}
+		if w := serve(tc.method, tc.path, tc.ctype, "anyone", "wrong"); w.Code == http.StatusTeapot {
+			t.Errorf("%s %s with a wrong Basic password: served", tc.method, tc.path)
+		}
+	}
+	admin := "/" + loadreporterv1connect.AdminServiceName + "/SetSimMode"
+	for _, tc := range []struct{ method, path, ctype, password string }{
+		{"POST", "/sglang.router.loadmonitor.v1.LoadMonitorService/Monitor", "application/connect+proto", "s3cret"},
+		{"POST", admin, "application/json", "s3cret"},
+		{"GET", admin, "", "s3cret"},
+		{"POST", admin, "application/json", "adm1n"},
+	} {
+		w := serve(tc.method, tc.path, tc.ctype, "anyone", tc.password)
+		if w.Code == http.StatusTeapot {
+			t.Errorf("%s %s with a Basic password: served", tc.method, tc.path)
+		}
+		if got := w.Header().Values("WWW-Authenticate"); slices.ContainsFunc(got, func(c string) bool { return strings.HasPrefix(c, "Basic") }) {
+			t.Errorf("%s %s challenges for Basic: %q", tc.method, tc.path, got)
+		}
 	}
 }

@@ -162,7 +162,7 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "TLS certificate file (PEM); with --tls-key turns on TLS")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "TLS private key file (PEM)")
 	fs.StringVar(&c.TLSClientCA, "tls-client-ca", c.TLSClientCA, "CA file (PEM) for client certificates; turns on mutual TLS")
-	fs.StringVar(&c.AuthToken, "auth-token", c.AuthToken, "bearer token required on every RPC and page")
+	fs.StringVar(&c.AuthToken, "auth-token", c.AuthToken, "bearer token required on every RPC and page (a browser sends it as the password of HTTP Basic authentication)")
 	fs.StringVar(&c.AllowedHosts, "allowed-host", c.AllowedHosts, "without --auth-token: host names (comma-separated) requests may name in Host, besides IPs, localhost and the --listen host")
 	fs.BoolVar(&c.ReadyRequiresLoad, "ready-requires-load", c.ReadyRequiresLoad, "/readyz also requires the latest report (at most --poll-max-age old) not to be UNREACHABLE, so traffic is steered away from a worker whose engine is down")
 	fs.DurationVar(&c.Monitor.FirstFrameTimeout, "first-frame-timeout", c.Monitor.FirstFrameTimeout, "a router stream that sends no register within this ends with INVALID_FIRST_FRAME (0: as if unset)")
