@@ -23,6 +23,11 @@ const (
 	DefaultMaxWatchSessions = 256
 )
 
+// MaxLimit bounds --max-report-interval and --max-lease: far beyond any
+// router's need, and it keeps deadlines (uptime + lease, interval × phase
+// slot) from overflowing the int64 nanoseconds they are kept in.
+const MaxLimit = 24 * time.Hour
+
 // Limits bound what a router may ask for.
 type Limits struct {
 	MinInterval, MaxInterval time.Duration
@@ -51,10 +56,14 @@ func (l Limits) Validate() error {
 	case l.MaxInterval%time.Millisecond != 0:
 		return domain.Errorf(domain.CodeInvalidArgument,
 			"max-report-interval must be a whole number of milliseconds (routers ask in ms), got %s", l.MaxInterval)
+	case l.MaxInterval > MaxLimit:
+		return domain.Errorf(domain.CodeInvalidArgument, "max-report-interval must be at most %s, got %s", MaxLimit, l.MaxInterval)
 	case l.MaxInterval < l.MinInterval:
 		return domain.Errorf(domain.CodeInvalidArgument, "max-report-interval %s is below --min-report-interval %s", l.MaxInterval, l.MinInterval)
 	case l.MinLease <= 0:
 		return domain.Errorf(domain.CodeInvalidArgument, "min-lease must be > 0, got %s", l.MinLease)
+	case l.MaxLease > MaxLimit:
+		return domain.Errorf(domain.CodeInvalidArgument, "max-lease must be at most %s, got %s", MaxLimit, l.MaxLease)
 	case l.MaxLease < l.MinLease:
 		return domain.Errorf(domain.CodeInvalidArgument, "max-lease %s is below --min-lease %s", l.MaxLease, l.MinLease)
 	case l.MaxSessions <= 0:

@@ -96,6 +96,26 @@ func TestLimitsValidate(t *testing.T) {
 	if err := DefaultLimits().Validate(); err != nil {
 		t.Fatal(err)
 	}
+	// A lease or interval of centuries would overflow the table's
+	// nanosecond deadlines: the lease expired at once, 100 years up.
+	for _, tc := range []struct {
+		flag string
+		set  func(*Limits)
+	}{
+		{"max-lease", func(l *Limits) { l.MaxLease = MaxLimit + time.Millisecond }},
+		{"max-report-interval", func(l *Limits) { l.MaxInterval = MaxLimit + time.Millisecond }},
+	} {
+		l := DefaultLimits()
+		tc.set(&l)
+		if err := l.Validate(); err == nil || !strings.Contains(domain.ErrorMessage(err), tc.flag+" must be at most 24h") {
+			t.Errorf("%s over %s: %v", tc.flag, MaxLimit, err)
+		}
+	}
+	l := DefaultLimits()
+	l.MaxLease, l.MaxInterval = MaxLimit, MaxLimit
+	if err := l.Validate(); err != nil {
+		t.Fatalf("both at %s: %v", MaxLimit, err)
+	}
 }
 
 // TestLimitsIntervalsAreWholeMilliseconds: routers ask for intervals in
