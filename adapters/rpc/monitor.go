@@ -224,6 +224,11 @@ func (m *Monitor) relay(ctx context.Context, st *stream, tr *transport, r *recei
 			if ctx.Err() != nil { // the read was woken for it
 				return ctx.Err()
 			}
+			// A router that sent stop or a bad frame right behind its
+			// register still gets the ack first (SPEC §2.3).
+			if err := w.sendAckLeft(); err != nil {
+				return err
+			}
 			if errors.Is(err, errOverBudget) {
 				m.overBudget.Add(1)
 				m.logAbuse(&m.budgetLog, "monitor stream ended: over its frame budget", st, err, "router_id", sub.RouterID())

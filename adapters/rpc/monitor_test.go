@@ -277,3 +277,39 @@ func (m *monitorTest) deliver(rep *domain.Report) {
 		m.t.Fatalf("the handler never took the report before: %v", m.ctx.Err())
 	}
 }
+
+// TestMonitorAckPrecedesAnEndSentRightBehindRegister: a router that sends
+// stop, or a frame that ends the stream, right behind its register (no
+// wait for the ack, as a grpcurl here-document does) still gets the ack
+// first (SPEC §2.3), then the stream's end. Repeated: the writer's first
+// drain and the handler's read of the second frame race.
+func TestMonitorAckPrecedesAnEndSentRightBehindRegister(t *testing.T) {
+	invalid := domain.Errorf(domain.CodeInvalidArgument, "report_interval_ms 1: want 10 to 60000")
+	for _, tc := range []struct {
+		name   string
+		second *pb.RouterFrame
+		code   string // "" ends with status OK
+	}{
+		{"stop", stopFrame, ""},
+		{"an invalid update_config", updateFrame(int64p(1), nil), domain.CodeInvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 20 {
+				eachProtocol(t, func(r *fakeRegistrar) {
+					r.sess.update = func(*int64, *int64) (session.Config, error) { return testConfig, invalid }
+				}, func(m *monitorTest) {
+					m.send(registerFrame("r1", 100, 3000))
+					m.send(tc.second)
+					if ack := m.recv().GetRegistered(); ack == nil {
+						t.Fatal("the first frame is not the registered ack")
+					}
+					if tc.code == "" {
+						m.endsOK()
+					} else {
+						m.endsWith(tc.code)
+					}
+				})
+			}
+		})
+	}
+}

@@ -160,6 +160,21 @@ func (w *writer) close() bool {
 	}
 }
 
+// sendAckLeft sends the ack if no drain got to it before close stopped
+// the writer, within FinalWriteTimeout: the stream is ending. Only the
+// handler calls it, after close reported that it may still send.
+func (w *writer) sendAckLeft() error {
+	w.mu.Lock()
+	ack := w.ack
+	w.ack = nil
+	w.mu.Unlock()
+	if ack == nil {
+		return nil
+	}
+	w.bound()
+	return w.st.Send(ack)
+}
+
 // claimBound reports whether the caller is the one to bound the send in
 // progress: when cond holds and no one has yet. Called under mu.
 func (w *writer) claimBound(cond bool) bool {
