@@ -42,7 +42,7 @@ func TestStatusLogIsNotOneLinePerFire(t *testing.T) {
 	for range 100 {
 		h.fire(domain.StatusUnreachable, ports.PullError, "GET …: HTTP 500")
 	}
-	h.fire(domain.StatusUnreachable, ports.PullTimeout, "load snapshot pull timed out after 1s")
+	h.fire(domain.StatusUnreachable, ports.PullTimeout, "load snapshot pull timed out")
 	h.fire(domain.StatusHealthy, ports.PullOK, "")
 	lines := h.lines()
 	if len(lines) != 4 {
