@@ -96,7 +96,9 @@ func (b ReportBuilder) Report(seq uint64, completedAt time.Time, snap Snapshot, 
 			oldest = rk.SnapshotTime
 		}
 	}
-	if age := completedAt.Sub(oldest); age > b.StaleAfter {
+	// In whole milliseconds, as the wire carries times: a router that
+	// recomputes the age from the report finds what we judged.
+	if age := completedAt.Sub(oldest).Truncate(time.Millisecond); age > b.StaleAfter {
 		r.Status = StatusStale
 		r.LastError = fmt.Sprintf("load snapshot stale by %d ms", age.Milliseconds())
 		return r

@@ -89,6 +89,14 @@ func TestBuildStatus(t *testing.T) {
 			t.Fatalf("ranks not sorted: %+v", r.Ranks)
 		}
 	})
+	t.Run("healthy less than a millisecond past", func(t *testing.T) {
+		// The wire carries milliseconds: the age a router computes is
+		// 3000 ms, which SPEC §3 calls healthy.
+		r := b.Build(7, t0, snapshotOf(at(0, 0), at(3*time.Second+999*time.Microsecond, 1)), nil, RankRange(2))
+		if r.Status != StatusHealthy || r.LastError != "" {
+			t.Fatalf("status %v %q, want HEALTHY", r.Status, r.LastError)
+		}
+	})
 	t.Run("stale one millisecond past", func(t *testing.T) {
 		r := b.Build(8, t0, snapshotOf(at(0, 0), at(3*time.Second+time.Millisecond, 1)), nil, RankRange(2))
 		if r.Status != StatusStale {
