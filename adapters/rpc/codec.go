@@ -1,8 +1,12 @@
 package rpc
 
 import (
+	"errors"
+	"fmt"
+
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/loadreporter/loadreporter/adapters/internal/fanout"
@@ -30,6 +34,9 @@ func reportFrame(r *domain.Report) proto.Message {
 // (enums.go).
 func unmarshalBinary(b []byte, msg proto.Message) error {
 	if err := proto.Unmarshal(b, msg); err != nil {
+		if _, ok := msg.(*pb.RouterFrame); ok && holdsRegister(b) {
+			return fmt.Errorf("%w: %w", errRegisterDoesNotDecode, err)
+		}
 		return err
 	}
 	if r := msg.ProtoReflect(); holdsEnums(r.Descriptor()) {
@@ -61,3 +68,30 @@ func unmarshalJSON(b []byte, msg proto.Message) error {
 // codecOptions replaces connect's codecs and gzip on every handler of the
 // package.
 func codecOptions() connect.HandlerOption { return fanout.Options(unmarshalBinary, unmarshalJSON) }
+
+// errRegisterDoesNotDecode marks a router frame that is a register whose
+// fields do not decode (a router_id of invalid UTF-8): a bad register is
+// INVALID_ARGUMENT (SPEC §2.2), where a first frame of another kind is
+// INVALID_FIRST_FRAME.
+var errRegisterDoesNotDecode = errors.New("register does not decode")
+
+// holdsRegister reports whether the encoded RouterFrame b carries its
+// register field, whether or not that field's contents decode.
+func holdsRegister(b []byte) bool {
+	const registerField = 1 // RouterFrame.register
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+		if num == registerField && typ == protowire.BytesType {
+			return true
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return false
+		}
+		b = b[n:]
+	}
+	return false
+}

@@ -252,6 +252,8 @@ func (m *Monitor) firstFrame(ctx context.Context, st *stream, r *receiver) (*pb.
 		switch {
 		case errors.Is(in.err, io.EOF):
 			return nil, nil // closed before any frame
+		case errors.Is(in.err, errRegisterDoesNotDecode):
+			return nil, in.err // INVALID_ARGUMENT, as any bad register
 		case domain.ErrorCode(in.err) == domain.CodeInvalidArgument:
 			return nil, domain.Wrap(in.err, domain.CodeInvalidFirstFrame,
 				"the first frame must be register: %s", domain.ErrorMessage(in.err))

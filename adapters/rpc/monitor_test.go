@@ -7,11 +7,13 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/session"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
+	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 )
 
 func int64p(v int64) *int64 { return &v }
@@ -311,5 +313,46 @@ func TestMonitorAckPrecedesAnEndSentRightBehindRegister(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestMonitorRegisterThatDoesNotDecode: a register whose router_id is not
+// UTF-8 (proto3 strings must be) is a bad register, INVALID_ARGUMENT
+// (SPEC §2.2), not a first frame of the wrong kind; another frame that
+// does not decode first is still INVALID_FIRST_FRAME.
+func TestMonitorRegisterThatDoesNotDecode(t *testing.T) {
+	badID := protowire.AppendTag(nil, 1, protowire.BytesType) // RegisterRequest.router_id
+	badID = protowire.AppendString(badID, "r\xff1")
+	register := protowire.AppendTag(nil, 1, protowire.BytesType) // RouterFrame.register
+	register = protowire.AppendBytes(register, badID)
+	update := protowire.AppendTag(nil, 2, protowire.BytesType) // RouterFrame.update_config
+	update = protowire.AppendBytes(update, []byte{0x08})       // a truncated varint
+	srv := serve(t, mustMonitor(t, &fakeRegistrar{}, MonitorOptions{}).Handler)
+	for _, p := range clientProtocols {
+		for _, tc := range []struct {
+			name  string
+			frame []byte
+			code  string
+		}{
+			{"register", register, domain.CodeInvalidArgument},
+			{"update_config", update, domain.CodeInvalidFirstFrame},
+		} {
+			t.Run(p.name+"/"+tc.name, func(t *testing.T) {
+				client := connect.NewClient[rawFrame, pb.WorkerFrame](srv.Client(),
+					srv.URL+loadmonitorv1connect.LoadMonitorServiceMonitorProcedure,
+					append([]connect.ClientOption{connect.WithCodec(rawCodec{})}, p.opts...)...)
+				st := client.CallBidiStream(testContext(t))
+				if err := st.Send(&rawFrame{tc.frame}); err != nil {
+					t.Fatal(err)
+				}
+				f, err := st.Receive()
+				if err != nil || f.GetError().GetCode() != tc.code {
+					t.Fatalf("got %v (%v), want a StreamError %s", f, err, tc.code)
+				}
+				if tc.name == "register" && !strings.Contains(f.GetError().GetMessage(), "UTF-8") {
+					t.Errorf("message %q does not say what is wrong", f.GetError().GetMessage())
+				}
+			})
+		}
 	}
 }
