@@ -69,6 +69,14 @@ func dataException(err error) (string, bool) {
 	return "", false
 }
 
+// Retryable says err may pass by itself: the database could not be
+// reached, refused for now, or did not finish in time. A refusal of the
+// request itself (bad credentials, no such database, no permission, bad
+// SQL) is not.
+func Retryable(err error) bool {
+	return unavailable(err) || errors.Is(err, context.DeadlineExceeded)
+}
+
 func unavailable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {

@@ -47,23 +47,84 @@ func NewHistory(c Config, log *slog.Logger) (*History, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("--database-url: %w", err)
 	}
+	stopMigrating := func() {}
 	if c.Migrate {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		applied, err := postgres.Migrate(ctx, s.DB())
-		cancel()
-		if err != nil {
+		if stopMigrating, err = migrateAtStart(s, c.DatabaseURL, log); err != nil {
 			s.Close()
-			return nil, nil, fmt.Errorf("migrate %s: %w", envflag.RedactURL(c.DatabaseURL), err)
-		}
-		if len(applied) > 0 {
-			log.Info("history schema migrated", "applied", applied)
+			return nil, nil, err
 		}
 	} else if err := schemaCurrent(s, c.DatabaseURL, log); err != nil {
 		s.Close()
 		return nil, nil, err
 	}
-	h := &History{Store: s, Query: s, Chart: s, kind: "postgres", close: s.Close, closed: make(chan struct{})}
+	h := &History{Store: s, Query: s, Chart: s, kind: "postgres", closed: make(chan struct{}),
+		close: func() { stopMigrating(); s.Close() }}
 	return h, h.Close, nil
+}
+
+// migrateStartWait is how long serve waits for the history schema at
+// start; after it, serve serves without and migrates in the background.
+const migrateStartWait = 10 * time.Second
+
+// migrateAtStart applies the migrations. A database that does not answer,
+// or a migration that outlasts migrateStartWait (a large history), must
+// not keep the reporter from routers (SPEC §5): the migration then goes on
+// in the background, history writes failing and retrying until it is
+// done. A refusal that cannot pass by itself (credentials, permissions,
+// no such database) stops serve. The returned func stops the background
+// migration and waits for it.
+func migrateAtStart(s *postgres.Store, dbURL string, log *slog.Logger) (func(), error) {
+	ctx, cancel := context.WithTimeout(context.Background(), migrateStartWait)
+	applied, err := postgres.Migrate(ctx, s.DB())
+	cancel()
+	switch {
+	case err == nil:
+		if len(applied) > 0 {
+			log.Info("history schema migrated", "applied", applied)
+		}
+		return func() {}, nil
+	case !postgres.Retryable(err):
+		return nil, fmt.Errorf("migrate %s: %w (`loadreporter migrate --database-url %[1]s` applies the migrations by itself)",
+			envflag.RedactURL(dbURL), err)
+	}
+	log.Warn("history: the schema is not migrated yet; serving routers, and migrating in the background (history writes wait for it)",
+		"applied", applied, "waited", migrateStartWait, "err", err)
+	ctx, cancel = context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		migrateInBackground(ctx, s, log)
+	}()
+	return func() { cancel(); <-done }, nil
+}
+
+// migrateInBackground retries the migrations, backing off up to 30 s,
+// until they are applied, one fails for good, or ctx ends. An attempt has
+// no deadline of its own: a migration of a large history takes minutes.
+func migrateInBackground(ctx context.Context, s *postgres.Store, log *slog.Logger) {
+	wait := time.Second
+	for {
+		applied, err := postgres.Migrate(ctx, s.DB())
+		switch {
+		case err == nil:
+			log.Info("history schema migrated; history writes proceed", "applied", applied)
+			return
+		case ctx.Err() != nil:
+			return
+		case !postgres.Retryable(err):
+			log.Error("history: migration failed; history writes fail until `loadreporter migrate` succeeds", "applied", applied, "err", err)
+			return
+		}
+		log.Warn("history: migration not done yet; retrying", "applied", applied, "retry_in", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
 }
 
 // schemaCurrent refuses a schema that lacks migrations (with --migrate=false

@@ -2,13 +2,20 @@ package app
 
 import (
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/loadreporter/loadreporter/adapters/rpc"
+	"github.com/loadreporter/loadreporter/adapters/store/postgres"
 	"github.com/loadreporter/loadreporter/adapters/store/postgres/pgtest"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
@@ -117,4 +124,111 @@ func TestMigrateOffRefusesASchemaItCannotWrite(t *testing.T) {
 		t.Fatalf("a current schema with --migrate=false: %v", err)
 	}
 	_ = m.Close()
+}
+
+// TestServeStartsWhileTheHistoryDatabaseIsDown: a history database that
+// refuses connections at start does not keep serve from routers (SPEC
+// §5); the schema is migrated in the background once the database
+// answers. A refusal that cannot pass by itself (no such database) still
+// stops serve, naming the migrate command.
+func TestServeStartsWhileTheHistoryDatabaseIsDown(t *testing.T) {
+	url, _ := pgtest.FreshSchema(t)
+	proxy := newFlakyProxy(t, url)
+	c := DefaultConfig()
+	c.Listen, c.LogLevel, c.DatabaseURL = "127.0.0.1:0", "error", proxy.url
+	m, err := InitializeMain(c)
+	if err != nil {
+		t.Fatalf("serve with the history database down: %v", err)
+	}
+	defer func() { _ = m.Close() }()
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	proxy.up.Store(true)
+	s, err := postgres.Open(url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		missing, err := postgres.MissingMigrations(ctx, s.DB())
+		cancel()
+		if err == nil && len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the schema is still not migrated 20 s after the database came up: missing %v, %v", missing, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	c.DatabaseURL = strings.Replace(url, "/"+dbName(t, url)+"?", "/lr_no_such_database?", 1)
+	if m, err := InitializeMain(c); err == nil {
+		_ = m.Close()
+		t.Fatal("serve started on a database that does not exist")
+	} else if !strings.Contains(err.Error(), "loadreporter migrate") {
+		t.Fatalf("err = %v, want it to name the migrate command", err)
+	}
+}
+
+// flakyProxy forwards TCP connections to a PostgreSQL server while up,
+// and closes them at once while down.
+type flakyProxy struct {
+	url string // the database's URL through the proxy
+	up  atomic.Bool
+}
+
+func newFlakyProxy(t *testing.T, dbURL string) *flakyProxy {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	u, err := neturl.Parse(dbURL)
+	if err != nil || u.Scheme == "" {
+		t.Fatalf("this test needs DATABASE_URL as a postgres:// URL, got %q", dbURL)
+	}
+	u.Host = ln.Addr().String()
+	p := &flakyProxy{url: u.String()}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if !p.up.Load() {
+				_ = c.Close()
+				continue
+			}
+			go func() {
+				defer c.Close()
+				d, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer d.Close()
+				go func() { _, _ = io.Copy(d, c); _ = d.Close() }()
+				_, _ = io.Copy(c, d)
+			}()
+		}
+	}()
+	return p
+}
+
+// dbName is the database dbURL names.
+func dbName(t *testing.T, dbURL string) string {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Database
 }
