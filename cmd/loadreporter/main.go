@@ -110,6 +110,7 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 		if err != nil {
 			return err
 		}
+		cfg.Notes = stderr
 		return cli.Audit(ctx, cfg, stdout)
 	case "migrate":
 		url, err := cli.ParseMigrate(args[1:], getenv, stdout)

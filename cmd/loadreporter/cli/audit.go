@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,6 +39,10 @@ type AuditConfig struct {
 	Target      string
 	DatabaseURL string
 	AuthToken   string
+	// Notes is where CSV and JSON output says what a limit left out,
+	// apart from the data (the table prints it below the rows); nil is
+	// os.Stderr.
+	Notes io.Writer
 }
 
 type listFlag struct{ values *[]string }
@@ -216,6 +221,7 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 	default:
 		enc = audittable.NewTextEncoder(out)
 	}
+	note := ""
 	for t, err := range audittable.Pages(ctx, q, query) {
 		if err != nil {
 			if c.DatabaseURL != "" {
@@ -227,6 +233,19 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 		if err := enc.Encode(t); err != nil {
 			return err
 		}
+		note = t.Note
 	}
-	return enc.Close()
+	if err := enc.Close(); err != nil {
+		return err
+	}
+	// A script reading CSV or JSON cannot see a note in its data; it must
+	// still learn that rows are missing.
+	if note != "" && c.Format != "table" {
+		notes := c.Notes
+		if notes == nil {
+			notes = os.Stderr
+		}
+		fmt.Fprintf(notes, "loadreporter: audit %s: note: %s\n", c.Query, note)
+	}
+	return nil
 }

@@ -180,3 +180,52 @@ func TestParseWhenSaysWhatIsWrong(t *testing.T) {
 		t.Errorf("90m: %v %v", got, err)
 	}
 }
+
+// TestAuditSaysOnStderrWhatALimitCut: CSV and JSON carry no note, so a
+// result a limit cut says so on stderr, where a script's log shows it; the
+// table prints it below its rows as before.
+func TestAuditSaysOnStderrWhatALimitCut(t *testing.T) {
+	dbURL, _ := pgtest.FreshSchema(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := Migrate(ctx, dbURL, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	s, err := openStore(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Two outages: UNREACHABLE, HEALTHY, UNREACHABLE, HEALTHY.
+	t0 := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	var reports []*domain.Report
+	for i, st := range []domain.Status{domain.StatusUnreachable, domain.StatusHealthy, domain.StatusUnreachable, domain.StatusHealthy} {
+		r := &domain.Report{SourceInstanceID: "i", SequenceID: uint64(i + 1), ReportTime: t0.Add(time.Duration(i) * time.Second),
+			Worker: domain.Worker{Addr: "w:1", Type: domain.WorkerTypeRegular}, Status: st}
+		if st == domain.StatusUnreachable {
+			r.LastError = "engine down"
+		} else {
+			r.Ranks = []domain.RankLoad{{DPRank: 0, SnapshotTime: r.ReportTime, MaxTotalNumTokens: 100, MaxRunningRequests: 8}}
+		}
+		reports = append(reports, r)
+	}
+	if err := s.Append(ctx, reports); err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"csv", "json", "table"} {
+		c, err := ParseAudit([]string{"outages", "--since", "10m", "--limit", "1", "--format", format, "--database-url", dbURL}, env(nil), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out, notes strings.Builder
+		c.Notes = &notes
+		if err := Audit(ctx, c, &out); err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+		inData := strings.Contains(out.String(), "the limit cut this result")
+		onStderr := strings.Contains(notes.String(), "audit outages: note: the limit cut this result")
+		if format == "table" && (!inData || onStderr) || format != "table" && (inData || !onStderr) {
+			t.Errorf("--format %s: the note in the output %v, on stderr %v:\n%s\nstderr: %s", format, inData, onStderr, out.String(), notes.String())
+		}
+	}
+}
