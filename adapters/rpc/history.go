@@ -155,9 +155,15 @@ func (h *History) GetRankStats(ctx context.Context, req *connect.Request[lrv1.Ge
 // ListGaps returns recording gaps and restarts.
 func (h *History) ListGaps(ctx context.Context, req *connect.Request[lrv1.ListGapsRequest]) (*connect.Response[lrv1.ListGapsResponse], error) {
 	m := req.Msg
-	interval := time.Duration(m.GetIntervalMs()) * time.Millisecond
-	if m.GetIntervalMs() == 0 {
-		interval = h.historyInterval
+	interval := h.historyInterval
+	if ms := m.GetIntervalMs(); ms != 0 {
+		// Checked before it is multiplied: a huge value must not wrap
+		// into an interval the query accepts.
+		if ms < 0 || ms > audit.MaxGapInterval.Milliseconds() {
+			return nil, toConnectError(domain.Errorf(domain.CodeInvalidArgument,
+				"interval_ms must be within [1, %d] (the history interval; 0: the reporter's own), got %d", audit.MaxGapInterval.Milliseconds(), ms))
+		}
+		interval = time.Duration(ms) * time.Millisecond
 	}
 	res, err := h.query.Gaps(ctx, audit.GapsQuery{Window: h.window(m.GetWindow()), Workers: m.GetWorkers(),
 		Interval: interval, Limit: int(m.GetLimit())})

@@ -17,6 +17,7 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/store/memory"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/envflag"
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/domain/session"
 )
@@ -255,8 +256,8 @@ func (c Config) Validate() error {
 	if c.HistoryInterval < 0 {
 		return fmt.Errorf("--history-interval %s: must not be negative (0 turns history off)", c.HistoryInterval)
 	}
-	if c.HistoryInterval > 0 && c.HistoryInterval < 10*time.Millisecond {
-		return fmt.Errorf("--history-interval %s: want 0 (off) or at least 10ms", c.HistoryInterval)
+	if c.HistoryInterval > 0 && (c.HistoryInterval < 10*time.Millisecond || c.HistoryInterval > audit.MaxGapInterval) {
+		return fmt.Errorf("--history-interval %s: want 0 (off), or from 10ms to %s", c.HistoryInterval, audit.MaxGapInterval)
 	}
 	if c.HistoryRetention < 0 {
 		return fmt.Errorf("--history-retention %s: must not be negative (0 keeps all)", c.HistoryRetention)

@@ -82,13 +82,16 @@ func TestBadSettingsNameTheirFlag(t *testing.T) {
 		"--log-level":                            {"--log-level", "loud"},
 		"--shutdown-grace 0s: must be > 0":       {"--shutdown-grace", "0s"},
 		"--phase-slots 101: must be in [1, 100]": {"--phase-slots", "101"},
-		`--schedule "foo": want aligned or anchored`:                 {"--schedule", "foo"},
-		"--max-report-interval 1s is below --min-report-interval 2s": {"--min-report-interval", "2s", "--max-report-interval", "1s"},
-		"--stalled-write-timeout":                                    {"--stalled-write-timeout", "0s"},
-		"--max-watch-sessions":                                       {"--max-watch-sessions", "0"},
-		"--max-frames-per-second NaN":                                {"--max-frames-per-second", "NaN"},
-		"--max-frames-per-second +Inf":                               {"--max-frames-per-second", "Inf"},
-		"--first-frame-timeout -1s":                                  {"--first-frame-timeout", "-1s"},
+		`--schedule "foo": want aligned or anchored`:                    {"--schedule", "foo"},
+		"--max-report-interval 1s is below --min-report-interval 2s":    {"--min-report-interval", "2s", "--max-report-interval", "1s"},
+		"--stalled-write-timeout":                                       {"--stalled-write-timeout", "0s"},
+		"--max-watch-sessions":                                          {"--max-watch-sessions", "0"},
+		"--max-frames-per-second NaN":                                   {"--max-frames-per-second", "NaN"},
+		"--max-frames-per-second +Inf":                                  {"--max-frames-per-second", "Inf"},
+		"--first-frame-timeout -1s":                                     {"--first-frame-timeout", "-1s"},
+		"--history-interval 25h0m0s: want 0 (off), or from 10ms to 24h": {"--history-interval", "25h"},
+		"--max-lease must be at most 24h":                               {"--max-lease", "25h"},
+		"--max-report-interval must be at most 24h":                     {"--max-report-interval", "25h"},
 	}
 	for flagName, args := range cases {
 		_, err := ParseServe(args, env(nil), &bytes.Buffer{})

@@ -1,0 +1,33 @@
+package rpc
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/loadreporter/loadreporter/adapters/store/memory"
+	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
+)
+
+// TestListGapsRefusesAnIntervalItCannotHold: interval_ms beyond the
+// largest history interval is refused naming the field, before it is
+// turned into a duration (2^58 ms wrapped into 1 s and was answered).
+func TestListGapsRefusesAnIntervalItCannotHold(t *testing.T) {
+	h := NewHistory(memory.New(memory.Options{}), time.Now, time.Second)
+	now := time.Now().UnixMilli()
+	window := &lrv1.Window{SinceUnixMs: now - 60_000, UntilUnixMs: now}
+	for _, ms := range []int64{-1, 86_400_001, 288230376151712504, 9223372036854775807} {
+		_, err := h.ListGaps(context.Background(), connect.NewRequest(&lrv1.ListGapsRequest{Window: window, IntervalMs: ms}))
+		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "interval_ms must be within [1, 86400000]") {
+			t.Errorf("interval_ms %d: %v, want INVALID_ARGUMENT naming interval_ms and its range", ms, err)
+		}
+	}
+	for _, ms := range []int64{0, 1, 86_400_000} {
+		if _, err := h.ListGaps(context.Background(), connect.NewRequest(&lrv1.ListGapsRequest{Window: window, IntervalMs: ms})); err != nil {
+			t.Errorf("interval_ms %d: %v", ms, err)
+		}
+	}
+}
