@@ -108,6 +108,11 @@ func (h *Handler) parseAudit(q url.Values) (form views.AuditForm, a audittable.Q
 // 41 MB page and some 400 MB of heap (the downloads stream instead).
 const MaxPageReports = 1000
 
+// MaxPageRows bounds the rank rows of one audit page the same way: 1 000
+// reports of 256 ranks made a 145 MB page and a gigabyte of heap. A page
+// of reports with many ranks ends early; its next page continues.
+const MaxPageRows = 10_000
+
 func (h *Handler) serveAudit(w http.ResponseWriter, r *http.Request) {
 	if h.o.History == nil {
 		p := views.AuditPage{Page: h.page("Audit", "audit")}
@@ -131,6 +136,7 @@ func (h *Handler) serveAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.o.QueryTimeout)
 	defer cancel()
+	args.MaxRows = MaxPageRows
 	t, err := audittable.Run(ctx, h.o.History, args)
 	if err != nil {
 		code, msg := h.queryStatus(r, err)

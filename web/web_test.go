@@ -714,6 +714,35 @@ func TestAuditPageShowsAtMostAThousandReports(t *testing.T) {
 	}
 }
 
+// TestAuditPageBoundsItsRankRows: the bound is on rows, a row per rank:
+// 30 reports of 500 ranks would be 15 000 rows, so the page ends after
+// MaxPageRows of them and links to the rest.
+func TestAuditPageBoundsItsRankRows(t *testing.T) {
+	var reports []*domain.Report
+	for i := range 30 {
+		r := fixtureReport(0)
+		r.SequenceID, r.ReportTime = uint64(i+1), r.ReportTime.Add(time.Duration(i)*time.Second)
+		r.Status, r.LastError, r.Ranks = domain.StatusHealthy, "", nil
+		for k := range 500 {
+			r.Ranks = append(r.Ranks, domain.RankLoad{DPRank: int64(k), SnapshotTime: r.ReportTime})
+		}
+		reports = append(reports, r)
+	}
+	h := newHandler(t, Options{History: &historytest.Fake{
+		ReportsFunc: func(q audit.ReportsQuery) (audit.ReportsPage, error) { return historytest.PageOf(reports, q), nil },
+	}})
+	doc := page(t, h, "/audit?query=reports&since=0001-01-01T00:00:00Z&until=9999-01-01T00:00:00Z&limit=1000", http.StatusOK)
+	if rows := tid(doc, "audit-result").Find("tbody tr").Length(); rows != MaxPageRows {
+		t.Errorf("%d rows on the page, want %d", rows, MaxPageRows)
+	}
+	if got := txt(tid(doc, "audit-summary")); !strings.HasPrefix(got, "20 reports") {
+		t.Errorf("summary = %q, want 20 reports", got)
+	}
+	if _, ok := tid(doc, "next-page").Attr("href"); !ok {
+		t.Error("no link to the reports after the page")
+	}
+}
+
 func TestAuditShowsEveryFieldsErrorAtOnce(t *testing.T) {
 	h := newHandler(t, Options{History: newHistory()})
 	doc := page(t, h, "/audit?query=imbalance&since=yesterday&threshold=3", http.StatusBadRequest)

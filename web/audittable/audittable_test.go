@@ -334,6 +334,27 @@ func TestReports(t *testing.T) {
 	}
 }
 
+// TestReportsPageBoundedInRows: a page held whole (the audit page) ends
+// once its reports' rank rows would pass MaxRows, at least one report in,
+// and its cursor continues after the last report shown.
+func TestReportsPageBoundedInRows(t *testing.T) {
+	st := newHistory()
+	q := audittable.Query{Name: audittable.Reports, Workers: []string{addrA}, Limit: 25, MaxRows: 9}
+	tab := run(t, st, q)
+	// Two ranks a report: four reports are 8 rows, a fifth would be 10.
+	if tab.ReportCount != 4 || len(tab.Rows) != 8 || tab.NextCursor == "" || !strings.Contains(tab.Note, "ends after 4 reports, at 9 rank rows") {
+		t.Fatalf("page: %d reports, %d rows, cursor %q, note %q", tab.ReportCount, len(tab.Rows), tab.NextCursor, tab.Note)
+	}
+	q.Cursor = tab.NextCursor
+	if next := run(t, st, q); next.ReportCount != 4 || next.Rows[0][3].Raw != "5" {
+		t.Errorf("next page: %d reports, first sequence %s, want 4 from 5", next.ReportCount, next.Rows[0][3].Raw)
+	}
+	q.Cursor, q.MaxRows = "", 1
+	if one := run(t, st, q); one.ReportCount != 1 || len(one.Rows) != 2 {
+		t.Errorf("a report wider than the bound: %d reports, %d rows, want it shown alone", one.ReportCount, len(one.Rows))
+	}
+}
+
 // pagesForEver is a HistoryQuery whose reports never end: every page holds
 // size UNREACHABLE reports and a cursor.
 type pagesForEver struct {

@@ -65,6 +65,10 @@ type Query struct {
 	// AllPages makes reports follow the cursor to the end of the window,
 	// up to MaxReports reports, instead of answering one page.
 	AllPages bool
+	// MaxRows bounds the rows of one page of reports (one per rank), for
+	// a writer that holds the page whole: a page of many-rank reports
+	// ends early, its cursor after the last report shown. 0: no bound.
+	MaxRows int
 }
 
 func (q Query) reports() audit.ReportsQuery {
@@ -147,6 +151,11 @@ func Pages(ctx context.Context, q ports.HistoryQuery, query Query) iter.Seq2[Tab
 				yield(Table{}, err)
 				return
 			}
+			cutByRows := false
+			if n := fitRows(page.Reports, query.MaxRows); n < len(page.Reports) {
+				page.Reports, cutByRows = page.Reports[:n], true
+				page.NextCursor = audit.KeyOf(page.Reports[n-1]).Cursor(false)
+			}
 			t := reportsTable(page.Reports)
 			t.NextCursor = page.NextCursor
 			read += len(page.Reports)
@@ -157,6 +166,9 @@ func Pages(ctx context.Context, q ports.HistoryQuery, query Query) iter.Seq2[Tab
 				if query.AllPages {
 					t.Truncated = true
 					t.Note = "stopped after " + humanize.Thousands(int64(read)) + " reports: narrow the window to see the rest"
+				} else if cutByRows {
+					t.Note = "this page ends after " + humanize.Thousands(int64(len(page.Reports))) + " reports, at " +
+						humanize.Thousands(int64(query.MaxRows)) + " rank rows at most; more reports follow it"
 				} else {
 					t.Note = "more reports follow this page"
 				}
@@ -167,6 +179,21 @@ func Pages(ctx context.Context, q ports.HistoryQuery, query Query) iter.Seq2[Tab
 			query.Cursor = page.NextCursor
 		}
 	}
+}
+
+// fitRows is how many of reports, at least one, fit in maxRows rows (a
+// row per rank, one for a report without ranks); maxRows 0 fits all.
+func fitRows(reports []*domain.Report, maxRows int) int {
+	if maxRows <= 0 {
+		return len(reports)
+	}
+	rows := 0
+	for i, r := range reports {
+		if rows += max(1, len(r.Ranks)); rows > maxRows {
+			return max(1, i)
+		}
+	}
+	return len(reports)
 }
 
 // truncatedNote is the Note of a result its Limit cut.
