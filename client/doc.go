@@ -21,7 +21,9 @@
 // is higher than the last accepted one from the same source_instance_id; a
 // new source_instance_id (the worker restarted) replaces the old view and
 // starts a new sequence. A rejected report changes nothing; Worker.Rejected
-// and the metrics count it by RejectReason.
+// and the metrics count it by RejectReason. A report of more than MaxRanks
+// ranks is rejected; a last_error longer than MaxLastErrorBytes is cut, and
+// the report kept.
 //
 // # Freshness
 //

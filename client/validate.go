@@ -27,7 +27,8 @@ const (
 	RejectUnreachableShape RejectReason = "unreachable_shape"
 	// RejectNoRanks: a HEALTHY or STALE report has no ranks.
 	RejectNoRanks RejectReason = "no_ranks"
-	// RejectRank: a dp_rank is negative or appears twice.
+	// RejectRank: a dp_rank is negative or appears twice, or the report
+	// has more than MaxRanks ranks.
 	RejectRank RejectReason = "rank"
 	// RejectCounter: one of the seven counters is negative.
 	RejectCounter RejectReason = "negative_counter"
@@ -71,6 +72,12 @@ func reject(reason RejectReason, format string, args ...any) *ReportError {
 // max_running_requests where the max is > 0, the four ratios finite and
 // token_usage in [0, 1]. The sequence is checked by the Worker, which
 // knows the previous report. The error is a *ReportError.
+// MaxRanks bounds the ranks of one report: far above any data-parallel
+// size (a worker's --max-dp-size defaults to 1 024), and it keeps a
+// hostile worker's 4 MiB frame of 280 000 ranks out of a router's memory
+// and a fleet page.
+const MaxRanks = 4096
+
 func ValidateReport(r *pb.LoadReport) error {
 	if r.GetSourceInstanceId() == "" {
 		return reject(RejectInstance, "source_instance_id is empty")
@@ -88,6 +95,9 @@ func ValidateReport(r *pb.LoadReport) error {
 		}
 	default:
 		return reject(RejectStatus, "status %s is not HEALTHY, STALE or UNREACHABLE", r.GetStatus())
+	}
+	if n := len(r.GetRanks()); n > MaxRanks {
+		return reject(RejectRank, "%d ranks, more than the %d a report may hold", n, MaxRanks)
 	}
 	seen := make(map[int32]struct{}, len(r.GetRanks()))
 	for _, k := range r.GetRanks() {

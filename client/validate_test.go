@@ -79,6 +79,8 @@ func TestValidateReport(t *testing.T) {
 		{"usage above 1", edit(func(r *pb.LoadReport) { r.Ranks[0].TokenUsage = 1.01 }), RejectRatio},
 		{"usage below 0", edit(func(r *pb.LoadReport) { r.Ranks[0].TokenUsage = -0.01 }), RejectRatio},
 		{"usage exactly 1", edit(func(r *pb.LoadReport) { r.Ranks[0].TokenUsage = 1 }), ""},
+		{"MaxRanks ranks", healthy("a", 1, MaxRanks), ""},
+		{"more than MaxRanks ranks", healthy("a", 1, MaxRanks+1), RejectRank},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -10,8 +10,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
@@ -375,6 +377,25 @@ func (w *Worker) accept(st *loopState, r *pb.LoadReport) bool {
 		w.opts.Logger.Warn("load report rejected", "worker", w.addr, "reason", re.Reason, "detail", re.Message)
 		return false
 	}
+	if e := r.GetLastError(); len(e) > MaxLastErrorBytes {
+		r.LastError = proto.String(shortenLastError(e))
+	}
 	st.report, st.receivedAt = r, w.deps.clock.Now()
 	return true
+}
+
+// MaxLastErrorBytes bounds a report's last_error as the client keeps it
+// (a loadreporter worker sends at most 512 bytes): a longer one is cut,
+// ending in "…", so that a worker cannot fill a router's logs and pages
+// with megabytes of reason. The report is still accepted.
+const MaxLastErrorBytes = 512
+
+// shortenLastError cuts e to MaxLastErrorBytes, "…" included, on a rune
+// boundary.
+func shortenLastError(e string) string {
+	cut := MaxLastErrorBytes - len("…")
+	for cut > 0 && !utf8.RuneStart(e[cut]) {
+		cut--
+	}
+	return e[:cut] + "…"
 }

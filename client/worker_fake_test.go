@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -80,6 +81,30 @@ func TestRejectsWhatSGLangsRouterRejects(t *testing.T) {
 		if m := counterValue(t, w.metrics.rejected.WithLabelValues(fw.addr, string(r))); m != float64(want[r]) {
 			t.Errorf("metric rejected %s: %v, want %d", r, m, want[r])
 		}
+	}
+}
+
+// TestALongLastErrorIsCut: a report whose last_error runs to megabytes is
+// accepted with it cut to MaxLastErrorBytes, on a rune boundary, so the
+// view's reason (a fleet page, a log line) stays short.
+func TestALongLastErrorIsCut(t *testing.T) {
+	ctx := testCtx(t, 10*time.Second)
+	fw := startFakeWorker(t)
+	w := dialT(t, fw.addr, fastOptions(ProtocolGRPC), deps{})
+	views, cancel := w.Subscribe()
+	defer cancel()
+	fs := fw.next(ctx, t)
+	fs.register(ctx, t, 60_000, 20_000)
+	r := unreachable("a", 1)
+	r.LastError = new("engine said: " + strings.Repeat("é", 1<<20))
+	fs.report(t, r)
+	v := waitView(ctx, t, views, "a#1", hasSeq("a", 1))
+	got := v.Report.GetLastError()
+	if len(got) > MaxLastErrorBytes || !strings.HasPrefix(got, "engine said: é") || !strings.HasSuffix(got, "é…") || !utf8.ValidString(got) {
+		t.Fatalf("last_error kept as %d bytes: %.40q…%q", len(got), got, got[max(0, len(got)-8):])
+	}
+	if v.State != Unreachable || len(v.Reason) > MaxLastErrorBytes+100 {
+		t.Fatalf("view %s, reason of %d bytes", v.State, len(v.Reason))
 	}
 }
 
