@@ -7,9 +7,12 @@ import (
 	"embed"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/a-h/templ"
@@ -164,23 +167,61 @@ func Static() http.Handler {
 	}
 	files := http.StripPrefix("/static/", http.FileServerFS(static))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Asset URLs carry a content hash (?v=…), so a page always
-		// names the bytes it was rendered with; revalidate anyway.
-		w.Header().Set("Cache-Control", "no-cache")
+		name := strings.TrimPrefix(r.URL.Path, "/static/")
+		version, ok := assetVersion(name)
+		if !ok { // no directory listings, nothing but the assets
+			http.NotFound(w, r)
+			return
+		}
 		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("ETag", `"`+version+`"`)
+		if r.URL.Query().Get("v") == version {
+			// Pages name an asset by the hash of its bytes (AssetURL):
+			// under that name it never changes.
+			w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+		} else {
+			w.Header().Set("Cache-Control", "no-cache")
+		}
 		files.ServeHTTP(w, r)
 	})
 }
 
+// assetVersion is the hash AssetURL puts in name's URL; false when name
+// is not an embedded asset.
+func assetVersion(name string) (string, bool) {
+	v, ok := assetVersions()[name]
+	return v, ok
+}
+
+// assetVersions hashes every embedded asset once.
+var assetVersions = sync.OnceValue(func() map[string]string {
+	entries, err := staticFS.ReadDir("static")
+	if err != nil {
+		panic(err) // "static" is a fixed, valid path into the embedded tree
+	}
+	versions := map[string]string{}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		b, err := staticFS.ReadFile("static/" + e.Name())
+		if err != nil {
+			panic(err)
+		}
+		sum := sha256.Sum256(b)
+		versions[e.Name()] = hex.EncodeToString(sum[:6])
+	}
+	return versions
+})
+
 // AssetURL is where Static serves the embedded asset name:
 // /static/<name>?v=<hash of its content>.
 func AssetURL(name string) (string, error) {
-	b, err := staticFS.ReadFile("static/" + name)
-	if err != nil {
-		return "", err
+	version, ok := assetVersion(name)
+	if !ok {
+		return "", fmt.Errorf("web: no asset %q", name)
 	}
-	sum := sha256.Sum256(b)
-	return "/static/" + name + "?v=" + hex.EncodeToString(sum[:6]), nil
+	return "/static/" + name + "?v=" + version, nil
 }
 
 // contentSecurityPolicy allows the page's own script, styles and RPCs and

@@ -300,9 +300,24 @@ func TestStaticAssets(t *testing.T) {
 		if ct := res.Header.Get("Content-Type"); !strings.Contains(ct, want) {
 			t.Errorf("GET %s: Content-Type %q", href, ct)
 		}
+		// Under its hashed name an asset never changes; under another it
+		// is revalidated against its ETag.
+		if cc := res.Header.Get("Cache-Control"); !strings.Contains(cc, "immutable") {
+			t.Errorf("GET %s: Cache-Control %q, want immutable", href, cc)
+		}
+		etag := res.Header.Get("ETag")
+		req := httptest.NewRequest(http.MethodGet, u.Path, nil)
+		req.Header.Set("If-None-Match", etag)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if etag == "" || rec.Code != http.StatusNotModified || rec.Header().Get("Cache-Control") != "no-cache" {
+			t.Errorf("GET %s with If-None-Match %q: %d, Cache-Control %q; want 304, no-cache", u.Path, etag, rec.Code, rec.Header().Get("Cache-Control"))
+		}
 	}
-	if res := get(t, h, "/static/nope.js"); res.StatusCode != http.StatusNotFound {
-		t.Errorf("missing asset: %d", res.StatusCode)
+	for _, path := range []string{"/static/nope.js", "/static/", "/static/x/live.js"} {
+		if res := get(t, h, path); res.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s: %d, want 404 (no listings, nothing but the assets)", path, res.StatusCode)
+		}
 	}
 	if res := get(t, h, "/elsewhere"); res.StatusCode != http.StatusNotFound {
 		t.Errorf("unknown path: %d", res.StatusCode)
