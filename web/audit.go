@@ -265,7 +265,7 @@ func resultView(t audittable.Table, a audittable.Query) views.ResultTable {
 		what = plural(t.ReportCount, "report") + " (" + what + ", one per rank)"
 	}
 	res.Summary = what + " from " + clock(a.Window.Since) + " to " + clock(a.Window.Until) +
-		" (" + humanize.Duration(a.Window.Until.Sub(a.Window.Since)) + ")"
+		" (" + humanize.Span(a.Window.Since, a.Window.Until) + ")"
 	return res
 }
 

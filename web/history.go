@@ -93,7 +93,7 @@ func (h *Handler) serveHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Since, p.Until = win.Since.UTC().Format(timeLayout), win.Until.UTC().Format(timeLayout)
-	p.WindowText = clock(win.Since) + " – " + clock(win.Until) + " (" + humanize.Duration(win.Until.Sub(win.Since)) + ")"
+	p.WindowText = clock(win.Since) + " – " + clock(win.Until) + " (" + humanize.Span(win.Since, win.Until) + ")"
 
 	ctx, cancel := context.WithTimeout(r.Context(), h.o.QueryTimeout)
 	defer cancel()

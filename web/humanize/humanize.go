@@ -79,3 +79,22 @@ func Duration(d time.Duration) string {
 	}
 	return s
 }
+
+// Span is Duration(to − from) for windows longer than a time.Duration
+// holds (about 292 years), where Sub saturates: the audit pages accept
+// any window within years 0001–9999.
+func Span(from, to time.Time) string {
+	if d := to.Sub(from); d > math.MinInt64 && d < math.MaxInt64 {
+		return Duration(d)
+	}
+	secs := to.Unix() - from.Unix()
+	sign := ""
+	if secs < 0 {
+		sign, secs = "-", -secs
+	}
+	s := sign + Thousands(secs/86400) + " d"
+	if h := secs % 86400 / 3600; h > 0 {
+		s += " " + strconv.FormatInt(h, 10) + " h"
+	}
+	return s
+}

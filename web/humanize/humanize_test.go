@@ -41,3 +41,22 @@ func TestHumanize(t *testing.T) {
 		}
 	}
 }
+
+// TestSpanPastWhatADurationHolds: a window of centuries (the pages take
+// years 0001–9999) reads its real length, where Sub saturates at 106 751 d.
+func TestSpanPastWhatADurationHolds(t *testing.T) {
+	day := func(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0, 0, 0, time.UTC) }
+	for _, tc := range []struct {
+		from, to time.Time
+		want     string
+	}{
+		{day(2026, 11, 30), day(2026, 12, 1).Add(90 * time.Minute), "1 d 1 h"},
+		{day(1700, 1, 1), day(2026, 12, 1), "119,403 d"},
+		{day(1, 1, 1), day(9999, 12, 31).Add(5 * time.Hour), "3,652,058 d 5 h"},
+		{day(9999, 12, 31), day(1, 1, 1), "-3,652,058 d"},
+	} {
+		if got := Span(tc.from, tc.to); got != tc.want {
+			t.Errorf("Span(%s, %s) = %q, want %q", tc.from.Format(time.DateOnly), tc.to.Format(time.DateOnly), got, tc.want)
+		}
+	}
+}
