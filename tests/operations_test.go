@@ -60,7 +60,8 @@ func TestOnePortServesOperations(t *testing.T) {
 		`loadreporter_reports_total{status="HEALTHY"}`, `loadreporter_reports_delivered_total{kind="monitor"}`,
 		"loadreporter_pull_duration_seconds_bucket", "loadreporter_fire_lateness_seconds_count", "loadreporter_report_age_seconds",
 		"loadreporter_history_written_total", "loadreporter_history_lag_seconds", "loadreporter_history_buffered_reports",
-		"loadreporter_stalled_streams_ended_total",
+		"loadreporter_stalled_streams_ended_total", "loadreporter_history_retention_removed_total",
+		"loadreporter_history_retention_failures_total",
 	} {
 		if !strings.Contains(metrics, series) {
 			t.Errorf("/metrics lacks %s", series)

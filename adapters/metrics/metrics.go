@@ -37,6 +37,9 @@ type Metrics struct {
 
 	historyOnce sync.Once
 	history     *historyMetrics
+
+	retentionOnce sync.Once
+	retention     func(removed int64, err error)
 }
 
 var _ ports.FireObserver = (*Metrics)(nil)
@@ -200,6 +203,29 @@ func (m *Metrics) History() ports.RecorderObserver {
 		m.history = h
 	})
 	return m.history
+}
+
+// Retention returns what the history retention reports each pass to,
+// registering its metrics on first use: a retention that keeps failing
+// (a long reader holding a lock, a role that may not drop tables) lets the
+// history grow without bound, and must be seen.
+func (m *Metrics) Retention() func(removed int64, err error) {
+	m.retentionOnce.Do(func() {
+		removed := prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "loadreporter_history_retention_removed_total", Help: "Reports the history retention removed (--history-retention).",
+		})
+		failures := prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "loadreporter_history_retention_failures_total", Help: "History retention passes that failed (retried at the next pass).",
+		})
+		m.registry.MustRegister(removed, failures)
+		m.retention = func(n int64, err error) {
+			removed.Add(float64(n))
+			if err != nil {
+				failures.Inc()
+			}
+		}
+	})
+	return m.retention
 }
 
 type historyMetrics struct {

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -240,5 +241,26 @@ func TestHistoryLagIsWhatIsUnwritten(t *testing.T) {
 	reports, lag = 0, 0
 	if body := scrape(t, m); !strings.Contains(body, "loadreporter_history_lag_seconds 0\n") {
 		t.Error("the lag does not fall to 0 once the history caught up")
+	}
+}
+
+// TestRetentionPassesAreCounted: what each retention pass removed, and
+// the passes that failed, which otherwise only a log line every
+// --history-retention pass (10 min) told.
+func TestRetentionPassesAreCounted(t *testing.T) {
+	m := New(time.Now)
+	passed := m.Retention()
+	passed(120, nil)
+	passed(3, errors.New("canceling statement due to lock timeout"))
+	passed(0, nil)
+	body := scrape(t, m)
+	for _, series := range []string{"loadreporter_history_retention_removed_total 123", "loadreporter_history_retention_failures_total 1"} {
+		if !strings.Contains(body, series+"\n") {
+			t.Errorf("missing %s in:\n%s", series, body)
+		}
+	}
+	m.Retention()(1, nil) // a second call shares the collectors
+	if body := scrape(t, m); !strings.Contains(body, "loadreporter_history_retention_removed_total 124\n") {
+		t.Error("a second Retention did not count into the same series")
 	}
 }

@@ -154,7 +154,7 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL URL for the history (empty: a bounded in-memory history)")
 	fs.BoolVar(&c.Migrate, "migrate", c.Migrate, "apply the schema migrations at start (with --database-url)")
 	fs.DurationVar(&c.HistoryInterval, "history-interval", c.HistoryInterval, "how often history records a report, besides every status change (0: history off)")
-	fs.DurationVar(&c.HistoryRetention, "history-retention", c.HistoryRetention, "history kept; older reports are removed periodically (0: keep all)")
+	fs.DurationVar(&c.HistoryRetention, "history-retention", c.HistoryRetention, "history kept; older reports are removed every 10 minutes, PostgreSQL's by whole UTC days (0: keep all)")
 	fs.IntVar(&c.HistoryCapacity, "history-capacity", c.HistoryCapacity, "reports the in-memory history keeps (oldest evicted first)")
 	fs.StringVar(&c.WorkerAddr, "worker-addr", c.WorkerAddr, "worker_addr in reports (empty: the listen address)")
 	fs.StringVar(&c.WorkerType, "worker-type", c.WorkerType, "worker_type in reports: regular, prefill or decode")

@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/grpchealth"
 
+	"github.com/loadreporter/loadreporter/adapters/metrics"
 	"github.com/loadreporter/loadreporter/adapters/orca"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/domain/recorder"
@@ -31,6 +32,7 @@ type Main struct {
 	server   *http.Server
 	health   *Health
 	ready    *Readiness
+	metrics  *metrics.Metrics
 	// cleanup releases what the providers opened (InitializeMain sets it);
 	// it runs last in Close, and alone when Start never ran.
 	cleanup func()
@@ -46,9 +48,9 @@ type Main struct {
 
 // NewMain assembles a Main; Start runs it. rec is nil when history is off.
 func NewMain(c Config, log *slog.Logger, clk ports.Clock, r *fireloop.Loop, e Engine, hist *History,
-	rec *recorder.Recorder, srv *http.Server, h *Health, ready *Readiness) *Main {
+	rec *recorder.Recorder, srv *http.Server, h *Health, ready *Readiness, m *metrics.Metrics) *Main {
 	return &Main{cfg: c, log: log, clock: clk, loop: r, engine: e, history: hist, recorder: rec,
-		server: srv, health: h, ready: ready, cleanup: func() {}}
+		server: srv, health: h, ready: ready, metrics: m, cleanup: func() {}}
 }
 
 // History is the history store in use.
@@ -95,6 +97,7 @@ func (m *Main) Start() error {
 		}
 		_ = recorder.RunRetention(loopCtx, recorder.RetentionOptions{
 			Store: m.history.Store, Clock: m.clock, Retention: m.cfg.HistoryRetention, Logger: m.log,
+			Removed: m.metrics.Retention(),
 		})
 	}()
 	m.serveDone = make(chan error, 1)

@@ -90,7 +90,7 @@ func initializeMain(c Config) (*Main, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	main := NewMain(c, logger, system, loop, engine, history, recorder, server, v, readiness)
+	main := NewMain(c, logger, system, loop, engine, history, recorder, server, v, readiness, metrics)
 	return main, func() {
 		cleanup3()
 		cleanup2()
@@ -168,7 +168,7 @@ func initializeMainWithEngine(c Config, e Engine) (*Main, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	main := NewMain(c, logger, system, loop, e, history, recorder, server, v, readiness)
+	main := NewMain(c, logger, system, loop, e, history, recorder, server, v, readiness, metrics)
 	return main, func() {
 		cleanup2()
 		cleanup()
