@@ -154,3 +154,27 @@ func createPartition(ctx context.Context, tx pgx.Tx, p partitionedTable, name st
 }
 
 func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+// CanCreatePartitions reports whether db's role may create the daily
+// partitions every write needs sooner or later: CREATE on the schema and
+// the rights of the partitioned tables' owner (a role granted only
+// INSERT and SELECT migrates nothing and writes nothing once a new day
+// begins). It changes nothing.
+func CanCreatePartitions(ctx context.Context, db DB) (bool, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	names := make([]string, len(partitioned))
+	for i, p := range partitioned {
+		names[i] = p.table
+	}
+	var ok bool
+	err = tx.QueryRow(ctx, `
+		SELECT coalesce(has_schema_privilege(current_schema(), 'CREATE'), false)
+		   AND coalesce(bool_and(pg_has_role(c.relowner, 'USAGE')), true) -- no tables yet: CREATE is what counts
+		FROM pg_class c
+		WHERE c.relnamespace = current_schema()::regnamespace AND c.relname = ANY($1)`, names).Scan(&ok)
+	return ok, err
+}

@@ -57,9 +57,22 @@ func NewHistory(c Config, log *slog.Logger) (*History, func(), error) {
 		s.Close()
 		return nil, nil, err
 	}
+	warnIfWritesWillFail(s, log)
 	h := &History{Store: s, Query: s, Chart: s, kind: "postgres", closed: make(chan struct{}),
 		close: func() { stopMigrating(); s.Close() }}
 	return h, h.Close, nil
+}
+
+// warnIfWritesWillFail says at start what would otherwise show only as
+// failing writes, for ever: a role that may not create the daily
+// partitions. Serve goes on (routers do not need the history); a
+// database that does not answer yet is not judged.
+func warnIfWritesWillFail(s *postgres.Store, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if ok, err := postgres.CanCreatePartitions(ctx, s.DB()); err == nil && !ok {
+		log.Error("history: the database role may not create the daily partitions (it needs CREATE on the schema and the history tables' owner's rights); history writes will fail until it may")
+	}
 }
 
 // migrateStartWait is how long serve waits for the history schema at

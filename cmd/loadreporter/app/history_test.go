@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -231,4 +232,29 @@ func dbName(t *testing.T, dbURL string) string {
 		t.Fatal(err)
 	}
 	return cfg.Database
+}
+
+// TestServeSaysWhenItsRoleCannotWriteHistory: a role that may read and
+// insert but not create the daily partitions starts serve (routers do not
+// need history) with an error line that says why writes will fail.
+func TestServeSaysWhenItsRoleCannotWriteHistory(t *testing.T) {
+	url, schema := pgtest.FreshSchema(t)
+	c := DefaultConfig()
+	c.DatabaseURL = url
+	_, cleanup, err := NewHistory(c, slog.New(slog.DiscardHandler)) // migrates as the owner
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanup()
+	c.DatabaseURL = pgtest.Role(t, schema, "GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA "+pgx.Identifier{schema}.Sanitize()+" TO %s")
+	c.Migrate = false
+	var logs strings.Builder
+	_, cleanup, err = NewHistory(c, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatalf("serve refused a role that can read the history: %v", err)
+	}
+	cleanup()
+	if !strings.Contains(logs.String(), "may not create the daily partitions") {
+		t.Fatalf("no word of the writes that will fail; logs:\n%s", logs.String())
+	}
 }

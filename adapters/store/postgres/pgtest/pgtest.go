@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"os"
 	"strings"
@@ -106,4 +107,32 @@ func withParams(dbURL, schema string, named bool) string {
 		s += " application_name=" + schema
 	}
 	return s
+}
+
+// Role creates a login role for t, dropped when t ends, grants it USAGE
+// on schema and each of grants (statements with %s for the role, like
+// "GRANT SELECT ON ALL TABLES IN SCHEMA x TO %s"), and returns a URL that
+// logs in as it with schema as its search_path. It needs BaseURL in URL
+// form and a server that trusts local logins (the test server does).
+func Role(t testing.TB, schema string, grants ...string) string {
+	t.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "lrtest_role_" + hex.EncodeToString(b)
+	role := pgx.Identifier{name}.Sanitize()
+	Exec(t, `CREATE ROLE `+role+` LOGIN`)
+	t.Cleanup(func() {
+		Exec(t, `DROP OWNED BY `+role)
+		Exec(t, `DROP ROLE `+role)
+	})
+	Exec(t, `GRANT USAGE ON SCHEMA `+pgx.Identifier{schema}.Sanitize()+` TO `+role)
+	for _, g := range grants {
+		Exec(t, fmt.Sprintf(g, role))
+	}
+	u, err := url.Parse(WithSearchPath(BaseURL(), schema))
+	if err != nil || u.Scheme == "" {
+		t.Fatalf("a test of roles needs DATABASE_URL as a postgres:// URL, got %q", BaseURL())
+	}
+	u.User = url.User(name)
+	return u.String()
 }
