@@ -96,9 +96,10 @@ func (b ReportBuilder) Report(seq uint64, completedAt time.Time, snap Snapshot, 
 			oldest = rk.SnapshotTime
 		}
 	}
-	// In whole milliseconds, as the wire carries times: a router that
-	// recomputes the age from the report finds what we judged.
-	if age := completedAt.Sub(oldest).Truncate(time.Millisecond); age > b.StaleAfter {
+	// As the wire carries it: report_time and the rank's snapshot_time,
+	// each in whole milliseconds, so a router that recomputes the age
+	// from the report finds what we judged.
+	if age := time.Duration(completedAt.UnixMilli()-oldest.UnixMilli()) * time.Millisecond; age > b.StaleAfter {
 		r.Status = StatusStale
 		r.LastError = fmt.Sprintf("load snapshot stale by %d ms", age.Milliseconds())
 		return r

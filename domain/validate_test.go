@@ -89,12 +89,24 @@ func TestBuildStatus(t *testing.T) {
 			t.Fatalf("ranks not sorted: %+v", r.Ranks)
 		}
 	})
-	t.Run("healthy less than a millisecond past", func(t *testing.T) {
-		// The wire carries milliseconds: the age a router computes is
-		// 3000 ms, which SPEC §3 calls healthy.
-		r := b.Build(7, t0, snapshotOf(at(0, 0), at(3*time.Second+999*time.Microsecond, 1)), nil, RankRange(2))
-		if r.Status != StatusHealthy || r.LastError != "" {
-			t.Fatalf("status %v %q, want HEALTHY", r.Status, r.LastError)
+	t.Run("judged in the wire's milliseconds", func(t *testing.T) {
+		// report_time and snapshot_time each go out in whole
+		// milliseconds; the status is what a router computes from them.
+		for _, tc := range []struct {
+			completed, snapshot time.Duration // after t0
+			want                Status
+		}{
+			{3*time.Second + 999*time.Microsecond, 0, StatusHealthy},                        // 3000 ms on the wire
+			{3*time.Second + 1100*time.Microsecond, 900 * time.Microsecond, StatusStale},    // 3001 − 0: 3001 ms
+			{3*time.Second + 1100*time.Microsecond, 1100 * time.Microsecond, StatusHealthy}, // 3001 − 1
+		} {
+			rk := goodRank(0)
+			rk.SnapshotTime = t0.Add(tc.snapshot)
+			r := b.Build(7, t0.Add(tc.completed), snapshotOf(rk), nil, RankRange(1))
+			wire := r.ReportTime.UnixMilli() - r.Ranks[0].SnapshotTime.UnixMilli()
+			if r.Status != tc.want {
+				t.Errorf("completed +%s, snapshot +%s (%d ms on the wire): %v, want %v", tc.completed, tc.snapshot, wire, r.Status, tc.want)
+			}
 		}
 	})
 	t.Run("stale one millisecond past", func(t *testing.T) {

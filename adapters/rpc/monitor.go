@@ -224,14 +224,18 @@ func (m *Monitor) relay(ctx context.Context, st *stream, tr *transport, r *recei
 			if ctx.Err() != nil { // the read was woken for it
 				return ctx.Err()
 			}
-			// A router that sent stop or a bad frame right behind its
-			// register still gets the ack first (SPEC §2.3).
-			if err := w.sendAckLeft(); err != nil {
-				return err
-			}
 			if errors.Is(err, errOverBudget) {
 				m.overBudget.Add(1)
 				m.logAbuse(&m.budgetLog, "monitor stream ended: over its frame budget", st, err, "router_id", sub.RouterID())
+			}
+			// A router that sent stop or a bad frame right behind its
+			// register still gets the ack first (SPEC §2.3).
+			if ackErr := w.sendAckLeft(); ackErr != nil {
+				var de *domain.Error
+				if errors.As(err, &de) { // its end cannot reach the router either, but counts
+					m.noteEnd(st, sub.RouterID(), err)
+				}
+				return ackErr
 			}
 			return m.endRead(st, tr, sub.RouterID(), err)
 		case <-ctx.Done():

@@ -303,7 +303,7 @@ func TestMonitorAckPrecedesAnEndSentRightBehindRegister(t *testing.T) {
 					m.send(registerFrame("r1", 100, 3000))
 					m.send(tc.second)
 					if ack := m.recv().GetRegistered(); ack == nil {
-						t.Fatal("the first frame is not the registered ack")
+						m.t.Fatal("the first frame is not the registered ack")
 					}
 					if tc.code == "" {
 						m.endsOK()
