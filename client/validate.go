@@ -60,6 +60,12 @@ type ReportError struct {
 // Error says the reason and the field.
 func (e *ReportError) Error() string { return string(e.Reason) + ": " + e.Message }
 
+// MaxRanks bounds the ranks of one report: far above any data-parallel
+// size, and a loadreporter worker never sends more (its --max-dp-size
+// stops there); it keeps a hostile worker's 4 MiB frame of 280 000 ranks
+// out of a router's memory and a fleet page.
+const MaxRanks = 4096
+
 func reject(reason RejectReason, format string, args ...any) *ReportError {
 	return &ReportError{Reason: reason, Message: fmt.Sprintf(format, args...)}
 }
@@ -67,17 +73,11 @@ func reject(reason RejectReason, format string, args ...any) *ReportError {
 // ValidateReport checks one report the way SGLang's router does before it
 // routes on it (SPEC §3's validation, seen from the receiving side): an
 // instance id; a known status; UNREACHABLE with last_error and no ranks;
-// HEALTHY and STALE with ranks, each dp_rank non-negative and unique, the
+// HEALTHY and STALE with ranks (at most MaxRanks), each dp_rank non-negative and unique, the
 // seven counters non-negative, used ≤ max_total_num_tokens and running ≤
 // max_running_requests where the max is > 0, the four ratios finite and
 // token_usage in [0, 1]. The sequence is checked by the Worker, which
 // knows the previous report. The error is a *ReportError.
-// MaxRanks bounds the ranks of one report: far above any data-parallel
-// size (a worker's --max-dp-size defaults to 1 024), and it keeps a
-// hostile worker's 4 MiB frame of 280 000 ranks out of a router's memory
-// and a fleet page.
-const MaxRanks = 4096
-
 func ValidateReport(r *pb.LoadReport) error {
 	if r.GetSourceInstanceId() == "" {
 		return reject(RejectInstance, "source_instance_id is empty")

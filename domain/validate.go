@@ -14,7 +14,13 @@ const (
 	CodeSourceFailed    = "SOURCE_FAILED"
 )
 
-// ValidateSnapshot checks a snapshot against SPEC §3: it has ranks, each
+// MaxRanks bounds the ranks of one report, far above any data-parallel
+// size: routers refuse a report with more (the client library's MaxRanks
+// is the same number), and --max-dp-size stops at it.
+const MaxRanks = 4096
+
+// ValidateSnapshot checks a snapshot against SPEC §3: it has ranks (at
+// most MaxRanks), each
 // dp_rank fits int32, is not negative and appears once, the seven counters
 // are non-negative, used ≤ max_total_num_tokens, running ≤
 // max_running_requests, the four ratios are finite, and the rank set equals
@@ -23,6 +29,9 @@ const (
 func ValidateSnapshot(s Snapshot, expected RankSet) error {
 	if len(s.Ranks) == 0 {
 		return Errorf(CodeInvalidSnapshot, "snapshot has no ranks")
+	}
+	if len(s.Ranks) > MaxRanks {
+		return Errorf(CodeInvalidSnapshot, "snapshot has %d ranks, more than the %d a report may hold", len(s.Ranks), MaxRanks)
 	}
 	seen := make(map[int64]struct{}, len(s.Ranks))
 	for _, r := range s.Ranks {

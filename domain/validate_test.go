@@ -238,3 +238,20 @@ func TestARankFromTheFutureIsRefused(t *testing.T) {
 		t.Errorf("1.5 s ahead with no stale_after: %v, want refused past the 1 s floor", err)
 	}
 }
+
+// TestSnapshotOfMoreRanksThanAReportHolds: an engine (or a learned rank
+// set) past MaxRanks is UNREACHABLE, naming the count, instead of a
+// report every router refuses.
+func TestSnapshotOfMoreRanksThanAReportHolds(t *testing.T) {
+	ranks := make([]RankLoad, MaxRanks+1)
+	for i := range ranks {
+		ranks[i] = goodRank(int64(i))
+	}
+	err := ValidateSnapshot(snapshotOf(ranks...), RankSet{})
+	if err == nil || !strings.Contains(ErrorMessage(err), "4097 ranks, more than the 4096") {
+		t.Fatalf("err = %v", err)
+	}
+	if err := ValidateSnapshot(snapshotOf(ranks[:MaxRanks]...), RankSet{}); err != nil {
+		t.Fatalf("MaxRanks ranks: %v", err)
+	}
+}

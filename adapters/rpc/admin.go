@@ -31,8 +31,8 @@ type Topology interface {
 const DefaultMaxDPSize = 1024
 
 // maxMaxDPSize is the largest expected rank set anything accepts (--dp-size
-// too).
-const maxMaxDPSize = 1 << 16
+// too): no report holds more ranks.
+const maxMaxDPSize = domain.MaxRanks
 
 // AdminOptions configure AdminService. The zero value is the defaults.
 type AdminOptions struct {
@@ -42,7 +42,7 @@ type AdminOptions struct {
 	// PERMISSION_DENIED, so the tokens routers hold cannot change the
 	// topology or the engine.
 	Token string
-	// MaxDPSize bounds SetTopology's dp_size (default 1024, at most 65536).
+	// MaxDPSize bounds SetTopology's dp_size (default 1024, at most domain.MaxRanks).
 	MaxDPSize int
 	// Logger receives one Info line per call: who (peer, client
 	// certificate), what (method, arguments), and how it ended. Refused

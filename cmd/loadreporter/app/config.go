@@ -209,8 +209,8 @@ func (c Config) Validate() error {
 	if c.DetailInterval < 0 {
 		return fmt.Errorf("--detail-interval %s: must not be negative (0 turns the detail pull off)", c.DetailInterval)
 	}
-	if c.MaxDPSize < 1 || c.MaxDPSize > 1<<16 {
-		return fmt.Errorf("--max-dp-size %d: want 1 to 65536", c.MaxDPSize)
+	if c.MaxDPSize < 1 || c.MaxDPSize > domain.MaxRanks {
+		return fmt.Errorf("--max-dp-size %d: want 1 to %d (the most ranks a report holds)", c.MaxDPSize, domain.MaxRanks)
 	}
 	if c.DPSize < 0 || c.DPSize > c.MaxDPSize {
 		return fmt.Errorf("--dp-size %d: want 0 (learn) to %d (--max-dp-size)", c.DPSize, c.MaxDPSize)
