@@ -48,13 +48,10 @@ func ParseWatch(args []string, getenv func(string) string, out io.Writer) (Watch
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("watch takes no arguments, got %q", fs.Args())
 	}
-	if _, _, err := net.SplitHostPort(c.Target); err != nil {
-		return c, fmt.Errorf("--target %q: want HOST:PORT", c.Target)
-	}
-	// Given at all (flag or variable), --targets must name a worker: an
-	// empty list is a mistake, not a request for --target.
 	// --target and --targets exclude each other; the command line wins
-	// over the environment, as it does for one flag.
+	// over the environment, as it does for one flag. Given at all (flag
+	// or variable), --targets must name a worker: an empty list is a
+	// mistake, not a request for --target.
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if given["target"] && given["targets"] {
@@ -70,6 +67,8 @@ func ParseWatch(args []string, getenv func(string) string, out io.Writer) (Watch
 		if c.Targets, err = routerflags.Targets(targets); err != nil {
 			return c, err
 		}
+	} else if _, _, err := net.SplitHostPort(c.Target); err != nil {
+		return c, fmt.Errorf("--target %q: want HOST:PORT", c.Target)
 	}
 	return c, c.Router.Check()
 }

@@ -33,6 +33,10 @@ func TestWatchTargetOrTargets(t *testing.T) {
 	if err != nil || len(c.Targets) != 2 {
 		t.Fatalf("--targets over LOADREPORTER_TARGET: %+v %v", c.Targets, err)
 	}
+	// The variable that lost is not judged either.
+	if c, err := ParseWatch([]string{"--targets", "b:1"}, env(map[string]string{"LOADREPORTER_TARGET": "nohostport"}), &bytes.Buffer{}); err != nil || len(c.Targets) != 1 {
+		t.Fatalf("--targets over a malformed LOADREPORTER_TARGET: %v", err)
+	}
 	c, err = ParseWatch([]string{"--target", "a:1"}, env(map[string]string{"LOADREPORTER_TARGETS": "b:1"}), &bytes.Buffer{})
 	if err != nil || c.Target != "a:1" || len(c.Targets) != 0 {
 		t.Fatalf("--target over LOADREPORTER_TARGETS: %q %v %v", c.Target, c.Targets, err)
