@@ -77,7 +77,7 @@ func warnIfWritesWillFail(s *postgres.Store, log *slog.Logger) {
 
 // migrateStartWait is how long serve waits for the history schema at
 // start; after it, serve serves without and migrates in the background.
-const migrateStartWait = 10 * time.Second
+const migrateStartWait = 2 * time.Second
 
 // migrateAtStart applies the migrations. A database that does not answer,
 // or a migration that outlasts migrateStartWait (a large history), must
