@@ -47,17 +47,31 @@ func NewHistory(c Config, log *slog.Logger) (*History, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("--database-url: %w", err)
 	}
+	// A database that does not answer yet must not hold serve back
+	// (SPEC §5); one that refuses us for good stops it.
+	ctx, cancel := context.WithTimeout(context.Background(), migrateConnectWait)
+	pingErr := ping(ctx, s)
+	cancel()
+	if pingErr != nil && !postgres.Retryable(pingErr) {
+		s.Close()
+		return nil, nil, fmt.Errorf("--database-url %s: %w", envflag.RedactURL(c.DatabaseURL), pingErr)
+	}
 	stopMigrating := func() {}
-	if c.Migrate {
-		if stopMigrating, err = migrateAtStart(s, c.DatabaseURL, log); err != nil {
-			s.Close()
-			return nil, nil, err
-		}
-	} else if err := schemaCurrent(s, c.DatabaseURL, log); err != nil {
+	switch {
+	case c.Migrate:
+		stopMigrating, err = migrateAtStart(s, c.DatabaseURL, log, pingErr)
+	case pingErr == nil:
+		err = schemaCurrent(s, c.DatabaseURL, log)
+	default:
+		log.Warn("--migrate=false: cannot check the history schema yet; history writes retry until the database answers", "err", pingErr)
+	}
+	if err != nil {
 		s.Close()
 		return nil, nil, err
 	}
-	warnIfWritesWillFail(s, log)
+	if pingErr == nil {
+		warnIfWritesWillFail(s, log)
+	}
 	h := &History{Store: s, Query: s, Chart: s, kind: "postgres", closed: make(chan struct{}),
 		close: func() { stopMigrating(); s.Close() }}
 	return h, h.Close, nil
@@ -75,21 +89,32 @@ func warnIfWritesWillFail(s *postgres.Store, log *slog.Logger) {
 	}
 }
 
-// migrateStartWait is how long serve waits for the history schema at
-// start; after it, serve serves without and migrates in the background.
-const migrateStartWait = 2 * time.Second
+// How long serve waits at start for the history database to answer, then
+// for its migrations; past either it serves and migrates in the
+// background.
+const (
+	migrateConnectWait = 2 * time.Second
+	migrateStartWait   = 10 * time.Second
+)
 
-// migrateAtStart applies the migrations. A database that does not answer,
-// or a migration that outlasts migrateStartWait (a large history), must
-// not keep the reporter from routers (SPEC §5): the migration then goes on
-// in the background, history writes failing and retrying until it is
-// done. A refusal that cannot pass by itself (credentials, permissions,
-// no such database) stops serve. The returned func stops the background
-// migration and waits for it.
-func migrateAtStart(s *postgres.Store, dbURL string, log *slog.Logger) (func(), error) {
-	ctx, cancel := context.WithTimeout(context.Background(), migrateStartWait)
-	applied, err := postgres.Migrate(ctx, s.DB())
-	cancel()
+// migrateAtStart applies the migrations. A database that does not answer
+// within migrateConnectWait, or a migration that outlasts migrateStartWait
+// (a large history, another replica migrating), must not keep the reporter
+// from routers (SPEC §5): the migration then goes on in the background,
+// history writes failing and retrying until it is done. A refusal that
+// cannot pass by itself (credentials, permissions, no such database) stops
+// serve. The returned func stops the background migration and waits for
+// it.
+// pingErr is why the database did not answer within migrateConnectWait,
+// or nil.
+func migrateAtStart(s *postgres.Store, dbURL string, log *slog.Logger, pingErr error) (func(), error) {
+	var applied []string
+	err := pingErr
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), migrateStartWait)
+		applied, err = postgres.Migrate(ctx, s.DB())
+		cancel()
+	}
 	switch {
 	case err == nil:
 		if len(applied) > 0 {
@@ -102,13 +127,22 @@ func migrateAtStart(s *postgres.Store, dbURL string, log *slog.Logger) (func(), 
 	}
 	log.Warn("history: the schema is not migrated yet; serving routers, and migrating in the background (history writes wait for it)",
 		"applied", applied, "waited", migrateStartWait, "err", err)
-	ctx, cancel = context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		migrateInBackground(ctx, s, log)
 	}()
 	return func() { cancel(); <-done }, nil
+}
+
+// ping opens a transaction and rolls it back: the database answers.
+func ping(ctx context.Context, s *postgres.Store) error {
+	tx, err := s.DB().Begin(ctx)
+	if err != nil {
+		return err
+	}
+	return tx.Rollback(ctx)
 }
 
 // migrateInBackground retries the migrations, backing off up to 30 s,
@@ -141,8 +175,8 @@ func migrateInBackground(ctx context.Context, s *postgres.Store, log *slog.Logge
 }
 
 // schemaCurrent refuses a schema that lacks migrations (with --migrate=false
-// every write would fail, for ever); a database that does not answer yet
-// is only warned about, as the recorder retries until it does.
+// every write would fail, for ever); a database that stops answering is
+// only warned about, as the recorder retries until it does.
 func schemaCurrent(s *postgres.Store, dbURL string, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

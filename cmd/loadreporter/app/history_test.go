@@ -131,7 +131,7 @@ func TestMigrateOffRefusesASchemaItCannotWrite(t *testing.T) {
 // refuses connections at start does not keep serve from routers (SPEC
 // §5); the schema is migrated in the background once the database
 // answers. A refusal that cannot pass by itself (no such database) still
-// stops serve, naming the migrate command.
+// stops serve, naming the setting at fault.
 func TestServeStartsWhileTheHistoryDatabaseIsDown(t *testing.T) {
 	url, _ := pgtest.FreshSchema(t)
 	proxy := newFlakyProxy(t, url)
@@ -169,16 +169,41 @@ func TestServeStartsWhileTheHistoryDatabaseIsDown(t *testing.T) {
 	if m, err := InitializeMain(c); err == nil {
 		_ = m.Close()
 		t.Fatal("serve started on a database that does not exist")
-	} else if !strings.Contains(err.Error(), "loadreporter migrate") {
-		t.Fatalf("err = %v, want it to name the migrate command", err)
+	} else if !strings.Contains(err.Error(), "--database-url") || !strings.Contains(err.Error(), "lr_no_such_database") {
+		t.Fatalf("err = %v, want it to name --database-url and the database", err)
 	}
 }
 
-// flakyProxy forwards TCP connections to a PostgreSQL server while up,
-// and closes them at once while down.
+// TestServeDoesNotWaitOnASilentHistoryDatabase: a database that accepts
+// connections and never answers (a black hole) holds serve back for the
+// connect wait, not for the migration's.
+func TestServeDoesNotWaitOnASilentHistoryDatabase(t *testing.T) {
+	url, _ := pgtest.FreshSchema(t)
+	proxy := newFlakyProxy(t, url)
+	proxy.silent.Store(true)
+	c := DefaultConfig()
+	c.Listen, c.LogLevel, c.DatabaseURL = "127.0.0.1:0", "error", proxy.url
+	began := time.Now()
+	m, err := InitializeMain(c)
+	took := time.Since(began)
+	if err != nil {
+		t.Fatalf("serve with a silent history database: %v", err)
+	}
+	_ = m.Close()
+	// The connect wait and room for a loaded machine; what it must not
+	// add is another wait on the silent database (a migration's 10 s, a
+	// privilege check's 5 s).
+	if bound := migrateConnectWait + 3*time.Second; took >= bound {
+		t.Fatalf("serve waited %s for a database that never answers; want under %s", took, bound)
+	}
+}
+
+// flakyProxy forwards TCP connections to a PostgreSQL server while up;
+// while down it closes them at once, or, silent, holds them unanswered.
 type flakyProxy struct {
-	url string // the database's URL through the proxy
-	up  atomic.Bool
+	url    string // the database's URL through the proxy
+	up     atomic.Bool
+	silent atomic.Bool
 }
 
 func newFlakyProxy(t *testing.T, dbURL string) *flakyProxy {
@@ -206,7 +231,11 @@ func newFlakyProxy(t *testing.T, dbURL string) *flakyProxy {
 				return
 			}
 			if !p.up.Load() {
-				_ = c.Close()
+				if p.silent.Load() {
+					go func() { _, _ = io.Copy(io.Discard, c); _ = c.Close() }()
+				} else {
+					_ = c.Close()
+				}
 				continue
 			}
 			go func() {
