@@ -12,8 +12,9 @@
 // (LEASE_EXPIRED, SHUTTING_DOWN, REPLACED, a transport error, nothing
 // received for a lease) it reconnects after a jittered exponential Backoff
 // and registers again under the same router_id, so the worker replaces the
-// abandoned session. INVALID_ARGUMENT (and INVALID_FIRST_FRAME) stop the
-// Worker: Done is closed and Err says why.
+// abandoned session. INVALID_ARGUMENT stops the Worker: Done is closed and
+// Err says why. INVALID_FIRST_FRAME does not: the client always sends
+// register first, so it means the register came too late.
 //
 // # Reports
 //

@@ -199,9 +199,13 @@ func (s *session) onFrame(f *pb.WorkerFrame) (end sessionEnd, over bool) {
 func (s *session) streamError(e *pb.StreamError) sessionEnd {
 	end := sessionEnd{reason: e.GetCode(), cause: e.GetCode() + ": " + e.GetMessage(), healthy: s.healthy}
 	switch e.GetCode() {
-	case codeInvalidArgument, codeInvalidFirstFrame:
+	case codeInvalidArgument:
 		end.permanent = &StreamError{Addr: s.w.addr, Code: e.GetCode(), Message: e.GetMessage()}
-	case codeReplaced, codeLeaseExpired, codeShuttingDown, codeResourceExhausted:
+	case codeReplaced, codeLeaseExpired, codeShuttingDown, codeResourceExhausted,
+		// Our first frame is always register: a worker that says otherwise
+		// did not get it in time (an older worker's first-frame timeout on
+		// a lossy network). Another stream may well get it through.
+		codeInvalidFirstFrame:
 	default:
 		end.reason = reasonOther
 	}

@@ -23,8 +23,8 @@ import (
 var ErrClosed = errors.New("client: worker closed")
 
 // StreamError is a StreamError frame that ends a Worker for good: the
-// worker refused the registration or a config (INVALID_ARGUMENT) or our
-// first frame (INVALID_FIRST_FRAME). Other codes only cause a reconnect.
+// worker refused the registration or a config (INVALID_ARGUMENT). Other
+// codes only cause a reconnect.
 type StreamError struct {
 	// Addr is the worker's address as dialed.
 	Addr string
@@ -43,7 +43,7 @@ func (e *StreamError) Error() string {
 // the stream ends (LEASE_EXPIRED, SHUTTING_DOWN, REPLACED, a transport
 // error, no frame for a lease) it reconnects after a jittered exponential
 // backoff and registers again under the same router_id; only
-// INVALID_ARGUMENT and INVALID_FIRST_FRAME stop it (see Err).
+// INVALID_ARGUMENT stops it (see Err).
 //
 // REPLACED is not an error: usually the replaced stream is one this Worker
 // already abandoned. If another router registered the same router_id, the

@@ -108,6 +108,30 @@ func TestALongLastErrorIsCut(t *testing.T) {
 	}
 }
 
+// TestInvalidFirstFrameIsNotForGood: the client's first frame is always
+// register, so INVALID_FIRST_FRAME means the worker did not get it in time
+// (a lossy network, a worker's first-frame timeout); the Worker opens
+// another stream instead of stopping.
+func TestInvalidFirstFrameIsNotForGood(t *testing.T) {
+	ctx := testCtx(t, 10*time.Second)
+	fw := startFakeWorker(t)
+	w := dialT(t, fw.addr, fastOptions(ProtocolGRPC), deps{})
+	views, cancel := w.Subscribe()
+	defer cancel()
+	fs := fw.next(ctx, t)
+	if fs.frameOf(ctx, t).GetRegister() == nil {
+		t.Fatal("want register")
+	}
+	fs.fail(t, "INVALID_FIRST_FRAME", "no register within 5s")
+	fw.next(ctx, t).register(ctx, t, 60_000, 20_000)
+	waitView(ctx, t, views, "registered again", isState(Stale))
+	select {
+	case <-w.Done():
+		t.Fatalf("the Worker stopped: %v", w.Err())
+	default:
+	}
+}
+
 // INVALID_ARGUMENT stops the Worker for good and says why.
 func TestInvalidArgumentIsPermanent(t *testing.T) {
 	ctx := testCtx(t, 10*time.Second)

@@ -264,10 +264,14 @@ func (m *Monitor) firstFrame(ctx context.Context, st *stream, r *receiver) (*pb.
 		}
 		return in.frame, in.err
 	case <-timer.C():
-		err := domain.Wrap(errNoRegister, domain.CodeInvalidFirstFrame, "no register within %s", m.opts.FirstFrameTimeout)
+		// A status, not an INVALID_FIRST_FRAME frame: there was no first
+		// frame, and a register late on a lossy network is no router's
+		// mistake. Routers take a status as a broken stream and open
+		// another; some take INVALID_FIRST_FRAME as a refusal for good.
+		cause := fmt.Errorf("no register within %s", m.opts.FirstFrameTimeout)
 		m.firstFrameTimeouts.Add(1)
-		m.logAbuse(&m.timeoutLog, "monitor stream ended: no register in time", st, err)
-		return nil, err
+		m.logAbuse(&m.timeoutLog, "monitor stream ended: no register in time", st, cause)
+		return nil, connect.NewError(connect.CodeDeadlineExceeded, cause)
 	case <-m.reg.ShuttingDown().Done():
 		return nil, domain.Errorf(domain.CodeShuttingDown, "the reporter is shutting down")
 	case <-ctx.Done():
@@ -303,21 +307,18 @@ func (m *Monitor) end(st *stream, tr *transport, routerID string, err error) err
 // --max-sessions, a bad frame), for a counter.
 func (m *Monitor) StreamErrors() map[string]uint64 { return m.ends.snapshot() }
 
-// errNoRegister is the cause of the error that ends a stream silent past
-// FirstFrameTimeout, which logs itself.
-var errNoRegister = errors.New("no register in time")
 
 // noteEnd counts err's code and writes its line, held back per code to one
 // per AbuseLogInterval: a router refused, replaced or gone is what an
 // operator looks for first, and a fleet's worth of them must not flood the
-// log. Endings that log themselves (no register, over budget) and the
+// log. Endings that log themselves (over budget) and the
 // shutdown's are only counted.
 func (m *Monitor) noteEnd(st *stream, routerID string, err error) {
 	code := domain.ErrorCode(err)
 	l := m.ends.add(code, m.opts.AbuseLogInterval)
 	level, msg := slog.LevelWarn, "monitor stream ended: refused"
 	switch {
-	case code == domain.CodeShuttingDown, errors.Is(err, errNoRegister), errors.Is(err, errOverBudget):
+	case code == domain.CodeShuttingDown, errors.Is(err, errOverBudget):
 		m.log.Debug("monitor stream ended", "router_id", routerID, "code", code, "reason", domain.ErrorMessage(err))
 		return
 	case code == domain.CodeLeaseExpired:

@@ -244,6 +244,22 @@ func (m *monitorTest) endsWith(code string) *pb.StreamError {
 	return e
 }
 
+// endsWithStatus checks the stream ends with status code and no frame,
+// and returns the status' message.
+func (m *monitorTest) endsWithStatus(code connect.Code) string {
+	m.t.Helper()
+	f, err := m.st.Receive()
+	if err == nil {
+		m.t.Fatalf("got %v, want the stream to end with status %s", f, code)
+	}
+	if connect.CodeOf(err) != code {
+		m.t.Fatalf("the stream ended with %v, want status %s", err, code)
+	}
+	var ce *connect.Error
+	errors.As(err, &ce)
+	return ce.Message()
+}
+
 // wait reads the next value of ch and checks it is want.
 func (m *monitorTest) wait(ch <-chan string, want string) {
 	m.t.Helper()

@@ -32,7 +32,7 @@ const (
 // zero field takes its default; a negative one is an argument error.
 type MonitorOptions struct {
 	// FirstFrameTimeout is how long a new stream may wait before sending
-	// register; then it gets INVALID_FIRST_FRAME and ends.
+	// register; then it ends with status DEADLINE_EXCEEDED.
 	FirstFrameTimeout time.Duration
 	// MaxFramesPerSecond and FrameBurst are each stream's budget of router
 	// frames (a token bucket: FrameBurst frames at once, refilled at

@@ -166,7 +166,7 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.StringVar(&c.AuthToken, "auth-token", c.AuthToken, "bearer token required on every RPC and page (a browser sends it as the password of HTTP Basic authentication)")
 	fs.StringVar(&c.AllowedHosts, "allowed-host", c.AllowedHosts, "without --auth-token: host names (comma-separated) requests may name in Host, besides IPs, localhost and the --listen host")
 	fs.BoolVar(&c.ReadyRequiresLoad, "ready-requires-load", c.ReadyRequiresLoad, "/readyz also requires the latest report (at most --poll-max-age old) not to be UNREACHABLE, so traffic is steered away from a worker whose engine is down")
-	fs.DurationVar(&c.Monitor.FirstFrameTimeout, "first-frame-timeout", c.Monitor.FirstFrameTimeout, "a router stream that sends no register within this ends with INVALID_FIRST_FRAME (0: as if unset)")
+	fs.DurationVar(&c.Monitor.FirstFrameTimeout, "first-frame-timeout", c.Monitor.FirstFrameTimeout, "a router stream that sends no register within this ends with status DEADLINE_EXCEEDED (0: as if unset)")
 	fs.Float64Var(&c.Monitor.MaxFramesPerSecond, "max-frames-per-second", c.Monitor.MaxFramesPerSecond, "router frames one stream may send per second on average; beyond it the stream ends with RESOURCE_EXHAUSTED (0: as if unset)")
 	fs.IntVar(&c.Monitor.FrameBurst, "frame-burst", c.Monitor.FrameBurst, "router frames one stream may send at once, above --max-frames-per-second (0: as if unset)")
 	fs.IntVar(&c.Monitor.MaxPendingStreams, "max-pending-streams", c.Monitor.MaxPendingStreams, "Monitor streams open but not registered yet, over all connections; one more ends at once with RESOURCE_EXHAUSTED (0: as if unset)")
