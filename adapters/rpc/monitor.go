@@ -307,7 +307,6 @@ func (m *Monitor) end(st *stream, tr *transport, routerID string, err error) err
 // --max-sessions, a bad frame), for a counter.
 func (m *Monitor) StreamErrors() map[string]uint64 { return m.ends.snapshot() }
 
-
 // noteEnd counts err's code and writes its line, held back per code to one
 // per AbuseLogInterval: a router refused, replaced or gone is what an
 // operator looks for first, and a fleet's worth of them must not flood the
