@@ -125,8 +125,12 @@ func migrateAtStart(s *postgres.Store, dbURL string, log *slog.Logger, pingErr e
 		return nil, fmt.Errorf("migrate %s: %w (`loadreporter migrate --database-url %[1]s` applies the migrations by itself)",
 			envflag.RedactURL(dbURL), err)
 	}
-	log.Warn("history: the schema is not migrated yet; serving routers, and migrating in the background (history writes wait for it)",
-		"applied", applied, "waited", migrateStartWait, "err", err)
+	why := "the history database does not answer"
+	if pingErr == nil {
+		why = fmt.Sprintf("the history migration takes longer than %s", migrateStartWait)
+	}
+	log.Warn("history: "+why+"; serving routers, and migrating in the background (history writes wait for it)",
+		"applied", applied, "err", err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
