@@ -56,9 +56,8 @@ type Worker struct {
 	opts    Options
 	deps    deps
 	rpc     loadmonitorv1connect.LoadMonitorServiceClient
-	idle    interface{ CloseIdleConnections() } // the HTTP client, when it can
-	ownsRPC bool                                // Dial built the HTTP client
-	metrics *metrics                            // nil without a Registerer
+	conns   *connSet // what Dial's own HTTP client dialed; nil with Options.HTTPClient
+	metrics *metrics // nil without a Registerer
 
 	view       atomic.Pointer[View]
 	subs       latest[*View]
@@ -99,10 +98,8 @@ func dial(addr string, opts Options, d deps) (*Worker, error) {
 		updates: make(chan updateRequest), closing: make(chan struct{}), done: make(chan struct{})}
 	hc := o.HTTPClient
 	if hc == nil {
-		hc, w.ownsRPC = newHTTPClient(addr, o), true
-	}
-	if c, ok := hc.(interface{ CloseIdleConnections() }); ok {
-		w.idle = c
+		w.conns = &connSet{open: map[*trackedConn]struct{}{}}
+		hc = newHTTPClient(addr, o, w.conns)
 	}
 	// A worker's frame is a report of at most --max-dp-size ranks and a
 	// last_error of 512 bytes: far below this. Anything larger is a
@@ -124,13 +121,16 @@ func dial(addr string, opts Options, d deps) (*Worker, error) {
 // which nothing arrived for half a lease and drops it when the ping goes
 // unanswered, so a silently cut network is noticed within about a lease.
 // It speaks TLS with o.TLS, or the system roots for an https:// address.
-func newHTTPClient(addr string, o Options) *http.Client {
+func newHTTPClient(addr string, o Options, conns *connSet) *http.Client {
 	var p http.Protocols
 	ping := max(o.Lease/2, 100*time.Millisecond)
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
-		Protocols:   &p,
-		DialContext: (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		HTTP2:       &http.HTTP2Config{SendPingTimeout: ping, PingTimeout: ping},
+		Protocols: &p,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return conns.dial(ctx, d, network, addr)
+		},
+		HTTP2: &http.HTTP2Config{SendPingTimeout: ping, PingTimeout: ping},
 	}
 	switch {
 	case o.TLS != nil:
@@ -245,8 +245,11 @@ func (w *Worker) Close() error {
 		if w.metrics != nil {
 			w.metrics.remove(w)
 		}
-		if w.ownsRPC && w.idle != nil {
-			w.idle.CloseIdleConnections()
+		if w.conns != nil {
+			// Every connection, not only the idle ones: a dial still in
+			// progress when the stream was cancelled ends as a connection
+			// nothing uses, and nothing would close it.
+			w.conns.closeAll()
 		}
 	})
 	return nil
@@ -398,4 +401,53 @@ func shortenLastError(e string) string {
 		cut--
 	}
 	return e[:cut] + "…"
+}
+
+// connSet is every connection a Worker's own HTTP client has open, so that
+// Close ends them all, and a dial that completes after Close too.
+type connSet struct {
+	mu     sync.Mutex
+	closed bool
+	open   map[*trackedConn]struct{}
+}
+
+func (s *connSet) dial(ctx context.Context, d *net.Dialer, network, addr string) (net.Conn, error) {
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		_ = c.Close()
+		return nil, ErrClosed
+	}
+	tc := &trackedConn{Conn: c, set: s}
+	s.open[tc] = struct{}{}
+	return tc, nil
+}
+
+// closeAll closes every open connection and every later one.
+func (s *connSet) closeAll() {
+	s.mu.Lock()
+	s.closed = true
+	open := s.open
+	s.open = nil
+	s.mu.Unlock()
+	for c := range open {
+		_ = c.Conn.Close()
+	}
+}
+
+// trackedConn leaves its set when closed.
+type trackedConn struct {
+	net.Conn
+	set *connSet
+}
+
+func (c *trackedConn) Close() error {
+	c.set.mu.Lock()
+	delete(c.set.open, c)
+	c.set.mu.Unlock()
+	return c.Conn.Close()
 }

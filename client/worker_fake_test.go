@@ -1,7 +1,10 @@
 package client
 
 import (
+	"context"
 	"errors"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -501,4 +504,55 @@ func TestAnOversizedFrameIsRefused(t *testing.T) {
 		t.Fatalf("view %s, reason %.200q (%d bytes), want disconnected for a frame over the limit, no report", v.State, v.Reason, len(v.Reason))
 	}
 	fw.next(ctx, t).register(ctx, t, 60_000, 20_000) // it reconnects
+}
+
+// TestCloseEndsEveryConnectionTheWorkerDialed: Close ends every connection
+// the Worker's own HTTP client dialed, busy or idle, and one whose dial
+// completes after Close (a stream cancelled while its dial ran left that
+// connection open, idle, with its read loop, for ever: 10 of 100
+// Dial-then-Close against a real worker).
+func TestCloseEndsEveryConnectionTheWorkerDialed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ended := make(chan struct{}, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				_, _ = io.Copy(io.Discard, c) // until the client closes it
+				_ = c.Close()
+				ended <- struct{}{}
+			}()
+		}
+	}()
+	waitEnded := func(what string) {
+		t.Helper()
+		select {
+		case <-ended:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the connection is still open", what)
+		}
+	}
+	w, err := Dial(ln.Addr().String(), Options{RouterID: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Worker's stream opens one connection; Close ends it.
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitEnded("the stream's connection after Close")
+	// A dial that completes after Close is closed at once.
+	d := &net.Dialer{}
+	if c, err := w.conns.dial(context.Background(), d, "tcp", ln.Addr().String()); err == nil {
+		_ = c.Close()
+		t.Fatal("a dial after Close succeeded")
+	}
+	waitEnded("a connection dialed after Close")
 }
