@@ -182,6 +182,9 @@ func (s *session) onFrame(f *pb.WorkerFrame) (end sessionEnd, over bool) {
 		}
 		st.connected = true
 		s.resetIdle()
+		// The view may show the last stream's report as Fresh again: it
+		// must turn Stale on time even if this stream brings no report.
+		s.armStale()
 		w.publish(st)
 	case *pb.WorkerFrame_Report:
 		if w.accept(st, p.Report) {

@@ -410,6 +410,35 @@ func TestReplacedReconnects(t *testing.T) {
 	}
 }
 
+// TestAReconnectedViewTurnsStaleWithoutAReport: after a reconnect the view
+// shows the last report, Fresh while it is recent; if the new stream brings
+// no report, a Stale view is still published when that report ages out
+// (it stayed Fresh until the idle watchdog, a lease later).
+func TestAReconnectedViewTurnsStaleWithoutAReport(t *testing.T) {
+	ctx := testCtx(t, 10*time.Second)
+	fw := startFakeWorker(t)
+	clk := newFakeClock(time.UnixMilli(1_700_000_000_000))
+	o := fastOptions(ProtocolGRPC)
+	o.Backoff = Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 0.2}
+	w := dialT(t, fw.addr, o, deps{clock: clk, rand: func() float64 { return 0.5 }})
+	views, cancel := w.Subscribe()
+	defer cancel()
+	fs := fw.next(ctx, t)
+	fs.register(ctx, t, 60_000, 20_000)
+	fs.report(t, healthy("a", 1, 1))
+	waitView(ctx, t, views, "fresh", isState(Fresh))
+	fs.fail(t, "LEASE_EXPIRED", "")
+	waitView(ctx, t, views, "disconnected", isState(Disconnected))
+	if err := clk.waitTimer(ctx, clk.Now().Add(100*time.Millisecond)); err != nil {
+		t.Fatal("no backoff timer")
+	}
+	clk.Advance(100 * time.Millisecond)
+	fw.next(ctx, t).register(ctx, t, 60_000, 20_000)
+	waitView(ctx, t, views, "registered again, the last report still recent", isState(Fresh))
+	clk.Advance(time.Second) // past StaleAfterIntervals intervals, well within the lease
+	waitView(ctx, t, views, "stale once the last report aged out", isState(Stale))
+}
+
 // A stream on which nothing arrives for a lease is abandoned, even though
 // the worker never ends it, and the Worker registers again.
 func TestSilentStreamIsAbandoned(t *testing.T) {
