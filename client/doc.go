@@ -18,10 +18,12 @@
 //
 // # Reports
 //
-// A report is accepted only if it passes ValidateReport and its sequence_id
-// is higher than the last accepted one from the same source_instance_id; a
-// new source_instance_id (the worker restarted) replaces the old view and
-// starts a new sequence. A rejected report changes nothing; Worker.Rejected
+// A report is accepted only if it passes ValidateReport and, when it comes
+// from the same source_instance_id as the last accepted report, its
+// sequence_id is higher; a report of another source_instance_id (the
+// worker restarted) replaces the view and starts a new sequence, as
+// SGLang's router does: only the latest instance is remembered, so two
+// instances behind one address take turns. A rejected report changes nothing; Worker.Rejected
 // and the metrics count it by RejectReason. A report of more than MaxRanks
 // ranks is rejected; a last_error longer than MaxLastErrorBytes is cut, and
 // the report kept.

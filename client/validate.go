@@ -17,8 +17,9 @@ type RejectReason string
 const (
 	// RejectInstance: source_instance_id is empty.
 	RejectInstance RejectReason = "instance_id"
-	// RejectSequence: sequence_id did not increase for the same
-	// source_instance_id (out of order or repeated).
+	// RejectSequence: sequence_id did not increase over the last
+	// accepted report's, of the same source_instance_id (out of order or
+	// repeated).
 	RejectSequence RejectReason = "sequence"
 	// RejectStatus: status is UNSPECIFIED or unknown.
 	RejectStatus RejectReason = "status"

@@ -139,16 +139,19 @@ func judge(connected bool, r *pb.LoadReport, receivedAt, now time.Time, f freshn
 	return Fresh, ""
 }
 
-// snapshotAge is how old the report's oldest rank was at receivedAt.
+// snapshotAge is how old the report's oldest stamped rank was at
+// receivedAt; a rank without a stamp (a loadreporter worker stamps every
+// one, SPEC §3; other reporters may not) says nothing of its age and does
+// not hide an older rank.
 func snapshotAge(r *pb.LoadReport, receivedAt time.Time) time.Duration {
 	var oldest int64
-	for i, k := range r.GetRanks() {
-		if t := k.GetSnapshotTimeUnixMs(); i == 0 || t < oldest {
+	for _, k := range r.GetRanks() {
+		if t := k.GetSnapshotTimeUnixMs(); t > 0 && (oldest == 0 || t < oldest) {
 			oldest = t
 		}
 	}
-	if oldest <= 0 {
-		return 0 // no timestamp: the worker stamps one, SPEC §3
+	if oldest == 0 {
+		return 0
 	}
 	return receivedAt.Sub(time.UnixMilli(oldest))
 }

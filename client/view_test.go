@@ -18,6 +18,9 @@ func TestJudge(t *testing.T) {
 	old.Ranks[1].SnapshotTimeUnixMs = t0.Add(-11 * time.Second).UnixMilli()
 	noStamp := healthy("a", 1, 1)
 	noStamp.Ranks[0].SnapshotTimeUnixMs = 0
+	oldBehindNoStamp := healthy("a", 1, 2)
+	oldBehindNoStamp.Ranks[0].SnapshotTimeUnixMs = 0
+	oldBehindNoStamp.Ranks[1].SnapshotTimeUnixMs = t0.Add(-60 * time.Second).UnixMilli()
 	cases := []struct {
 		name      string
 		connected bool
@@ -36,6 +39,7 @@ func TestJudge(t *testing.T) {
 		{"unreachable beats silence", true, unreachable("a", 1), t0.Add(time.Hour), Unreachable, "UNREACHABLE"},
 		{"old snapshot", true, old, t0, Stale, "snapshot was 11s old"},
 		{"no timestamp", true, noStamp, t0, Fresh, ""},
+		{"a rank without a stamp hides no older rank", true, oldBehindNoStamp, t0, Stale, "snapshot was 1m0s old"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
