@@ -10,7 +10,7 @@
 // random point of the second half of that period, so routers that
 // registered together do not renew together), and on Close sends stop. When a stream ends for any reason but a refused configuration
 // (LEASE_EXPIRED, SHUTTING_DOWN, REPLACED, a transport error, nothing
-// received for a lease) it reconnects after a jittered exponential Backoff
+// received for a lease and two report intervals) it reconnects after a jittered exponential Backoff
 // and registers again under the same router_id, so the worker replaces the
 // abandoned session. INVALID_ARGUMENT stops the Worker: Done is closed and
 // Err says why. INVALID_FIRST_FRAME does not: the client always sends

@@ -47,8 +47,8 @@ func Example() {
 
 	// Any time: read a worker's latest view, lock-free.
 	v := fleet.Worker("10.0.0.1:8080").View()
-	if v.StateAt(time.Now()) != client.Fresh {
-		fmt.Printf("%s: %s (%s)\n", v.Addr, v.State, v.Reason)
+	if state := v.StateAt(time.Now()); state != client.Fresh {
+		fmt.Printf("%s: %s (%s)\n", v.Addr, state, v.Reason)
 		return
 	}
 	for _, r := range v.Report.GetRanks() {

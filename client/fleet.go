@@ -63,8 +63,8 @@ func (f *Fleet) Subscribe() (changed <-chan struct{}, cancel func()) {
 	return f.changes.add(func() (struct{}, bool) { return struct{}{}, true })
 }
 
-// Add dials the worker at addr; an address already in the fleet is an
-// error.
+// Add dials the worker at addr; an address already in the fleet, under
+// any spelling ("h:p" and "http://h:p" are one worker), is an error.
 func (f *Fleet) Add(addr string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -75,6 +75,13 @@ func (f *Fleet) Add(addr string) error {
 	i, found := slices.BinarySearchFunc(cur, addr, func(w *Worker, a string) int { return strings.Compare(w.addr, a) })
 	if found {
 		return fmt.Errorf("client: worker %s is already in the fleet", addr)
+	}
+	// One worker under two spellings ("h:p", "http://h:p") would register
+	// the fleet's router_id twice and the streams replace each other for
+	// ever.
+	url := baseURL(addr, f.opts)
+	if j := slices.IndexFunc(cur, func(w *Worker) bool { return baseURL(w.addr, f.opts) == url }); j >= 0 {
+		return fmt.Errorf("client: worker %s is already in the fleet as %s", addr, cur[j].addr)
 	}
 	w, err := dial(addr, f.opts, f.deps)
 	if err != nil {

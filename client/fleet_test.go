@@ -186,6 +186,10 @@ func TestFleetMembership(t *testing.T) {
 	if err := f.Add("127.0.0.1:1"); err == nil {
 		t.Fatal("a duplicate address was added")
 	}
+	// The same worker spelled as a URL would take turns with itself.
+	if err := f.Add("http://127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "already in the fleet as 127.0.0.1:1") {
+		t.Fatalf("the same worker as a URL: %v", err)
+	}
 	var addrs []string
 	for _, v := range f.Views() {
 		addrs = append(addrs, v.Addr)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -118,10 +119,13 @@ func (b Backoff) normalized() Backoff {
 		d.Max = b.Max
 	}
 	d.Max = max(d.Max, d.Initial)
-	if b.Multiplier != 0 {
+	// NaN (or ±Inf) compares false with everything, and max passes NaN
+	// on: such a value takes the default.
+	if b.Multiplier != 0 && !math.IsNaN(b.Multiplier) && !math.IsInf(b.Multiplier, 0) {
 		d.Multiplier = max(b.Multiplier, 1)
 	}
 	switch {
+	case math.IsNaN(b.Jitter):
 	case b.Jitter < 0:
 		d.Jitter = 0
 	case b.Jitter > 0:

@@ -1,6 +1,8 @@
 package client
 
 import (
+	"crypto/tls"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +38,10 @@ func TestOptionsDefaultsAndRefusals(t *testing.T) {
 	if _, err := Dial("", Options{RouterID: "r"}); err == nil {
 		t.Error("empty address accepted")
 	}
+	// TLS to an http:// URL fails every stream, for ever.
+	if _, err := Dial("http://127.0.0.1:1", Options{RouterID: "r", TLS: &tls.Config{}}); err == nil || !strings.Contains(err.Error(), "https://") {
+		t.Errorf("http:// with TLS: %v", err)
+	}
 }
 
 func TestBackoffClamps(t *testing.T) {
@@ -46,6 +52,16 @@ func TestBackoffClamps(t *testing.T) {
 	}
 	if b := (Backoff{Jitter: -1}).normalized(); b.Jitter != 0 {
 		t.Fatalf("negative jitter: %v", b.Jitter)
+	}
+	// NaN passes max and min: it made every wait negative, a hot loop.
+	nan := Backoff{Multiplier: math.NaN(), Jitter: math.NaN()}.normalized()
+	if nan.Multiplier != defaultBackoff.Multiplier || nan.Jitter != defaultBackoff.Jitter {
+		t.Fatalf("NaN: %+v, want the defaults", nan)
+	}
+	for n := range 10 {
+		if d := nan.delay(n, 0.5); d <= 0 || d > nan.Max {
+			t.Fatalf("NaN multiplier: delay(%d) = %v", n, d)
+		}
 	}
 }
 

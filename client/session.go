@@ -26,7 +26,7 @@ const (
 // reconnects metric.
 const (
 	reasonEnded = "ended" // status OK without an error frame
-	reasonIdle  = "idle"  // nothing arrived for a lease
+	reasonIdle  = "idle"  // nothing arrived for a lease and two intervals
 	reasonOther = "other" // a code this client does not know
 )
 

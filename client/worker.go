@@ -41,14 +41,14 @@ func (e *StreamError) Error() string {
 // registers, renews the lease every renew_after_ms, checks each report
 // (ValidateReport and the sequence) and publishes the latest View. When
 // the stream ends (LEASE_EXPIRED, SHUTTING_DOWN, REPLACED, a transport
-// error, no frame for a lease) it reconnects after a jittered exponential
+// error, no frame for a lease and two report intervals) it reconnects after a jittered exponential
 // backoff and registers again under the same router_id; only
 // INVALID_ARGUMENT stops it (see Err).
 //
 // REPLACED is not an error: usually the replaced stream is one this Worker
 // already abandoned. If another router registered the same router_id, the
-// two take turns; the backoff is not reset after REPLACED, so they do so at
-// most once per Backoff.Max.
+// two take turns; the backoff is not reset after REPLACED, so they do so
+// about once per Backoff.Max (once per (1−Jitter)·Backoff.Max at most).
 //
 // All methods are safe for concurrent use; View never blocks or locks.
 type Worker struct {
@@ -87,6 +87,11 @@ func dial(addr string, opts Options, d deps) (*Worker, error) {
 	}
 	if strings.TrimSpace(addr) == "" {
 		return nil, errors.New("client: empty worker address")
+	}
+	if o.TLS != nil && strings.HasPrefix(addr, "http://") {
+		// Dial's client would speak TLS to an http:// URL: every stream
+		// fails (505) and is retried for ever.
+		return nil, fmt.Errorf("client: worker address %s is http:// but Options.TLS is set: write https:// or host:port", addr)
 	}
 	d = d.withDefaults()
 	if d.metrics == nil && o.Registerer != nil {
@@ -213,8 +218,9 @@ type updateRequest struct {
 
 // UpdateConfig asks for a new report interval and/or lease (zero: keep).
 // A live stream gets an update_config at once; every later registration
-// asks for the new values. On a live stream it returns once View (its
-// Granted included) shows the update. The worker answers an out-of-range
+// asks for the new values. On a registered stream it returns once View
+// (its Granted included) shows the update; before the worker's ack it
+// returns at once, and the ack shows it. The worker answers an out-of-range
 // value with INVALID_ARGUMENT, which stops the Worker (see Err).
 func (w *Worker) UpdateConfig(ctx context.Context, interval, lease time.Duration) error {
 	if interval < 0 || lease < 0 || (interval > 0 && interval < time.Millisecond) || (lease > 0 && lease < time.Millisecond) {
