@@ -111,60 +111,60 @@ func TestALongLastErrorIsCut(t *testing.T) {
 	}
 }
 
-// TestInvalidFirstFrameIsNotForGood: the client's first frame is always
-// register, so INVALID_FIRST_FRAME means the worker did not get it in time
-// (a lossy network, a worker's first-frame timeout); the Worker opens
-// another stream instead of stopping.
-func TestInvalidFirstFrameIsNotForGood(t *testing.T) {
-	ctx := testCtx(t, 10*time.Second)
-	fw := startFakeWorker(t)
-	w := dialT(t, fw.addr, fastOptions(ProtocolGRPC), deps{})
-	views, cancel := w.Subscribe()
-	defer cancel()
-	fs := fw.next(ctx, t)
-	if fs.frameOf(ctx, t).GetRegister() == nil {
-		t.Fatal("want register")
-	}
-	fs.fail(t, "INVALID_FIRST_FRAME", "no register within 5s")
-	fw.next(ctx, t).register(ctx, t, 60_000, 20_000)
-	waitView(ctx, t, views, "registered again", isState(Stale))
-	select {
-	case <-w.Done():
-		t.Fatalf("the Worker stopped: %v", w.Err())
-	default:
-	}
-}
-
-// INVALID_ARGUMENT stops the Worker for good and says why.
-func TestInvalidArgumentIsPermanent(t *testing.T) {
-	ctx := testCtx(t, 10*time.Second)
-	fw := startFakeWorker(t)
-	w := dialT(t, fw.addr, fastOptions(ProtocolGRPC), deps{})
-	views, cancel := w.Subscribe()
-	defer cancel()
-	fs := fw.next(ctx, t)
-	if fs.frameOf(ctx, t).GetRegister() == nil {
-		t.Fatal("want register")
-	}
-	fs.fail(t, "INVALID_ARGUMENT", "report_interval_ms 50 is outside [100, 60000]")
-	select {
-	case <-w.Done():
-	case <-ctx.Done():
-		t.Fatal("the Worker did not stop")
-	}
-	var se *StreamError
-	if err := w.Err(); !errors.As(err, &se) || se.Code != "INVALID_ARGUMENT" || se.Addr != fw.addr {
-		t.Fatalf("Err() = %v", err)
-	}
-	if w.Reconnects() != 0 {
-		t.Fatalf("%d reconnects after a permanent error", w.Reconnects())
-	}
-	last := waitView(ctx, t, views, "disconnected", isState(Disconnected))
-	if _, open := <-views; open {
-		t.Fatalf("views stay open after the Worker stopped (last %+v)", last)
-	}
-	if err := w.UpdateConfig(ctx, time.Second, 0); !errors.Is(err, ErrClosed) {
-		t.Fatalf("UpdateConfig after stop: %v", err)
+// TestOnlyInvalidArgumentIsForGood: INVALID_ARGUMENT (a refused
+// configuration) stops the Worker for good and says why; INVALID_FIRST_FRAME
+// does not, as the client's first frame is always register: the worker did
+// not get it in time (a lossy network, a worker's first-frame timeout), and
+// the Worker opens another stream.
+func TestOnlyInvalidArgumentIsForGood(t *testing.T) {
+	for _, tc := range []struct {
+		code, message string
+		forGood       bool
+	}{
+		{"INVALID_ARGUMENT", "report_interval_ms 50 is outside [100, 60000]", true},
+		{"INVALID_FIRST_FRAME", "no register within 5s", false},
+	} {
+		t.Run(tc.code, func(t *testing.T) {
+			ctx := testCtx(t, 10*time.Second)
+			fw := startFakeWorker(t)
+			w := dialT(t, fw.addr, fastOptions(ProtocolGRPC), deps{})
+			views, cancel := w.Subscribe()
+			defer cancel()
+			fs := fw.next(ctx, t)
+			if fs.frameOf(ctx, t).GetRegister() == nil {
+				t.Fatal("want register")
+			}
+			fs.fail(t, tc.code, tc.message)
+			if !tc.forGood {
+				fw.next(ctx, t).register(ctx, t, 60_000, 20_000)
+				waitView(ctx, t, views, "registered again", isState(Stale))
+				select {
+				case <-w.Done():
+					t.Fatalf("the Worker stopped: %v", w.Err())
+				default:
+				}
+				return
+			}
+			select {
+			case <-w.Done():
+			case <-ctx.Done():
+				t.Fatal("the Worker did not stop")
+			}
+			var se *StreamError
+			if err := w.Err(); !errors.As(err, &se) || se.Code != tc.code || se.Addr != fw.addr {
+				t.Fatalf("Err() = %v", err)
+			}
+			if w.Reconnects() != 0 {
+				t.Fatalf("%d reconnects after a permanent error", w.Reconnects())
+			}
+			last := waitView(ctx, t, views, "disconnected", isState(Disconnected))
+			if _, open := <-views; open {
+				t.Fatalf("views stay open after the Worker stopped (last %+v)", last)
+			}
+			if err := w.UpdateConfig(ctx, time.Second, 0); !errors.Is(err, ErrClosed) {
+				t.Fatalf("UpdateConfig after stop: %v", err)
+			}
+		})
 	}
 }
 
