@@ -103,10 +103,9 @@ const (
 // from routers (SPEC §5): the migration then goes on in the background,
 // history writes failing and retrying until it is done. A refusal that
 // cannot pass by itself (credentials, permissions, no such database) stops
-// serve. The returned func stops the background migration and waits for
-// it.
-// pingErr is why the database did not answer within migrateConnectWait,
-// or nil.
+// serve. pingErr is why the database did not answer within
+// migrateConnectWait, or nil. The returned func stops the background
+// migration and waits for it.
 func migrateAtStart(s *postgres.Store, dbURL string, log *slog.Logger, pingErr error) (func(), error) {
 	var applied []string
 	err := pingErr
