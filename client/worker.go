@@ -41,9 +41,9 @@ func (e *StreamError) Error() string {
 // registers, renews the lease every renew_after_ms, checks each report
 // (ValidateReport and the sequence) and publishes the latest View. When
 // the stream ends (LEASE_EXPIRED, SHUTTING_DOWN, REPLACED, a transport
-// error, no frame for a lease and two report intervals) it reconnects after a jittered exponential
-// backoff and registers again under the same router_id; only
-// INVALID_ARGUMENT stops it (see Err).
+// error, no frame for a lease and two report intervals) it reconnects
+// after a jittered exponential backoff and registers again under the same
+// router_id; only INVALID_ARGUMENT stops it (see Err).
 //
 // REPLACED is not an error: usually the replaced stream is one this Worker
 // already abandoned. If another router registered the same router_id, the
