@@ -16,18 +16,22 @@ import (
 
 // The core per-rank keys (SPEC §4, RankLoad fields 3–13 and num_total_tokens).
 // A key that is absent or null reads as 0: older engines lack some of them.
+// The two a router routes on first are required: every SGLang shape has
+// them, and a rank without them (a proxy's stub, a renamed schema) read as
+// an idle rank would draw all the traffic.
 var (
 	intFields = [...]struct {
-		key string
-		dst func(*domain.RankLoad) *int64
+		key      string
+		dst      func(*domain.RankLoad) *int64
+		required bool
 	}{
-		{"num_running_reqs", func(r *domain.RankLoad) *int64 { return &r.NumRunningReqs }},
-		{"num_waiting_reqs", func(r *domain.RankLoad) *int64 { return &r.NumWaitingReqs }},
-		{"num_waiting_uncached_tokens", func(r *domain.RankLoad) *int64 { return &r.NumWaitingUncachedTokens }},
-		{"num_used_tokens", func(r *domain.RankLoad) *int64 { return &r.NumUsedTokens }},
-		{"num_total_tokens", func(r *domain.RankLoad) *int64 { return &r.NumTotalTokens }},
-		{"max_total_num_tokens", func(r *domain.RankLoad) *int64 { return &r.MaxTotalNumTokens }},
-		{"max_running_requests", func(r *domain.RankLoad) *int64 { return &r.MaxRunningRequests }},
+		{"num_running_reqs", func(r *domain.RankLoad) *int64 { return &r.NumRunningReqs }, true},
+		{"num_waiting_reqs", func(r *domain.RankLoad) *int64 { return &r.NumWaitingReqs }, true},
+		{"num_waiting_uncached_tokens", func(r *domain.RankLoad) *int64 { return &r.NumWaitingUncachedTokens }, false},
+		{"num_used_tokens", func(r *domain.RankLoad) *int64 { return &r.NumUsedTokens }, false},
+		{"num_total_tokens", func(r *domain.RankLoad) *int64 { return &r.NumTotalTokens }, false},
+		{"max_total_num_tokens", func(r *domain.RankLoad) *int64 { return &r.MaxTotalNumTokens }, false},
+		{"max_running_requests", func(r *domain.RankLoad) *int64 { return &r.MaxRunningRequests }, false},
 	}
 	floatFields = [...]struct {
 		key string
@@ -106,6 +110,9 @@ func parseRank(i int, obj map[string]any) (domain.RankLoad, error) {
 	for _, f := range intFields {
 		v := obj[f.key]
 		if v == nil {
+			if f.required {
+				return r, invalid("rank %d: %s is missing (every SGLang /v1/loads has it)", rank, f.key)
+			}
 			continue
 		}
 		n, err := intValue(v)

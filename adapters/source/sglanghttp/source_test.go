@@ -179,8 +179,8 @@ func TestPullErrors(t *testing.T) {
 	big := `{"loads":[` + strings.Repeat(" ", 2<<20) + `]}`
 	// rankBody is one rank with a field replaced by raw JSON text.
 	rankBody := func(key, raw string) string {
-		return `{"loads":[{"dp_rank":0,"num_running_reqs":1,"max_running_requests":8,"max_total_num_tokens":100},` +
-			`{"dp_rank":2,"num_running_reqs":1,"max_running_requests":8,"max_total_num_tokens":100,"` + key + `":` + raw + `}]}`
+		return `{"loads":[{"dp_rank":0,"num_running_reqs":1,"num_waiting_reqs":0,"max_running_requests":8,"max_total_num_tokens":100},` +
+			`{"dp_rank":2,"num_running_reqs":1,"num_waiting_reqs":0,"max_running_requests":8,"max_total_num_tokens":100,"` + key + `":` + raw + `}]}`
 	}
 	tests := []struct {
 		name     string
@@ -303,9 +303,26 @@ func TestPullErrors(t *testing.T) {
 			wantCode: domain.CodeInvalidSnapshot,
 		},
 		{
+			// A proxy's stub or a renamed schema is not an idle rank.
+			name: "no running or waiting count",
+			handler: func(<-chan struct{}) http.HandlerFunc {
+				return serveBody(`{"loads":[{"dp_rank":0,"running_reqs":250,"waiting_reqs":40}]}`)
+			},
+			want:     []string{"rank 0: num_running_reqs is missing"},
+			wantCode: domain.CodeInvalidSnapshot,
+		},
+		{
+			name: "null waiting count",
+			handler: func(<-chan struct{}) http.HandlerFunc {
+				return serveBody(`{"loads":[{"dp_rank":0,"num_running_reqs":3,"num_waiting_reqs":null}]}`)
+			},
+			want:     []string{"rank 0: num_waiting_reqs is missing"},
+			wantCode: domain.CodeInvalidSnapshot,
+		},
+		{
 			name: "missing dp_rank",
 			handler: func(<-chan struct{}) http.HandlerFunc {
-				return serveBody(`{"loads":[{"dp_rank":0},{"num_running_reqs":1}]}`)
+				return serveBody(`{"loads":[{"dp_rank":0,"num_running_reqs":1,"num_waiting_reqs":0},{"num_running_reqs":1}]}`)
 			},
 			want:     []string{"loads[1] has no dp_rank"},
 			wantCode: domain.CodeInvalidSnapshot,
@@ -389,7 +406,7 @@ func TestPullThenValidate(t *testing.T) {
 		{"negative counter", `{"loads":[` + ok0 + `,` + rank("1", "1", "8", "10", "100", "-3") + `]}`, "rank 1: num_waiting_reqs is negative (-3)"},
 		{"used over max", `{"loads":[` + rank("0", "1", "8", "300", "200", "0") + `,` + rank("1", "1", "8", "10", "100", "0") + `]}`, "rank 0: num_used_tokens 300 exceeds max_total_num_tokens 200"},
 		{"running over max", `{"loads":[` + ok0 + `,` + rank("1", "9", "8", "10", "100", "0") + `]}`, "rank 1: num_running_reqs 9 exceeds max_running_requests 8"},
-		{"max missing", `{"loads":[` + ok0 + `,{"dp_rank":1,"num_used_tokens":5}]}`, "rank 1: num_used_tokens 5 exceeds max_total_num_tokens 0"},
+		{"max missing", `{"loads":[` + ok0 + `,{"dp_rank":1,"num_running_reqs":0,"num_waiting_reqs":0,"num_used_tokens":5}]}`, "rank 1: num_used_tokens 5 exceeds max_total_num_tokens 0"},
 		{"duplicate rank", `{"loads":[` + ok0 + `,` + ok0 + `]}`, "rank 0 appears more than once"},
 		{"missing rank", `{"loads":[` + ok0 + `]}`, "rank set changed: missing [1]"},
 		{"extra rank", `{"loads":[` + ok0 + `,` + rank("1", "1", "8", "10", "100", "0") + `,` + rank("2", "1", "8", "10", "100", "0") + `]}`, "rank set changed: unexpected [2]"},
