@@ -24,9 +24,10 @@ const discoveryTimeout = 5 * time.Second
 
 // discoverer finds the load sockets through GET <engine>/server_info.
 type discoverer struct {
-	fetch  *httpfetch.Fetcher
-	host   string // the engine URL's host: the sockets' host
-	dpSize int    // Options.DPSize; 0 takes the engine's
+	fetch   *httpfetch.Fetcher
+	host    string // the engine URL's host: the sockets' host
+	dpSize  int    // Options.DPSize; 0 takes the engine's
+	maxSize int    // Options.MaxDPSize
 }
 
 func newDiscoverer(c config) (*discoverer, error) {
@@ -44,7 +45,11 @@ func newDiscoverer(c config) (*discoverer, error) {
 	if err != nil {
 		return nil, domain.Errorf(domain.CodeInvalidArgument, "--engine-url %q: %v", c.EngineURL, err)
 	}
-	return &discoverer{fetch: f, host: u.Hostname(), dpSize: c.DPSize}, nil
+	maxSize := c.MaxDPSize
+	if maxSize <= 0 || maxSize > domain.MaxRanks {
+		maxSize = domain.MaxRanks
+	}
+	return &discoverer{fetch: f, host: u.Hostname(), dpSize: c.DPSize, maxSize: maxSize}, nil
 }
 
 // serverInfo is the part of SGLang's /server_info read here. The kv_events
@@ -95,6 +100,9 @@ func (d *discoverer) discover(ctx context.Context) (endpoints, error) {
 	}
 	if d.dpSize != 0 && d.dpSize != size {
 		return fail("the engine advertises dp_size %d, but --dp-size is %d", size, d.dpSize)
+	}
+	if size > d.maxSize {
+		return fail("the engine advertises dp_size %d, more than --max-dp-size %d (a socket per rank)", size, d.maxSize)
 	}
 	ep, err := newEndpoints(d.host, *kv.LoadEndpointPortBase, size, topic)
 	if err != nil {

@@ -109,31 +109,37 @@ func TestDiscoveryRetry(t *testing.T) {
 
 func TestDiscoveryErrors(t *testing.T) {
 	tests := []struct {
-		name   string
-		body   string
-		dpSize int
-		want   string // after "finding the load sockets: GET {url}/server_info: "
+		name      string
+		body      string
+		dpSize    int
+		maxDPSize int
+		want      string // after "finding the load sockets: GET {url}/server_info: "
 	}{
-		{"no kv_events block", serverInfoBody(""), 0,
+		// Each rank is a socket and a goroutine: 800 advertised opened 800.
+		{"dp size past --max-dp-size", serverInfoBody(kvEventsBlock(5559, 800)), 0, 4,
+			"the engine advertises dp_size 800, more than --max-dp-size 4 (a socket per rank)"},
+		{"dp size past what a report holds", serverInfoBody(kvEventsBlock(1024, 5000)), 0, 0,
+			"the engine advertises dp_size 5000, more than --max-dp-size 4096 (a socket per rank)"},
+		{"no kv_events block", serverInfoBody(""), 0, 0,
 			"the engine advertises no load sockets (no kv_events.load_endpoint_port_base): start SGLang with --load-publish-endpoint, or give --zmq-endpoint"},
-		{"no load port in the block", serverInfoBody(`{"endpoint_port_base":5557,"topic":"kv","dp_size":2}`), 0,
+		{"no load port in the block", serverInfoBody(`{"endpoint_port_base":5557,"topic":"kv","dp_size":2}`), 0, 0,
 			"the engine advertises no load sockets (no kv_events.load_endpoint_port_base): start SGLang with --load-publish-endpoint, or give --zmq-endpoint"},
-		{"dp size differs from --dp-size", serverInfoBody(kvEventsBlock(5559, 2)), 4,
+		{"dp size differs from --dp-size", serverInfoBody(kvEventsBlock(5559, 2)), 4, 0,
 			"the engine advertises dp_size 2, but --dp-size is 4"},
-		{"ports beyond 65535", serverInfoBody(kvEventsBlock(65535, 2)), 0,
+		{"ports beyond 65535", serverInfoBody(kvEventsBlock(65535, 2)), 0, 0,
 			"kv_events: ports 65535..65536 do not fit in 1..65535"},
-		{"zero dp size", serverInfoBody(`{"load_endpoint_port_base":5559,"dp_size":0}`), 0,
+		{"zero dp size", serverInfoBody(`{"load_endpoint_port_base":5559,"dp_size":0}`), 0, 0,
 			"kv_events: dp_size 0, want ≥ 1"},
-		{"not JSON", "<html>SGLang</html>", 0,
+		{"not JSON", "<html>SGLang</html>", 0, 0,
 			"body is not the JSON object SGLang serves: invalid character '<' looking for beginning of value"},
-		{"port as a string", serverInfoBody(`{"load_endpoint_port_base":"5559"}`), 0,
+		{"port as a string", serverInfoBody(`{"load_endpoint_port_base":"5559"}`), 0, 0,
 			"body is not the JSON object SGLang serves: json: cannot unmarshal string into Go struct field .kv_events.load_endpoint_port_base of type int"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			url := sourcetest.Serve(t, func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(tt.body)) })
 			clk := porttest.NewClock(t0)
-			s := start(t, Options{EngineURL: url, DPSize: tt.dpSize, Clock: clk})
+			s := start(t, Options{EngineURL: url, DPSize: tt.dpSize, MaxDPSize: tt.maxDPSize, Clock: clk})
 			ctx, cancel := context.WithTimeout(context.Background(), sourcetest.Wait)
 			defer cancel()
 			if err := clk.WaitPending(ctx, 1); err != nil { // failed once, waiting to retry

@@ -57,6 +57,11 @@ type Options struct {
 	// Endpoint; with discovery, 0 means the engine's advertised dp_size,
 	// and any other value must equal it.
 	DPSize int
+	// MaxDPSize bounds the dp_size discovery accepts (the --max-dp-size
+	// flag): each rank is a socket and a goroutine redialling it, and an
+	// engine that advertises thousands must not open them. 0 means
+	// domain.MaxRanks, the most a report holds.
+	MaxDPSize int
 	// Topic is the topic to subscribe to with Endpoint; "" means
 	// DefaultTopic. Discovery uses the engine's load_topic.
 	Topic string

@@ -117,7 +117,7 @@ func openSource(c Config, clk ports.Clock, m *metrics.Metrics) (ports.SnapshotSo
 // socket events counted in the metrics.
 func openZMQ(c Config, clk ports.Clock, m *metrics.Metrics) (ports.SnapshotSource, io.Closer, error) {
 	o := sglangzmq.Options{
-		Endpoint: c.ZMQEndpoint, EngineURL: c.EngineURL, APIKey: c.EngineAPIKey, DPSize: c.DPSize,
+		Endpoint: c.ZMQEndpoint, EngineURL: c.EngineURL, APIKey: c.EngineAPIKey, DPSize: c.DPSize, MaxDPSize: c.MaxDPSize,
 		Clock: clk, DetailInterval: c.DetailInterval, Observer: zmqObserver(m),
 		MaxRunningRequests: c.ZMQMaxRunningRequests,
 	}
