@@ -171,6 +171,10 @@ func (s *Source) wait(ctx context.Context, at time.Time) bool {
 	}
 }
 
+// silentAfterBadMessage is how long after a rank's last message, one that
+// did not decode, Pull also says the rank has gone quiet.
+const silentAfterBadMessage = time.Second
+
 // Pull returns every rank's latest LoadStat, merged with the detail pull's
 // fields, from the Source's cache: it touches neither the engine nor the
 // network and returns at once. Each rank's SnapshotTime is the arrival time
@@ -204,6 +208,12 @@ func (s *Source) Pull(ctx context.Context) (domain.Snapshot, error) {
 	for _, r := range s.ranks {
 		switch {
 		case r.err != nil:
+			// A bad message followed by silence is an engine gone quiet
+			// as much as one sending garbage: say both.
+			if silent := now.Sub(r.heard); silent > silentAfterBadMessage {
+				return domain.Snapshot{}, domain.Wrap(r.err, domain.ErrorCode(r.err), "%s; nothing since, for %d ms",
+					domain.ErrorMessage(r.err), silent.Milliseconds())
+			}
 			return domain.Snapshot{}, r.err
 		case !r.have:
 			msg := fmt.Sprintf("rank %d (%s): no load message received yet", r.index, r.endpoint)

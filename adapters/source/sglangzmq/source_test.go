@@ -144,7 +144,8 @@ func TestSilentRankIsStale(t *testing.T) {
 func TestGarbageBody(t *testing.T) {
 	p := newPublishers(t, 2)
 	c := newCounts()
-	o := testOptions(p, 2, porttest.NewClock(t0))
+	clk := porttest.NewClock(t0)
+	o := testOptions(p, 2, clk)
 	o.Observer = c.observer()
 	s := start(t, o)
 	good := body(t, 1, 0, 10, 100, nil)
@@ -166,6 +167,13 @@ func TestGarbageBody(t *testing.T) {
 	want2 := fmt.Sprintf(`rank 1 (tcp://127.0.0.1:%d): body is not msgpack (code 0xc1), want an array ["LoadStat", num_running_reqs, …]`, p.base+1)
 	if got := domain.ErrorMessage(err); got != want2 {
 		t.Errorf("error %q\nwant  %q", got, want2)
+	}
+	// Then silence: the engine gone quiet is said too, not only its
+	// last bad message.
+	clk.Advance(2 * time.Second)
+	_, err = pull(t, s)
+	if got, want := domain.ErrorMessage(err), want2+"; nothing since, for 2000 ms"; got != want {
+		t.Errorf("after 2 s of silence: %q\nwant  %q", got, want)
 	}
 
 	p.send(1, k+3, good)
