@@ -3,6 +3,7 @@ package domain
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -117,8 +118,13 @@ func fromTheFuture(snap Snapshot, completedAt time.Time, staleAfter time.Duratio
 	limit := max(staleAfter, time.Second)
 	for _, rk := range snap.Ranks {
 		if ahead := rk.SnapshotTime.Sub(completedAt); ahead > limit {
+			// Sub saturates at about 292 years; past that, say the date.
+			by := ahead.Round(time.Millisecond).String()
+			if ahead == math.MaxInt64 {
+				by = "centuries (" + rk.SnapshotTime.UTC().Format(time.RFC3339) + ")"
+			}
 			return Errorf(CodeInvalidSnapshot, "rank %d: its snapshot time is %s ahead of the reporter's clock (more than %s): the engine's clock is off",
-				rk.DPRank, ahead.Round(time.Millisecond), limit)
+				rk.DPRank, by, limit)
 		}
 	}
 	return nil

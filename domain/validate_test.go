@@ -233,6 +233,11 @@ func TestARankFromTheFutureIsRefused(t *testing.T) {
 		r.LastError != "rank 1: its snapshot time is 1h0m0s ahead of the reporter's clock (more than 3s): the engine's clock is off" {
 		t.Errorf("an hour ahead: %v %q", r.Status, r.LastError)
 	}
+	// Year 5138 is past what a Duration holds: the date, not 292 years.
+	far := Snapshot{Ranks: []RankLoad{{DPRank: 0, SnapshotTime: time.Unix(99999999999, 0), MaxTotalNumTokens: 10, MaxRunningRequests: 10}}}
+	if r := b.Build(3, done, far, nil, RankRange(1)); !strings.Contains(r.LastError, "is centuries (5138-11-16T09:46:39Z) ahead") {
+		t.Errorf("year 5138: %q", r.LastError)
+	}
 	b.StaleAfter = 0
 	if err := b.Verdict(snap(1500*time.Millisecond), nil, RankRange(2), done); ErrorCode(err) != CodeInvalidSnapshot {
 		t.Errorf("1.5 s ahead with no stale_after: %v, want refused past the 1 s floor", err)
