@@ -247,7 +247,8 @@ func (m *Monitor) relay(ctx context.Context, st *stream, tr *transport, r *recei
 
 // firstFrame waits for the stream's first frame. It returns the frame; or
 // nil and nil for a stream closed before any frame; or the error that ends
-// the stream: a *domain.Error for its last frame, or the transport's.
+// the stream: a *domain.Error for its last frame, or a status (no register
+// in time, or the transport's).
 func (m *Monitor) firstFrame(ctx context.Context, st *stream, r *receiver) (*pb.RouterFrame, error) {
 	timer := m.opts.Clock.NewTimer(m.opts.Clock.Now().Add(m.opts.FirstFrameTimeout))
 	defer timer.Stop()
