@@ -11,6 +11,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 	"github.com/go-zeromq/zmq4/security/null"
 
+	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/ports/porttest"
 )
 
@@ -49,8 +50,8 @@ func TestFrameGuardReadsEachFramesSize(t *testing.T) {
 
 // TestAHugeFrameHeaderDoesNotEndTheProcess: a peer on the load port that
 // completes the handshake and announces a frame of 2^62 bytes (zmq4 would
-// allocate it, and panic) gets its connection closed; the source lives on
-// and says it has heard nothing (its watchdog resubscribes a silent rank).
+// allocate it, and panic) gets its connection closed; the source lives on,
+// names the refused frame as the rank's error, and dials again at once.
 func TestAHugeFrameHeaderDoesNotEndTheProcess(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -71,7 +72,10 @@ func TestAHugeFrameHeaderDoesNotEndTheProcess(t *testing.T) {
 				}
 				hdr := binary.BigEndian.AppendUint64([]byte{zmtpFlagLong}, 1<<62)
 				if _, err := c.Write(append(hdr, "a few bytes"...)); err == nil {
-					sent <- struct{}{}
+					select { // the source redials at once: many connections
+					case sent <- struct{}{}:
+					default:
+					}
 				}
 				_, _ = c.Read(make([]byte, 1)) // until our side closes
 			}()
@@ -85,7 +89,17 @@ func TestAHugeFrameHeaderDoesNotEndTheProcess(t *testing.T) {
 		t.Fatal("the hostile peer never got to send its frame header")
 	}
 	time.Sleep(200 * time.Millisecond) // zmq4's reader takes the header (and, unguarded, panics)
-	if _, err := s.Pull(context.Background()); err == nil || !strings.Contains(err.Error(), "no load message received yet") {
-		t.Fatalf("Pull: %v, want no message heard", err)
+	if _, err := s.Pull(context.Background()); err == nil || !strings.Contains(domain.ErrorMessage(err), "the peer announced a ZMTP frame of 4611686018427387904 bytes") {
+		t.Fatalf("Pull: %v, want the refused frame named", err)
+	}
+	// The source dials again at once, not after ResubscribeAfter (an
+	// hour here): an engine that behaves again is heard within a
+	// ReconnectInterval.
+	for range 2 {
+		select {
+		case <-sent:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the source did not dial the rank again after the refused frame")
+		}
 	}
 }

@@ -210,7 +210,7 @@ func (s *Source) Pull(ctx context.Context) (domain.Snapshot, error) {
 		case r.err != nil:
 			// A bad message followed by silence is an engine gone quiet
 			// as much as one sending garbage: say both.
-			if silent := now.Sub(r.heard); silent > silentAfterBadMessage {
+			if silent := now.Sub(r.heard); !r.heard.IsZero() && silent > silentAfterBadMessage {
 				return domain.Snapshot{}, domain.Wrap(r.err, domain.ErrorCode(r.err), "%s; nothing since, for %d ms",
 					domain.ErrorMessage(r.err), silent.Milliseconds())
 			}

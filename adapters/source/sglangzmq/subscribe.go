@@ -51,9 +51,15 @@ func (guardedTCP) Dial(ctx context.Context, d transport.Dialer, addr string) (ne
 		return nil, err
 	}
 	g := &guardedConn{Conn: c}
+	g.refused, _ = ctx.Value(refusedKey{}).(func(error))
 	g.stop = context.AfterFunc(ctx, func() { _ = c.Close() })
 	return g, nil
 }
+
+// refusedKey carries, in a socket's context, what its connections call
+// when the frame guard refuses a frame: zmq4 does not say why a
+// connection ended, nor reliably redial it.
+type refusedKey struct{}
 
 func (guardedTCP) Listen(context.Context, string) (net.Listener, error) {
 	return nil, errors.New("sglangzmq: the transport only dials")
@@ -69,16 +75,20 @@ func (guardedTCP) Addr(ep string) (string, error) {
 
 type guardedConn struct {
 	net.Conn
-	stop  func() bool
-	guard frameGuard
+	stop    func() bool
+	guard   frameGuard
+	refused func(error) // from the socket's context; may be nil
 }
 
 // Read passes what the peer sent through the frame guard; a frame over
-// the bound closes the connection (zmq4 then redials).
+// the bound closes the connection and tells the socket's owner.
 func (g *guardedConn) Read(p []byte) (int, error) {
 	n, err := g.Conn.Read(p)
 	if ferr := g.guard.scan(p[:n]); ferr != nil {
 		_ = g.Conn.Close()
+		if g.refused != nil {
+			g.refused(ferr)
+		}
 		return 0, ferr
 	}
 	return n, err
@@ -197,7 +207,15 @@ func (s *Source) session(parent context.Context, r *rankState) {
 		defer wg.Done()
 		s.watch(ctx, cancel, r)
 	}()
-	sock := zmq4.NewSub(ctx,
+	// A refused frame is this rank's error until a good message comes,
+	// and the session starts over at once (zmq4 often does not redial a
+	// connection the guard closed; the watchdog would take
+	// ResubscribeAfter).
+	sockCtx := context.WithValue(ctx, refusedKey{}, func(err error) {
+		s.frameRefused(r, err)
+		cancel()
+	})
+	sock := zmq4.NewSub(sockCtx,
 		zmq4.WithAutomaticReconnect(true),
 		zmq4.WithDialerMaxRetries(-1),
 		zmq4.WithDialerRetry(s.cfg.ReconnectInterval),
@@ -259,6 +277,13 @@ func (s *Source) watch(ctx context.Context, cancel context.CancelFunc, r *rankSt
 			return
 		}
 	}
+}
+
+// frameRefused records that r's peer sent a frame the guard refused.
+func (s *Source) frameRefused(r *rankState, err error) {
+	s.mu.Lock()
+	r.err = domain.Errorf(domain.CodeInvalidSnapshot, "rank %d (%s): %s", r.index, r.endpoint, err)
+	s.mu.Unlock()
 }
 
 func (s *Source) dialFailed(ctx context.Context, r *rankState, err error) {
