@@ -208,6 +208,12 @@ func (f *Fetcher) Get(ctx context.Context) ([]byte, error) {
 		}
 		return nil, domain.Errorf(domain.CodeSourceFailed, "%s", msg)
 	}
+	// net/http undoes the gzip it asked for and drops the header; any
+	// other encoding is still on, and would read as a garbled body.
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return nil, domain.Errorf(domain.CodeSourceFailed, "GET %s: the engine answered with Content-Encoding %q, which the reporter does not decode (it accepts gzip or none)",
+			f.shownURL, domain.Shorten(ce, 40))
+	}
 	if resp.ContentLength > f.maxBody {
 		return nil, domain.Errorf(domain.CodeSourceFailed, "GET %s: response body exceeds %d bytes (Content-Length %d)", f.shownURL, f.maxBody, resp.ContentLength)
 	}

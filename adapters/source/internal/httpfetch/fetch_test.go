@@ -277,6 +277,18 @@ func TestGetErrors(t *testing.T) {
 			wantCode: domain.CodeSourceFailed,
 		},
 		{
+			// Not asked for, not undone by net/http: a garbled body.
+			name: "an encoding the reporter does not decode",
+			handler: func(<-chan struct{}) http.HandlerFunc {
+				return func(w http.ResponseWriter, _ *http.Request) {
+					w.Header().Set("Content-Encoding", "br")
+					_, _ = w.Write([]byte{0x1b, 0x03, 0x00})
+				}
+			},
+			want:     `GET {url}: the engine answered with Content-Encoding "br", which the reporter does not decode (it accepts gzip or none)`,
+			wantCode: domain.CodeSourceFailed,
+		},
+		{
 			name:     "404",
 			handler:  func(<-chan struct{}) http.HandlerFunc { return http.NotFound },
 			want:     "GET {url}: HTTP 404 Not Found: 404 page not found",
