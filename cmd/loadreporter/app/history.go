@@ -50,7 +50,7 @@ func NewHistory(c Config, log *slog.Logger) (*History, func(), error) {
 	// A database that does not answer yet must not hold serve back
 	// (SPEC §5); one that refuses us for good stops it.
 	ctx, cancel := context.WithTimeout(context.Background(), migrateConnectWait)
-	pingErr := ping(ctx, s)
+	pingErr := s.Ping(ctx)
 	cancel()
 	if pingErr != nil && !postgres.Retryable(pingErr) {
 		s.Close()
@@ -137,15 +137,6 @@ func migrateAtStart(s *postgres.Store, dbURL string, log *slog.Logger, pingErr e
 		migrateInBackground(ctx, s, log)
 	}()
 	return func() { cancel(); <-done }, nil
-}
-
-// ping opens a transaction and rolls it back: the database answers.
-func ping(ctx context.Context, s *postgres.Store) error {
-	tx, err := s.DB().Begin(ctx)
-	if err != nil {
-		return err
-	}
-	return tx.Rollback(ctx)
 }
 
 // migrateInBackground retries the migrations, backing off up to 30 s,
