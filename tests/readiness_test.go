@@ -49,12 +49,12 @@ func TestReadinessFollowsTheEngineWhenAskedTo(t *testing.T) {
 	}
 }
 
-// TestProbesAnswerAnyHostName: without a token the port refuses requests
-// naming an unknown host (DNS rebinding), but the probes answer whatever
-// name a load balancer was given.
+// TestProbesAnswerAnyHostName: without a token the port refuses pages
+// naming an unknown host (DNS rebinding), but the probes and scrapes
+// answer whatever name a load balancer or scraper was given.
 func TestProbesAnswerAnyHostName(t *testing.T) {
 	m := startMain(t, testConfig(), &countingEngine{ranks: 2})
-	for path, want := range map[string]int{"/healthz": http.StatusOK, "/readyz": http.StatusOK, "/metrics": http.StatusMisdirectedRequest} {
+	for path, want := range map[string]int{"/healthz": http.StatusOK, "/readyz": http.StatusOK, "/metrics": http.StatusOK, "/": http.StatusMisdirectedRequest} {
 		req, err := http.NewRequest(http.MethodGet, "http://"+m.Addr()+path, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -78,6 +78,28 @@ func isGRPC(r *http.Request) bool {
 	return strings.HasPrefix(ct, "application/grpc") && !strings.HasPrefix(ct, "application/grpc-web")
 }
 
+// servedToAnyName reports whether r is served whatever host it names. The
+// Host check stops DNS rebinding, a foreign page making a browser talk to
+// this port through a name that resolves here; it guards what a browser
+// can reach and use. Exempt are the probes (load balancers probe by the
+// name they were given), the pollers' reads and the scrape of /metrics
+// (routers and scrapers dial workers by DNS names), and native gRPC over
+// HTTP/2 (grpc-go sends the channel's target, a DNS name, as :authority):
+// a browser speaks only HTTP/1.1 in cleartext and cannot make a call with
+// trailers, and over TLS a rebound name fails the certificate.
+func servedToAnyName(r *http.Request) bool {
+	if isProbe(r) {
+		return true
+	}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		switch r.URL.Path {
+		case "/v1/loads", "/get_load", "/metrics":
+			return true
+		}
+	}
+	return r.ProtoMajor == 2 && isGRPC(r)
+}
+
 // isProbe reports whether r is a liveness or readiness probe: served to
 // anyone, by any name, as orchestrators and load balancers probe.
 func isProbe(r *http.Request) bool {

@@ -114,19 +114,19 @@ func NewHandler(c Config, loop *fireloop.Loop, monitor *rpc.Monitor, watch *rpc.
 		fmt.Fprintln(w, "ready")
 	})
 	dashboard.Register(mux)
-	var h http.Handler
+	var h http.Handler = answerUnknownRPCs(mux)
 	if c.AuthToken == "" {
-		guarded := hostcheck.Guard(c.Listen, splitList(c.AllowedHosts), "add it with --allowed-host, or set --auth-token", mux)
-		// Load balancers probe by whatever name they were given.
+		guarded := hostcheck.Guard(c.Listen, splitList(c.AllowedHosts), "add it with --allowed-host, or set --auth-token", h)
+		served := h
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if isProbe(r) {
-				mux.ServeHTTP(w, r)
+			if servedToAnyName(r) {
+				served.ServeHTTP(w, r)
 				return
 			}
 			guarded.ServeHTTP(w, r)
 		})
 	} else {
-		h = requireToken(c.AuthToken, c.AdminToken, mux, limit)
+		h = requireToken(c.AuthToken, c.AdminToken, h, limit)
 	}
 	// Every stream, not only Monitor's, ends within the final-write bound
 	// once the reporter shuts down: a browser or ORCA client that stopped
@@ -136,6 +136,22 @@ func NewHandler(c Config, loop *fireloop.Loop, monitor *rpc.Monitor, watch *rpc.
 	// Outermost, so the handlers can bound their sends with write deadlines
 	// and Admin can log the caller's client certificate.
 	return rpc.WithTransportInfo(h)
+}
+
+// answerUnknownRPCs answers a gRPC, gRPC-Web or Connect call to a method
+// the port does not serve with the status UNIMPLEMENTED in the caller's
+// protocol (a gRPC client reads a plain-text 404 as a transport failure
+// and logs a parse error); everything else goes to mux.
+func answerUnknownRPCs(mux *http.ServeMux) http.Handler {
+	errs := connect.NewErrorWriter()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern == "" && r.Method == http.MethodPost && errs.IsSupported(r) {
+			_ = errs.Write(w, r, connect.NewError(connect.CodeUnimplemented,
+				fmt.Errorf("method %s is not served here", domain.Shorten(r.URL.Path, 200))))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // boundRequestBodies gives every request but Monitor's, whose body lasts
