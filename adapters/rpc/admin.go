@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/loadreporter/loadreporter/adapters/internal/loglimit"
 	"github.com/loadreporter/loadreporter/domain"
 	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
 	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
@@ -58,7 +59,7 @@ type Admin struct {
 	sim       SimControl // nil unless the source is the simulator
 	topology  Topology
 	opts      AdminOptions
-	deniedLog logLimiter
+	deniedLog loglimit.Limiter
 }
 
 var _ loadreporterv1connect.AdminServiceHandler = (*Admin)(nil)
@@ -79,7 +80,7 @@ func NewAdminWithOptions(sim SimControl, topology Topology, o AdminOptions) (*Ad
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	a := &Admin{sim: sim, topology: topology, opts: o}
-	a.deniedLog.every = o.DeniedLogInterval
+	a.deniedLog.Every = o.DeniedLogInterval
 	return a, nil
 }
 

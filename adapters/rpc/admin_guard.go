@@ -65,7 +65,7 @@ func (a *Admin) logCall(ctx context.Context, req connect.AnyRequest, err error) 
 		attrs = append(attrs, "client_cert", subject)
 	}
 	if refused(err) {
-		ok, suppressed := a.deniedLog.allow(time.Now())
+		ok, suppressed := a.deniedLog.Allow(time.Now())
 		if !ok {
 			return
 		}

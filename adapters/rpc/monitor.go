@@ -14,6 +14,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/loadreporter/loadreporter/adapters/internal/loglimit"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/domain/session"
@@ -88,8 +89,8 @@ type Monitor struct {
 	pending            atomic.Int64
 	firstFrameTimeouts atomic.Uint64
 	overBudget         atomic.Uint64
-	timeoutLog         logLimiter
-	budgetLog          logLimiter
+	timeoutLog         loglimit.Limiter
+	budgetLog          loglimit.Limiter
 	ends               endTally
 	noTransport        sync.Once
 }
@@ -106,8 +107,8 @@ func newMonitor(reg Registrar, o MonitorOptions) (*Monitor, error) {
 		return nil, err
 	}
 	m := &Monitor{reg: reg, log: o.Logger, opts: o, frames: newReportFrames()}
-	m.timeoutLog.every = o.AbuseLogInterval
-	m.budgetLog.every = o.AbuseLogInterval
+	m.timeoutLog.Every = o.AbuseLogInterval
+	m.budgetLog.Every = o.AbuseLogInterval
 	return m, nil
 }
 
@@ -282,8 +283,8 @@ func (m *Monitor) firstFrame(ctx context.Context, st *stream, r *receiver) (*pb.
 
 // logAbuse writes one line for a stream ended for its own conduct, unless
 // l held it back; each line says how many it stands for.
-func (m *Monitor) logAbuse(l *logLimiter, msg string, st *stream, err error, attrs ...any) {
-	ok, suppressed := l.allow(m.opts.Clock.Now())
+func (m *Monitor) logAbuse(l *loglimit.Limiter, msg string, st *stream, err error, attrs ...any) {
+	ok, suppressed := l.Allow(m.opts.Clock.Now())
 	if !ok {
 		return
 	}
@@ -328,7 +329,7 @@ func (m *Monitor) noteEnd(st *stream, routerID string, err error) {
 	case code == domain.CodeResourceExhausted:
 		msg = "monitor register refused: a limit is reached" // the reason names it
 	}
-	ok, suppressed := l.allow(m.opts.Clock.Now())
+	ok, suppressed := l.Allow(m.opts.Clock.Now())
 	if !ok {
 		return
 	}
@@ -341,19 +342,19 @@ func (m *Monitor) noteEnd(st *stream, routerID string, err error) {
 type endTally struct {
 	mu     sync.Mutex
 	counts map[string]uint64
-	logs   map[string]*logLimiter
+	logs   map[string]*loglimit.Limiter
 }
 
-func (t *endTally) add(code string, every time.Duration) *logLimiter {
+func (t *endTally) add(code string, every time.Duration) *loglimit.Limiter {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.counts == nil {
-		t.counts, t.logs = map[string]uint64{}, map[string]*logLimiter{}
+		t.counts, t.logs = map[string]uint64{}, map[string]*loglimit.Limiter{}
 	}
 	t.counts[code]++
 	l := t.logs[code]
 	if l == nil {
-		l = &logLimiter{every: every}
+		l = &loglimit.Limiter{Every: every}
 		t.logs[code] = l
 	}
 	return l

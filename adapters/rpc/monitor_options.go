@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"log/slog"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/loadreporter/loadreporter/domain"
@@ -118,26 +117,3 @@ type systemTimer struct{ t *time.Timer }
 
 func (s systemTimer) C() <-chan time.Time { return s.t.C }
 func (s systemTimer) Stop()               { s.t.Stop() }
-
-// logLimiter lets one line through per interval and counts the ones it
-// held back, so a hostile client cannot flood the logs through us.
-type logLimiter struct {
-	every time.Duration
-
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
-}
-
-// allow reports whether a line may be written at now and, if so, how many
-// were held back since the last one.
-func (l *logLimiter) allow(now time.Time) (ok bool, suppressed int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.last.IsZero() && now.Sub(l.last) < l.every {
-		l.suppressed++
-		return false, 0
-	}
-	l.last, suppressed, l.suppressed = now, l.suppressed, 0
-	return true, suppressed
-}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/loadreporter/loadreporter/adapters/internal/loglimit"
 )
 
 // DefaultStalledWriteTimeout is how long a write to a stream without a
@@ -26,7 +28,7 @@ const DefaultStalledWriteTimeout = 30 * time.Second
 type Stalls struct {
 	bound time.Duration
 	log   *slog.Logger
-	lines logLimiter
+	lines loglimit.Limiter
 	ended atomic.Uint64
 }
 
@@ -39,7 +41,7 @@ func NewStalls(bound time.Duration, log *slog.Logger) *Stalls {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Stalls{bound: bound, log: log, lines: logLimiter{every: DefaultAbuseLogInterval}}
+	return &Stalls{bound: bound, log: log, lines: loglimit.Limiter{Every: DefaultAbuseLogInterval}}
 }
 
 // Ended is how many streams Stalls has ended.
@@ -102,7 +104,7 @@ func (g *StallGuard) expire() {
 		g.s.ended.Add(^uint64(0)) // the handler returned, or nothing can bound the stream
 		return
 	}
-	if ok, suppressed := g.s.lines.allow(time.Now()); ok {
+	if ok, suppressed := g.s.lines.Allow(time.Now()); ok {
 		g.s.log.Warn("a stream's client stopped reading; the stream ends", "route", g.route, "peer", g.peer,
 			"blocked_for", g.s.bound, "suppressed", suppressed)
 	}
