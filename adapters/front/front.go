@@ -1,0 +1,306 @@
+package front
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/loadreporter/loadreporter/adapters/internal/loglimit"
+	"github.com/loadreporter/loadreporter/domain"
+)
+
+// Route is a request the front answers itself instead of passing it on:
+// Method and Path exactly (a GET route also takes HEAD).
+type Route struct {
+	Method  string
+	Path    string
+	Handler http.Handler
+}
+
+// Observer hears about each request the front handles; its fields may be
+// nil.
+type Observer struct {
+	// Proxied is one request passed to the engine: its route class (one
+	// of Classes), the status the engine answered (502 when it did not,
+	// 499 when the client went away first) and the time to the engine's
+	// response headers.
+	Proxied func(class string, status int, d time.Duration)
+	// Scrape is one GET /metrics: hit when it was answered from the cache
+	// (or shared a scrape already under way), not by a scrape of its own.
+	Scrape func(hit bool)
+}
+
+// Options configure a Front.
+type Options struct {
+	// Engine is where requests go: an http:// URL, spoken HTTP/1.1 over
+	// pooled connections, or HTTP/2 without TLS when H2C is set (an
+	// engine's gRPC server).
+	Engine *url.URL
+	H2C    bool
+	// Answered are the routes answered here.
+	Answered []Route
+	// APIKey is the key the engine requires, if any. The answered routes
+	// then require it as the engine would ("Authorization: Bearer <key>"),
+	// and the /metrics scrape sends it.
+	APIKey string
+	// MetricsMaxAge is how long one scrape of the engine's /metrics serves
+	// every scraper; 0 passes /metrics through like any other request.
+	MetricsMaxAge time.Duration
+	// ResponseHeaderTimeout bounds the wait for the engine's response
+	// headers; 0, the default, waits as long as the client does (a
+	// generation that does not stream answers when it is done).
+	ResponseHeaderTimeout time.Duration
+	// DialTimeout bounds a connection to the engine (default 5 s).
+	DialTimeout time.Duration
+	// Transport replaces the pooled transport to the engine (tests).
+	Transport http.RoundTripper
+	Observer  Observer
+	Logger    *slog.Logger
+	// Now is the cache's clock (default time.Now).
+	Now func() time.Time
+}
+
+// Route classes, the label of proxied requests in metrics: a bounded set
+// whatever paths clients send.
+const (
+	ClassGenerate = "generate"
+	ClassHealth   = "health"
+	ClassInfo     = "info"
+	ClassGRPC     = "grpc"
+	ClassOther    = "other"
+)
+
+// Classes lists every route class.
+var Classes = []string{ClassGenerate, ClassHealth, ClassInfo, ClassGRPC, ClassOther}
+
+// StatusClientClosed is the status counted for a proxied request whose
+// client went away before the engine answered (nginx's 499).
+const StatusClientClosed = 499
+
+// Front is the handler of the worker's public address.
+type Front struct {
+	opts     Options
+	engine   string // the engine's address as operators wrote it, for errors
+	proxy    *httputil.ReverseProxy
+	scrapes  *scrapes // nil when /metrics is passed through
+	errLines loglimit.Limiter
+	errs     *connect.ErrorWriter
+}
+
+// New checks the options and returns the front.
+func New(o Options) (*Front, error) {
+	if o.Engine == nil || o.Engine.Host == "" {
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "front: the engine's URL is required (http://HOST:PORT)")
+	}
+	if o.Engine.Scheme != "http" && o.Engine.Scheme != "https" {
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "front: engine URL %q: want http:// or https://", o.Engine.Redacted())
+	}
+	if o.MetricsMaxAge < 0 || o.ResponseHeaderTimeout < 0 || o.DialTimeout < 0 {
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "front: durations must not be negative")
+	}
+	if o.DialTimeout == 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	for _, r := range o.Answered {
+		if r.Handler == nil || r.Method == "" || !strings.HasPrefix(r.Path, "/") {
+			return nil, domain.Errorf(domain.CodeInvalidArgument, "front: answered route %s %q needs a method, a path and a handler", r.Method, r.Path)
+		}
+	}
+	tr := o.Transport
+	if tr == nil {
+		tr = newTransport(o)
+	}
+	f := &Front{opts: o, engine: o.Engine.Redacted(), errLines: loglimit.Limiter{Every: 10 * time.Second},
+		errs: connect.NewErrorWriter()}
+	f.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(o.Engine)
+			pr.SetXForwarded()
+		},
+		Transport: observed{next: tr, f: f},
+		// Every write reaches the client at once: a token stream is read
+		// event by event, a gRPC stream message by message.
+		FlushInterval: -1,
+		ErrorHandler:  f.proxyError,
+		ErrorLog:      log.New(limitedLog{f}, "", 0),
+	}
+	if o.MetricsMaxAge > 0 {
+		f.scrapes = newScrapes(o, tr)
+	}
+	return f, nil
+}
+
+// newTransport is the pooled connection set to the engine. Compression is
+// left to the client and the engine (the proxy passes bytes unchanged).
+func newTransport(o Options) *http.Transport {
+	t := &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   o.DialTimeout,
+		ExpectContinueTimeout: time.Second,
+		ResponseHeaderTimeout: o.ResponseHeaderTimeout,
+		DisableCompression:    true,
+	}
+	if o.H2C {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		t.Protocols = &p
+		t.HTTP2 = &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second}
+	}
+	return t
+}
+
+// ServeHTTP answers the answered routes and /metrics, and passes the rest.
+func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	for _, rt := range f.opts.Answered {
+		if r.URL.Path == rt.Path && (r.Method == rt.Method || rt.Method == http.MethodGet && r.Method == http.MethodHead) {
+			if !f.admitted(r) {
+				// The engine's own refusal, in its shape.
+				writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized"})
+				return
+			}
+			rt.Handler.ServeHTTP(w, r)
+			return
+		}
+	}
+	if f.scrapes != nil && r.URL.Path == "/metrics" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		f.serveMetrics(w, r)
+		return
+	}
+	f.proxy.ServeHTTP(w, r)
+}
+
+// admitted reports whether r carries the engine's key, when there is one.
+func (f *Front) admitted(r *http.Request) bool {
+	if f.opts.APIKey == "" {
+		return true
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(f.opts.APIKey)) == 1
+}
+
+// ClassOf is the route class of a request, for metrics.
+func ClassOf(r *http.Request) string {
+	if isGRPC(r) {
+		return ClassGRPC
+	}
+	p := r.URL.Path
+	switch {
+	case strings.HasPrefix(p, "/health"):
+		return ClassHealth
+	case p == "/generate" || strings.HasPrefix(p, "/v1/") && p != "/v1/models" ||
+		p == "/encode" || p == "/classify" || p == "/v1/rerank":
+		return ClassGenerate
+	case p == "/v1/models" || p == "/server_info" || p == "/get_server_info" || p == "/get_model_info" ||
+		p == "/model_info" || p == "/version":
+		return ClassInfo
+	}
+	return ClassOther
+}
+
+// isGRPC reports whether r is a gRPC or gRPC-Web call.
+func isGRPC(r *http.Request) bool {
+	return strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc")
+}
+
+// proxyError answers a request the engine did not answer: 502 with a JSON
+// body naming the engine, or UNAVAILABLE for a gRPC caller. A client that
+// went away first gets nothing.
+func (f *Front) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	class := ClassOf(r)
+	if r.Context().Err() != nil {
+		f.observe(class, StatusClientClosed, 0)
+		return
+	}
+	f.observe(class, http.StatusBadGateway, 0)
+	msg := fmt.Sprintf("engine %s did not answer: %s", f.engine, domain.Shorten(domain.OneLine(err.Error()), 300))
+	if ok, suppressed := f.errLines.Allow(f.opts.Now()); ok {
+		f.opts.Logger.Warn("front: the engine did not answer a proxied request", "engine", f.engine, "class", class,
+			"err", err, "suppressed", suppressed)
+	}
+	if isGRPC(r) && f.errs.IsSupported(r) {
+		_ = f.errs.Write(w, r, connect.NewError(connect.CodeUnavailable, errors.New(msg)))
+		return
+	}
+	writeError(w, http.StatusBadGateway, "ENGINE_UNREACHABLE", msg)
+}
+
+func (f *Front) observe(class string, status int, d time.Duration) {
+	if f.opts.Observer.Proxied != nil {
+		f.opts.Observer.Proxied(class, status, d)
+	}
+}
+
+// observed counts every request the engine answered, with the time to its
+// response headers.
+type observed struct {
+	next http.RoundTripper
+	f    *Front
+}
+
+func (o observed) RoundTrip(r *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := o.next.RoundTrip(r)
+	if err == nil {
+		o.f.observe(ClassOf(r), resp.StatusCode, time.Since(start))
+	}
+	return resp, err
+}
+
+// limitedLog writes the reverse proxy's own lines (a body copy cut short)
+// through the logger, rate-limited.
+type limitedLog struct{ f *Front }
+
+func (l limitedLog) Write(p []byte) (int, error) {
+	if ok, suppressed := l.f.errLines.Allow(l.f.opts.Now()); ok {
+		l.f.opts.Logger.Warn("front: proxy", "engine", l.f.engine, "err", strings.TrimSpace(string(p)), "suppressed", suppressed)
+	}
+	return len(p), nil
+}
+
+// ErrorBody is the body of the front's own error answers.
+type ErrorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	var b ErrorBody
+	b.Error.Code, b.Error.Message = code, msg
+	writeJSON(w, status, b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// contextWithoutCancel is the scrape's context: its own deadline, never a
+// client's, so that a scraper that goes away does not fail the others.
+func contextWithoutCancel(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}
