@@ -83,8 +83,24 @@ type Config struct {
 	// not UNREACHABLE.
 	ReadyRequiresLoad bool
 
+	// Front holds the front mode's settings: the reporter at the
+	// worker's public address.
+	Front FrontConfig
+
 	LogLevel  string
 	LogFormat string
+}
+
+// FrontConfig is the front mode: serve the engine's API at Listen,
+// passing every request to EngineURL except the load endpoints.
+type FrontConfig struct {
+	// Listen is the worker's public address (empty: no front).
+	Listen string
+	// EngineURL is where requests are passed (empty: --engine-url).
+	EngineURL string
+	// ResponseHeaderTimeout bounds the wait for the engine's headers (0:
+	// none, as a generation that does not stream answers when done).
+	ResponseHeaderTimeout time.Duration
 }
 
 // DefaultConfig is the embedded default: a simulated engine on localhost.
@@ -176,6 +192,9 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "the only bearer token AdminService accepts (so routers' --auth-token cannot change the topology or the sim mode)")
 	fs.IntVar(&c.MaxDPSize, "max-dp-size", c.MaxDPSize, "largest DP size --dp-size and AdminService.SetTopology accept")
 	fs.IntVar(&c.MaxStreamsPerConn, "max-streams-per-conn", c.MaxStreamsPerConn, "HTTP/2 streams one connection may hold open, registered or not")
+	fs.StringVar(&c.Front.Listen, "front-listen", c.Front.Listen, "front mode: the worker's public address (e.g. 0.0.0.0:30000); every request there is passed to the engine unchanged but GET /v1/loads and /get_load, answered from the shared pull, and GET /metrics, the engine's own served from one scrape per --poll-max-age (empty: off)")
+	fs.StringVar(&c.Front.EngineURL, "front-engine-url", c.Front.EngineURL, "front mode: where requests are passed (empty: --engine-url); http://HOST:PORT, or grpc://HOST:PORT for an engine's gRPC server")
+	fs.DurationVar(&c.Front.ResponseHeaderTimeout, "front-response-header-timeout", c.Front.ResponseHeaderTimeout, "front mode: how long a proxied request waits for the engine's response headers (0: as long as the client waits; a generation that does not stream answers when it is done)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 	fs.Usage = envflag.Usage(fs, out, "Usage: loadreporter serve [flags]\n\nServes per-rank engine load to routers (Monitor), browsers and operators.",
@@ -289,6 +308,9 @@ func (c Config) Validate() error {
 	}
 	if c.TLSClientCA != "" && c.TLSCert == "" {
 		return fmt.Errorf("--tls-client-ca needs --tls-cert and --tls-key")
+	}
+	if err := c.Front.validate(c); err != nil {
+		return err
 	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel) {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)

@@ -30,6 +30,7 @@ type Main struct {
 	recorder *recorder.Recorder // nil when history is off
 	clock    ports.Clock
 	server   *http.Server
+	front    *Front // nil without --front-listen
 	health   *Health
 	ready    *Readiness
 	metrics  *metrics.Metrics
@@ -38,6 +39,8 @@ type Main struct {
 	cleanup func()
 
 	ln            net.Listener
+	frontLn       net.Listener
+	frontDone     chan error
 	stopLoop      context.CancelFunc
 	loopDone      chan struct{}
 	retentionDone chan struct{}
@@ -48,9 +51,9 @@ type Main struct {
 
 // NewMain assembles a Main; Start runs it. rec is nil when history is off.
 func NewMain(c Config, log *slog.Logger, clk ports.Clock, r *fireloop.Loop, e Engine, hist *History,
-	rec *recorder.Recorder, srv *http.Server, h *Health, ready *Readiness, m *metrics.Metrics) *Main {
+	rec *recorder.Recorder, srv *http.Server, f *Front, h *Health, ready *Readiness, m *metrics.Metrics) *Main {
 	return &Main{cfg: c, log: log, clock: clk, loop: r, engine: e, history: hist, recorder: rec,
-		server: srv, health: h, ready: ready, metrics: m, cleanup: func() {}}
+		server: srv, front: f, health: h, ready: ready, metrics: m, cleanup: func() {}}
 }
 
 // History is the history store in use.
@@ -65,6 +68,15 @@ func (m *Main) Engine() Engine { return m.engine }
 // Addr is the address the port listens on, once started.
 func (m *Main) Addr() string { return m.ln.Addr().String() }
 
+// FrontAddr is the address the front listens on once started, "" without
+// --front-listen.
+func (m *Main) FrontAddr() string {
+	if m.frontLn == nil {
+		return ""
+	}
+	return m.frontLn.Addr().String()
+}
+
 // Start listens on --listen and starts the fire loop, the history
 // recorder, the retention and the server. It returns once the port accepts
 // connections.
@@ -72,6 +84,14 @@ func (m *Main) Start() error {
 	ln, err := net.Listen("tcp", m.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", m.cfg.Listen, err)
+	}
+	if m.front != nil {
+		fln, err := net.Listen("tcp", m.front.listen)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("--front-listen %s: %w", m.front.listen, err)
+		}
+		m.frontLn = fln
 	}
 	m.ln = ln
 	loopCtx, stop := context.WithCancel(context.Background())
@@ -81,6 +101,10 @@ func (m *Main) Start() error {
 	if err := m.engine.Start(loopCtx); err != nil {
 		stop()
 		_ = ln.Close()
+		if m.frontLn != nil {
+			_ = m.frontLn.Close()
+		}
+		m.ln, m.frontLn = nil, nil // nothing runs: Close only releases
 		return fmt.Errorf("--source %s: %w", m.cfg.Source, err)
 	}
 	if m.recorder != nil {
@@ -114,6 +138,17 @@ func (m *Main) Start() error {
 		}
 		m.serveDone <- err
 	}()
+	if m.front != nil {
+		m.frontDone = make(chan error, 1)
+		go func() {
+			err := m.front.server.Serve(m.frontLn)
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			m.frontDone <- err
+		}()
+		m.log.Info("front serving the worker's address", "addr", m.frontLn.Addr().String(), "engine", m.front.engine)
+	}
 	close(m.ready.ready)
 	if m.cfg.AuthToken != "" && !useTLS && !isLoopback(ln.Addr()) {
 		m.log.Warn("--auth-token is accepted over plaintext beyond loopback: anyone on the path can read it; add --tls-cert/--tls-key",
@@ -171,12 +206,15 @@ func (m *Main) close() error {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), streamsBy)
 	defer cancel()
+	frontErr := make(chan error, 1)
+	go func() { frontErr <- m.closeFront(ctx) }()
 	err := m.server.Shutdown(ctx)
 	if err != nil {
 		m.log.Warn("streams still open when their share of the grace ended; closing their connections",
 			"grace", grace, "share", streamsBy.Sub(start).Round(time.Millisecond))
 		err = m.server.Close()
 	}
+	err = errors.Join(err, <-frontErr)
 	m.stopLoop()
 	loopCtx, cancelLoop := context.WithDeadline(context.Background(), loopBy)
 	defer cancelLoop()
@@ -210,6 +248,19 @@ func (m *Main) close() error {
 	err = errors.Join(err, m.engine.Close())
 	m.log.Info("loadreporter stopped", "took", time.Since(start).Round(time.Millisecond))
 	return err
+}
+
+// closeFront lets the front's requests in flight finish until ctx ends,
+// then closes their connections.
+func (m *Main) closeFront(ctx context.Context) error {
+	if m.frontDone == nil {
+		return nil // never served
+	}
+	if err := m.front.server.Shutdown(ctx); err != nil {
+		m.log.Warn("front requests still in flight when their share of the grace ended; closing their connections")
+		_ = m.front.server.Close()
+	}
+	return <-m.frontDone
 }
 
 func isLoopback(a net.Addr) bool {

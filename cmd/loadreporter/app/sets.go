@@ -63,4 +63,5 @@ var transportSet = wire.NewSet(
 	NewStalls,
 	NewHandler,
 	NewServer,
+	NewFront,
 )

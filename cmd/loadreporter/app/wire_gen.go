@@ -90,7 +90,14 @@ func initializeMain(c Config) (*Main, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	main := NewMain(c, logger, system, loop, engine, history, recorder, server, v, readiness, metrics)
+	front, err := NewFront(c, handler, metrics, logger)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	main := NewMain(c, logger, system, loop, engine, history, recorder, server, front, v, readiness, metrics)
 	return main, func() {
 		cleanup3()
 		cleanup2()
@@ -168,7 +175,13 @@ func initializeMainWithEngine(c Config, e Engine) (*Main, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	main := NewMain(c, logger, system, loop, e, history, recorder, server, v, readiness, metrics)
+	front, err := NewFront(c, handler, metrics, logger)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	main := NewMain(c, logger, system, loop, e, history, recorder, server, front, v, readiness, metrics)
 	return main, func() {
 		cleanup2()
 		cleanup()

@@ -1,0 +1,62 @@
+package metrics
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// FrontMetrics count what the front mode passes to the engine and what
+// it answers from the shared /metrics scrape.
+type FrontMetrics struct {
+	requests *prometheus.CounterVec
+	upstream *prometheus.HistogramVec
+	scrapes  *prometheus.CounterVec
+}
+
+// Front registers the front mode's metrics, with every route class of
+// classes at 0, and returns them.
+func (m *Metrics) Front(classes []string) *FrontMetrics {
+	f := &FrontMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loadreporter_front_proxied_requests_total",
+			Help: "Requests the front passed to the engine, by route class and the status answered (502: the engine did not answer; 499: the client went away first).",
+		}, []string{"class", "code"}),
+		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "loadreporter_front_upstream_header_seconds",
+			Help:    "Time from a proxied request to the engine's response headers (a stream's first byte), by route class.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"class"}),
+		scrapes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loadreporter_front_metrics_scrapes_total",
+			Help: "GET /metrics at the front, by who answered: cache (a scrape of this window, or one under way) or engine (a scrape of its own).",
+		}, []string{"answered"}),
+	}
+	for _, c := range classes {
+		f.upstream.WithLabelValues(c)
+	}
+	f.scrapes.WithLabelValues("cache")
+	f.scrapes.WithLabelValues("engine")
+	m.registry.MustRegister(f.requests, f.upstream, f.scrapes)
+	return f
+}
+
+// Proxied counts one proxied request; d is 0 when the engine gave no
+// headers.
+func (f *FrontMetrics) Proxied(class string, status int, d time.Duration) {
+	f.requests.WithLabelValues(class, strconv.Itoa(status)).Inc()
+	if d > 0 {
+		f.upstream.WithLabelValues(class).Observe(d.Seconds())
+	}
+}
+
+// Scrape counts one GET /metrics answered from the cache (hit) or by a
+// scrape of the engine.
+func (f *FrontMetrics) Scrape(hit bool) {
+	if hit {
+		f.scrapes.WithLabelValues("cache").Inc()
+		return
+	}
+	f.scrapes.WithLabelValues("engine").Inc()
+}

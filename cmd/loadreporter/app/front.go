@@ -1,0 +1,120 @@
+package app
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/loadreporter/loadreporter/adapters/front"
+	"github.com/loadreporter/loadreporter/adapters/metrics"
+	"github.com/loadreporter/loadreporter/adapters/pollapi"
+)
+
+// Front is the front mode's server at the worker's public address; nil
+// when --front-listen is not set.
+type Front struct {
+	server *http.Server
+	engine string
+	listen string
+}
+
+// validate checks the front's flags against the rest of the config.
+func (f FrontConfig) validate(c Config) error {
+	if f.Listen == "" {
+		if f.EngineURL != "" {
+			return fmt.Errorf("--front-engine-url needs --front-listen (the worker's public address)")
+		}
+		return nil
+	}
+	_, port, err := net.SplitHostPort(f.Listen)
+	if err != nil {
+		return fmt.Errorf("--front-listen %q: want HOST:PORT: %v", f.Listen, err)
+	}
+	if f.Listen == c.Listen && port != "0" {
+		return fmt.Errorf("--front-listen %s: must differ from --listen (the reporter's own port)", f.Listen)
+	}
+	if f.ResponseHeaderTimeout < 0 {
+		return fmt.Errorf("--front-response-header-timeout %s: must not be negative (0: no bound)", f.ResponseHeaderTimeout)
+	}
+	_, _, err = f.engine(c)
+	return err
+}
+
+// engine is where the front passes requests, and whether it is spoken
+// HTTP/2 without TLS (an engine's gRPC server).
+func (f FrontConfig) engine(c Config) (*url.URL, bool, error) {
+	flag, raw := "--front-engine-url", f.EngineURL
+	if raw == "" {
+		flag, raw = "--engine-url", c.EngineURL
+	}
+	if raw == "" {
+		return nil, false, fmt.Errorf("--front-listen needs --front-engine-url or --engine-url: where requests are passed")
+	}
+	h2c := false
+	switch {
+	case strings.HasPrefix(raw, "grpc://"):
+		raw, h2c = "http://"+strings.TrimPrefix(raw, "grpc://"), true
+	case flag == "--engine-url" && c.Source == "sglang-grpc":
+		// The source's own address forms: host:port, grpc:// or http://,
+		// all the scheduler's gRPC server.
+		raw, h2c = "http://"+strings.TrimPrefix(raw, "http://"), true
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return nil, false, fmt.Errorf("%s %q: want http://HOST:PORT (or grpc://HOST:PORT for an engine's gRPC server)", flag, raw)
+	}
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+		return nil, false, fmt.Errorf("%s %q: want the engine's address without a path or query", flag, raw)
+	}
+	u.Path = ""
+	return u, h2c, nil
+}
+
+// NewFront builds the front when --front-listen is set: the engine's API
+// passed through, the pollers' load endpoints answered from poll, the
+// engine's /metrics served from one scrape per --poll-max-age.
+func NewFront(c Config, poll *pollapi.Handler, m *metrics.Metrics, log *slog.Logger) (*Front, error) {
+	if c.Front.Listen == "" {
+		return nil, nil
+	}
+	engine, h2c, err := c.Front.engine(c)
+	if err != nil {
+		return nil, err
+	}
+	fm := m.Front(front.Classes)
+	h, err := front.New(front.Options{
+		Engine: engine,
+		H2C:    h2c,
+		Answered: []front.Route{
+			{Method: http.MethodGet, Path: "/v1/loads", Handler: poll},
+		},
+		APIKey:                c.EngineAPIKey,
+		MetricsMaxAge:         pollAge(c),
+		ResponseHeaderTimeout: c.Front.ResponseHeaderTimeout,
+		Observer:              front.Observer{Proxied: fm.Proxied, Scrape: fm.Scrape},
+		Logger:                log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           h,
+		Protocols:         &p,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          serverErrorLog(log, time.Second),
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams: c.MaxStreamsPerConn,
+			SendPingTimeout:      30 * time.Second,
+			PingTimeout:          15 * time.Second,
+		},
+	}
+	return &Front{server: srv, engine: engine.Redacted(), listen: c.Front.Listen}, nil
+}
