@@ -182,7 +182,9 @@ func TestFrontWithTheEngineDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var body struct{ Error struct{ Code, Message string } }
+	var body struct {
+		Error struct{ Code, Message string }
+	}
 	err = json.NewDecoder(resp.Body).Decode(&body)
 	resp.Body.Close()
 	if err != nil || resp.StatusCode != http.StatusBadGateway || !strings.Contains(body.Error.Message, e.srv.URL) {
@@ -239,4 +241,3 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
-
