@@ -8,6 +8,9 @@ import (
 
 	"connectrpc.com/authn"
 	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+
+	"github.com/loadreporter/loadreporter/adapters/orca"
 	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
 )
 
@@ -30,10 +33,14 @@ import (
 // it once, and then sends it with every request of the page's origin,
 // its script's Watch included. Nothing that changes state takes Basic:
 // a browser also attaches it to requests other sites make it send.
-func requireToken(token, adminToken string, next http.Handler, opts ...connect.HandlerOption) http.Handler {
+//
+// With scope AuthScopeOperators the token guards only what operators use
+// (pages, Watch, history, AdminService); what routers and scrapers use is
+// served without it (routerSurface).
+func requireToken(token, adminToken, scope string, next http.Handler, opts ...connect.HandlerOption) http.Handler {
 	want, wantAdmin := []byte(token), []byte(adminToken)
 	check := func(_ context.Context, r *http.Request) (any, error) {
-		if isProbe(r) {
+		if isProbe(r) || scope == AuthScopeOperators && routerSurface(r) {
 			return nil, nil
 		}
 		got, ok := authn.BearerToken(r)
@@ -88,17 +95,45 @@ func isGRPC(r *http.Request) bool {
 // a browser speaks only HTTP/1.1 in cleartext and cannot make a call with
 // trailers, and over TLS a rebound name fails the certificate.
 func servedToAnyName(r *http.Request) bool {
-	if isProbe(r) {
+	return isProbe(r) || isPollOrScrape(r) || r.ProtoMajor == 2 && isGRPC(r)
+}
+
+// isPollOrScrape reports whether r is a poller's read of the load or a
+// scrape of /metrics.
+func isPollOrScrape(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	switch r.URL.Path {
+	case "/v1/loads", "/get_load", "/metrics":
 		return true
 	}
-	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		switch r.URL.Path {
-		case "/v1/loads", "/get_load", "/metrics":
+	return false
+}
+
+// Auth scopes: what --auth-token guards.
+const (
+	AuthScopeAll       = "all"
+	AuthScopeOperators = "operators"
+)
+
+// routerSurface reports whether r is what routers and scrapers use: the
+// Monitor and ORCA streams and gRPC health checks in any protocol, polls
+// and scrapes. None of it changes state; the routers that exist send no
+// credentials.
+func routerSurface(r *http.Request) bool {
+	if isPollOrScrape(r) {
+		return true
+	}
+	for _, prefix := range routerRoutes {
+		if strings.HasPrefix(r.URL.Path, prefix) {
 			return true
 		}
 	}
-	return r.ProtoMajor == 2 && isGRPC(r)
+	return false
 }
+
+var routerRoutes = []string{monitorRoute, "/" + orca.ServiceName + "/", "/" + grpchealth.HealthV1ServiceName + "/"}
 
 // isProbe reports whether r is a liveness or readiness probe: served to
 // anyone, by any name, as orchestrators and load balancers probe.

@@ -15,7 +15,7 @@ import (
 // challenge, gRPC and gRPC-Web callers status 16 (Unauthenticated), the
 // probes need no token, and the right token passes.
 func TestRequireTokenAnswersInTheCallersProtocol(t *testing.T) {
-	h := requireToken("s3cret", "", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	h := requireToken("s3cret", "", AuthScopeAll, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusTeapot)
 	}))
 	serve := func(method, path, ctype, auth string) *httptest.ResponseRecorder {
@@ -69,7 +69,7 @@ func TestRequireTokenAnswersInTheCallersProtocol(t *testing.T) {
 // that can change state takes Basic, so a request another site makes the
 // browser send carries no authority.
 func TestBrowsersMaySendTheTokenAsABasicPassword(t *testing.T) {
-	h := requireToken("s3cret", "adm1n", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	h := requireToken("s3cret", "adm1n", AuthScopeAll, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusTeapot)
 	}))
 	serve := func(method, path, ctype, user, password string) *httptest.ResponseRecorder {
@@ -115,6 +115,56 @@ func TestBrowsersMaySendTheTokenAsABasicPassword(t *testing.T) {
 		}
 		if got := w.Header().Values("WWW-Authenticate"); slices.ContainsFunc(got, func(c string) bool { return strings.HasPrefix(c, "Basic") }) {
 			t.Errorf("%s %s challenges for Basic: %q", tc.method, tc.path, got)
+		}
+	}
+}
+
+// TestOperatorsScopeLeavesRoutersOpen: with --auth-scope operators the
+// token guards the pages, Watch, history and AdminService, while what
+// routers and scrapers use is served without credentials, in every
+// protocol.
+func TestOperatorsScopeLeavesRoutersOpen(t *testing.T) {
+	h := requireToken("s3cret", "", AuthScopeOperators, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	serve := func(method, path, ctype string) int {
+		r := httptest.NewRequest(method, path, nil)
+		if ctype != "" {
+			r.Header.Set("Content-Type", ctype)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if st := w.Result().Trailer.Get("Grpc-Status") + w.Result().Header.Get("Grpc-Status"); st == "16" {
+			return http.StatusUnauthorized
+		}
+		return w.Code
+	}
+	for _, tc := range []struct {
+		method, path, ctype string
+		open                bool
+	}{
+		{"POST", "/sglang.router.loadmonitor.v1.LoadMonitorService/Monitor", "application/grpc", true},
+		{"POST", "/sglang.router.loadmonitor.v1.LoadMonitorService/Monitor", "application/connect+proto", true},
+		{"POST", "/xds.service.orca.v3.OpenRcaService/StreamCoreMetrics", "application/grpc", true},
+		{"POST", "/grpc.health.v1.Health/Check", "application/grpc", true},
+		{"GET", "/v1/loads", "", true},
+		{"GET", "/get_load", "", true},
+		{"GET", "/metrics", "", true},
+		{"GET", "/healthz", "", true},
+		{"GET", "/", "", false},
+		{"GET", "/history", "", false},
+		{"POST", "/v1/loads", "", false},
+		{"POST", "/" + loadreporterv1connect.WatchServiceName + "/Watch", "application/grpc", false},
+		{"POST", "/" + loadreporterv1connect.AdminServiceName + "/SetTopology", "application/grpc", false},
+		{"POST", "/" + loadreporterv1connect.HistoryServiceName + "/ListOutages", "application/json", false},
+		{"POST", "/sglang.router.loadmonitor.v1.LoadMonitorServiceX/Monitor", "application/grpc", false},
+	} {
+		want := http.StatusUnauthorized
+		if tc.open {
+			want = http.StatusTeapot
+		}
+		if got := serve(tc.method, tc.path, tc.ctype); got != want {
+			t.Errorf("%s %s (%s): %d, want %d", tc.method, tc.path, tc.ctype, got, want)
 		}
 	}
 }

@@ -62,6 +62,9 @@ type Config struct {
 	TLSKey      string
 	TLSClientCA string
 	AuthToken   string
+	// AuthScope is what AuthToken guards: AuthScopeAll or
+	// AuthScopeOperators.
+	AuthScope string
 	// AllowedHosts are names, besides IPs, localhost and the --listen
 	// host, that requests may carry in Host when no token is set.
 	AllowedHosts      string
@@ -89,6 +92,10 @@ type Config struct {
 
 	LogLevel  string
 	LogFormat string
+
+	// warnings are said at start: settings that work but are likely not
+	// what the operator meant.
+	warnings []string
 }
 
 // FrontConfig is the front mode: serve the engine's API at Listen,
@@ -119,6 +126,7 @@ func DefaultConfig() Config {
 		HistoryRetention:    7 * 24 * time.Hour,
 		HistoryCapacity:     memory.DefaultCapacity,
 		WorkerType:          "regular",
+		AuthScope:           AuthScopeAll,
 		SimMode:             "normal",
 		PollMaxAge:          pollapi.DefaultMaxAge,
 		MaxStreamsPerConn:   1000,
@@ -180,6 +188,7 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "TLS private key file (PEM)")
 	fs.StringVar(&c.TLSClientCA, "tls-client-ca", c.TLSClientCA, "CA file (PEM) for client certificates; turns on mutual TLS")
 	fs.StringVar(&c.AuthToken, "auth-token", c.AuthToken, "bearer token required on every RPC and page (a browser sends it as the password of HTTP Basic authentication)")
+	fs.StringVar(&c.AuthScope, "auth-scope", c.AuthScope, "what --auth-token guards: all (every RPC and page) or operators (pages, Watch, history and AdminService; routers' Monitor and ORCA streams, gRPC health checks, GET /v1/loads and /metrics are served without it, as the routers that exist send no credentials)")
 	fs.StringVar(&c.AllowedHosts, "allowed-host", c.AllowedHosts, "without --auth-token: host names (comma-separated) requests may name in Host, besides IPs, localhost and the --listen host")
 	fs.BoolVar(&c.ReadyRequiresLoad, "ready-requires-load", c.ReadyRequiresLoad, "/readyz also requires the latest report (at most --poll-max-age old) not to be UNREACHABLE, so traffic is steered away from a worker whose engine is down")
 	fs.DurationVar(&c.Monitor.FirstFrameTimeout, "first-frame-timeout", c.Monitor.FirstFrameTimeout, "a router stream that sends no register within this ends with status DEADLINE_EXCEEDED (0: as if unset)")
@@ -205,6 +214,11 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("serve takes no arguments, got %q", fs.Args())
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "auth-token" && c.AuthToken == "" {
+			c.warnings = append(c.warnings, "--auth-token was given empty, so no token is required: whoever reaches the port may read every page and RPC (an unset variable in --auth-token \"$TOKEN\"?)")
+		}
+	})
 	return c, c.Validate()
 }
 
@@ -302,6 +316,15 @@ func (c Config) Validate() error {
 	}
 	if _, err := domain.ParseWorkerType(c.WorkerType); err != nil {
 		return fmt.Errorf("--worker-type: %s", domain.ErrorMessage(err))
+	}
+	if c.AuthScope != AuthScopeAll && c.AuthScope != AuthScopeOperators {
+		return fmt.Errorf("--auth-scope %q: want %s or %s", c.AuthScope, AuthScopeAll, AuthScopeOperators)
+	}
+	for _, tok := range []struct{ flag, v string }{{"auth-token", c.AuthToken}, {"admin-token", c.AdminToken}} {
+		if strings.HasPrefix(strings.ToLower(strings.TrimSpace(tok.v)), "change-me") {
+			return fmt.Errorf("--%s is still the shipped placeholder %q: set a long random token (openssl rand -hex 32) or remove the setting",
+				tok.flag, domain.Shorten(tok.v, 40))
+		}
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("--tls-cert and --tls-key go together")

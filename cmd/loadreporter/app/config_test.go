@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -119,5 +120,49 @@ func TestWorkerAddrDefault(t *testing.T) {
 	}
 	if got := workerAddr(Config{Listen: ":8080", WorkerAddr: "10.0.0.7:30000"}); got != "10.0.0.7:30000" {
 		t.Errorf("--worker-addr ignored: %q", got)
+	}
+}
+
+// TestTokensThatOpenThePortAreCaught: the shipped env file's placeholder
+// refuses to start, from the environment or the command line, and an
+// --auth-token given empty is said at start.
+func TestTokensThatOpenThePortAreCaught(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+	}{
+		{env: map[string]string{"LOADREPORTER_AUTH_TOKEN": "change-me-to-a-long-random-string"}},
+		{args: []string{"--admin-token", "Change-Me"}},
+	} {
+		_, err := ParseServe(tc.args, env(tc.env), &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), "placeholder") || !strings.Contains(err.Error(), "openssl rand") {
+			t.Errorf("%v %v: %v, want a refusal naming the placeholder", tc.args, tc.env, err)
+		}
+	}
+	c, err := ParseServe([]string{"--auth-token", ""}, env(nil), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.warnings) != 1 || !strings.Contains(c.warnings[0], "--auth-token was given empty") {
+		t.Fatalf("warnings %q", c.warnings)
+	}
+	var logs bytes.Buffer
+	c.Listen, c.LogLevel = "127.0.0.1:0", "warn"
+	m, err := InitializeMain(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.log = slog.New(slog.NewTextHandler(&logs, nil))
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "--auth-token was given empty") {
+		t.Fatalf("not said at start:\n%s", logs.String())
+	}
+	if c, _ := ParseServe(nil, env(nil), &bytes.Buffer{}); len(c.warnings) != 0 {
+		t.Fatalf("warnings without --auth-token: %q", c.warnings)
 	}
 }

@@ -154,6 +154,9 @@ func (m *Main) Start() error {
 		m.log.Warn("--auth-token is accepted over plaintext beyond loopback: anyone on the path can read it; add --tls-cert/--tls-key",
 			"addr", ln.Addr().String())
 	}
+	for _, w := range m.cfg.warnings {
+		m.log.Warn(w)
+	}
 	if m.cfg.AuthToken == "" && !isLoopback(ln.Addr()) {
 		m.log.Warn("listening beyond loopback without --auth-token: anyone who reaches this port can read load and call AdminService",
 			"addr", ln.Addr().String())

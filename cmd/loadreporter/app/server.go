@@ -126,7 +126,7 @@ func NewHandler(c Config, loop *fireloop.Loop, monitor *rpc.Monitor, watch *rpc.
 			guarded.ServeHTTP(w, r)
 		})
 	} else {
-		h = requireToken(c.AuthToken, c.AdminToken, h, limit)
+		h = requireToken(c.AuthToken, c.AdminToken, c.AuthScope, h, limit)
 	}
 	// Every stream, not only Monitor's, ends within the final-write bound
 	// once the reporter shuts down: a browser or ORCA client that stopped
