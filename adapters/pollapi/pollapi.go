@@ -25,15 +25,27 @@ type Poller interface {
 // Handler serves GET /v1/loads.
 type Handler struct {
 	poller Poller
-	maxAge time.Duration
+	opts   Options
 }
 
-// New returns the handler; maxAge 0 means DefaultMaxAge.
-func New(p Poller, maxAge time.Duration) *Handler {
-	if maxAge <= 0 {
-		maxAge = DefaultMaxAge
+// Options configure the pollers' answers.
+type Options struct {
+	// MaxAge is how old the latest report may be and still be served
+	// without waiting for the next fire; 0 means DefaultMaxAge.
+	MaxAge time.Duration
+	// ServeStale answers a STALE report with its numbers (HTTP 200 and
+	// status STALE in the envelope). By default a STALE report is a 503
+	// with the snapshot's age: pollers' types have no status, so old
+	// numbers in a 200 would be routed on as if current.
+	ServeStale bool
+}
+
+// New returns the handler.
+func New(p Poller, o Options) *Handler {
+	if o.MaxAge <= 0 {
+		o.MaxAge = DefaultMaxAge
 	}
-	return &Handler{poller: p, maxAge: maxAge}
+	return &Handler{poller: p, opts: o}
 }
 
 // Route is where Handler is mounted.
@@ -98,6 +110,8 @@ type ErrorBody struct {
 		Message string `json:"message"`
 	} `json:"error"`
 	SequenceID uint64 `json:"sequence_id,omitempty"`
+	// AgeMs is the snapshot's age when the refusal is for staleness.
+	AgeMs int64 `json:"age_ms,omitempty"`
 }
 
 // ServeHTTP answers one poll.
@@ -106,7 +120,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", err.Error(), 0)
 		return
 	}
-	rep, err := h.poller.Poll(r.Context(), h.maxAge)
+	rep, err := h.poller.Poll(r.Context(), h.opts.MaxAge)
 	if err != nil {
 		if r.Context().Err() != nil {
 			return // the poller went away
@@ -118,11 +132,39 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, domain.ErrorCode(err), domain.ErrorMessage(err), 0)
 		return
 	}
-	if rep.Status == domain.StatusUnreachable {
-		writeError(w, http.StatusServiceUnavailable, "UNREACHABLE", rep.LastError, rep.SequenceID)
+	if refused := h.refusal(rep); refused != nil {
+		writeJSON(w, http.StatusServiceUnavailable, refused)
 		return
 	}
 	writeJSON(w, http.StatusOK, EnvelopeOf(rep))
+}
+
+// refusal is the body of the 503 that answers a report no poller may
+// route on, or nil: an UNREACHABLE one, and a STALE one unless
+// ServeStale.
+func (h *Handler) refusal(rep *domain.Report) *ErrorBody {
+	var b ErrorBody
+	switch {
+	case rep.Status == domain.StatusUnreachable:
+		b.Error.Code = "UNREACHABLE"
+	case rep.Status == domain.StatusStale && !h.opts.ServeStale:
+		b.Error.Code = "STALE"
+		b.AgeMs = SnapshotAgeMs(rep)
+	default:
+		return nil
+	}
+	b.Error.Message, b.SequenceID = rep.LastError, rep.SequenceID
+	return &b
+}
+
+// SnapshotAgeMs is how old the report's oldest rank was at report time,
+// in the wire's whole milliseconds.
+func SnapshotAgeMs(rep *domain.Report) int64 {
+	var age int64
+	for _, k := range rep.Ranks {
+		age = max(age, rep.ReportTime.UnixMilli()-k.SnapshotTime.UnixMilli())
+	}
+	return age
 }
 
 // Sections is SGLang's include vocabulary, in its order. Every name is

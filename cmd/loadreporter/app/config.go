@@ -32,6 +32,9 @@ type Config struct {
 	SimMode      string
 	SimSeed      uint64
 	PollMaxAge   time.Duration
+	// PollServeStale answers polls with a STALE report's numbers instead
+	// of a 503.
+	PollServeStale bool
 
 	VLLMMaxRunningRequests int64
 	ZMQMaxRunningRequests  int64
@@ -160,6 +163,7 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.StringVar(&c.SimMode, "sim-mode", c.SimMode, "sim source start mode: normal, stall, error, hang, garbage")
 	fs.Uint64Var(&c.SimSeed, "sim-seed", c.SimSeed, "sim source random seed")
 	fs.DurationVar(&c.PollMaxAge, "poll-max-age", c.PollMaxAge, "GET /v1/loads, the live page and --ready-requires-load serve the latest report when younger, else wait for the next fire")
+	fs.BoolVar(&c.PollServeStale, "poll-serve-stale", c.PollServeStale, "answer GET /v1/loads and /get_load with a STALE report's numbers (200, status STALE in the envelope) instead of 503 with the snapshot's age: pollers' types have no status and would route on old load as if current")
 	fs.Int64Var(&c.VLLMMaxRunningRequests, "vllm-max-running-requests", c.VLLMMaxRunningRequests, "vllm-metrics: the server's --max-num-seqs (vLLM does not publish it; 0: 256)")
 	fs.Int64Var(&c.ZMQMaxRunningRequests, "zmq-max-running-requests", c.ZMQMaxRunningRequests, "sglang-zmq: the engine's --max-running-requests, used until the /v1/loads detail pull gives it (LoadStat does not carry it; 0: unknown, and a rank with running requests is unreachable until then)")
 	fs.StringVar(&c.ZMQEndpoint, "zmq-endpoint", c.ZMQEndpoint, "sglang-zmq: rank 0's load socket tcp://HOST:BASE (rank r at BASE+r; needs --dp-size); empty: found through --engine-url's /server_info")

@@ -253,7 +253,9 @@ func NewFireLoop(c Config, src ports.SnapshotSource, simSrc *sim.Source, clk clo
 }
 
 // NewPoll returns the /v1/loads handler for polling routers.
-func NewPoll(c Config, p pollapi.Poller) *pollapi.Handler { return pollapi.New(p, c.PollMaxAge) }
+func NewPoll(c Config, p pollapi.Poller) *pollapi.Handler {
+	return pollapi.New(p, pollapi.Options{MaxAge: c.PollMaxAge, ServeStale: c.PollServeStale})
+}
 
 // newInstanceID is a random id made once per process (source_instance_id).
 func newInstanceID() string {
