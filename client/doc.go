@@ -8,7 +8,12 @@
 // Dial opens one Worker: it registers under Options.RouterID, sends a
 // keep-alive every renew_after_ms of the worker's answer (the first at a
 // random point of the second half of that period, so routers that
-// registered together do not renew together), and on Close sends stop. When a stream ends for any reason but a refused configuration
+// registered together do not renew together), and on Close sends stop.
+// What the answer says is bounded, so that no worker can make a router
+// flood it or overflow: the granted lease is taken up to 24h (a lease of
+// 0 or less as the one asked), and the keep-alive period is renew_after_ms
+// kept within [max(100ms, lease/10), lease/2], the floor winning for a
+// lease under 200ms. When a stream ends for any reason but a refused configuration
 // (LEASE_EXPIRED, SHUTTING_DOWN, REPLACED, a transport error, nothing
 // received for a lease and two report intervals) it reconnects after a jittered exponential Backoff
 // and registers again under the same router_id, so the worker replaces the
@@ -25,8 +30,10 @@
 // SGLang's router does: only the latest instance is remembered, so two
 // instances behind one address take turns. A rejected report changes nothing; Worker.Rejected
 // and the metrics count it by RejectReason. A report of more than MaxRanks
-// ranks is rejected; a last_error longer than MaxLastErrorBytes is cut, and
-// the report kept.
+// ranks, or a source_instance_id longer than MaxInstanceIDBytes, is
+// rejected; a last_error longer than MaxLastErrorBytes, and a worker_addr,
+// model or zone longer than MaxMetadataBytes, is cut, and the report kept.
+// A stream error's message is cut as last_error is.
 //
 // # Freshness
 //

@@ -57,11 +57,12 @@ type Options struct {
 	// needs its own: two routers sharing one take turns (see Worker).
 	RouterID string
 	// ReportInterval is the report interval asked for (default 1s, whole
-	// milliseconds). The worker refuses one outside its own bounds
-	// (default 10ms..60s) with INVALID_ARGUMENT, a permanent error.
+	// milliseconds, at most 24h). The worker refuses one outside its own
+	// bounds (default 10ms..60s) with INVALID_ARGUMENT, a permanent error.
 	ReportInterval time.Duration
-	// Lease is the lease asked for (default 10s); the worker clamps it and
-	// keep-alives go every renew_after_ms of its answer.
+	// Lease is the lease asked for (default 10s, at most 24h); the worker
+	// clamps it and keep-alives go every renew_after_ms of its answer,
+	// bounded to [max(100ms, lease/10), lease/2] of the lease it granted.
 	Lease time.Duration
 	// Protocol is gRPC (default) or Connect.
 	Protocol Protocol
@@ -168,8 +169,8 @@ func (o Options) normalized() (Options, error) {
 	if o.Lease == 0 {
 		o.Lease = DefaultLease
 	}
-	o.ReportInterval = o.ReportInterval.Truncate(time.Millisecond)
-	o.Lease = o.Lease.Truncate(time.Millisecond)
+	o.ReportInterval = min(o.ReportInterval, maxDuration).Truncate(time.Millisecond)
+	o.Lease = min(o.Lease, maxDuration).Truncate(time.Millisecond)
 	if o.StaleAfterIntervals == 0 {
 		o.StaleAfterIntervals = DefaultStaleAfterIntervals
 	}
