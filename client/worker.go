@@ -59,6 +59,9 @@ type Worker struct {
 	rpc     loadmonitorv1connect.LoadMonitorServiceClient
 	conns   *connSet // what Dial's own HTTP client dialed; nil with Options.HTTPClient
 	metrics *metrics // nil without a Registerer
+	// pending counts what the Fleet's router sent; nil outside a Fleet or
+	// with accounting off.
+	pending *pendingSet
 
 	view       atomic.Pointer[View]
 	subs       latest[*View]
@@ -102,6 +105,9 @@ func dial(addr string, opts Options, d deps) (*Worker, error) {
 	}
 	w := &Worker{addr: addr, opts: o, deps: d, metrics: d.metrics,
 		updates: make(chan updateRequest), closing: make(chan struct{}), done: make(chan struct{})}
+	if d.countDispatches {
+		w.pending = new(pendingSet)
+	}
 	hc := o.HTTPClient
 	if hc == nil {
 		w.conns = &connSet{open: map[*trackedConn]struct{}{}}
