@@ -42,6 +42,9 @@ type deps struct {
 	renewAfter func(time.Duration) time.Duration
 	// metrics is shared by every worker of a Fleet; nil: from Options.
 	metrics *metrics
+	// countDispatches gives the Worker a count of its Fleet's dispatches
+	// (Worker.Pending); only a Fleet with accounting on sets it.
+	countDispatches bool
 	// published, when set, hears of every view a Worker publishes (a
 	// Fleet's subscription, which would otherwise need a goroutine per
 	// worker).

@@ -8,7 +8,12 @@
 // Dial opens one Worker: it registers under Options.RouterID, sends a
 // keep-alive every renew_after_ms of the worker's answer (the first at a
 // random point of the second half of that period, so routers that
-// registered together do not renew together), and on Close sends stop. When a stream ends for any reason but a refused configuration
+// registered together do not renew together), and on Close sends stop.
+// What the answer says is bounded, so that no worker can make a router
+// flood it or overflow: the granted lease is taken up to 24h (a lease of
+// 0 or less as the one asked), and the keep-alive period is renew_after_ms
+// kept within [max(100ms, lease/10), lease/2], the floor winning for a
+// lease under 200ms. When a stream ends for any reason but a refused configuration
 // (LEASE_EXPIRED, SHUTTING_DOWN, REPLACED, a transport error, nothing
 // received for a lease and two report intervals) it reconnects after a jittered exponential Backoff
 // and registers again under the same router_id, so the worker replaces the
@@ -25,8 +30,10 @@
 // SGLang's router does: only the latest instance is remembered, so two
 // instances behind one address take turns. A rejected report changes nothing; Worker.Rejected
 // and the metrics count it by RejectReason. A report of more than MaxRanks
-// ranks is rejected; a last_error longer than MaxLastErrorBytes is cut, and
-// the report kept.
+// ranks, or a source_instance_id longer than MaxInstanceIDBytes, is
+// rejected; a last_error longer than MaxLastErrorBytes, and a worker_addr,
+// model or zone longer than MaxMetadataBytes, is cut, and the report kept.
+// A stream error's message is cut as last_error is.
 //
 // # Freshness
 //
@@ -53,26 +60,54 @@
 //
 // # Picking
 //
-// A Fleet watches many workers (Add and Remove at run time). Fleet.Pick(n)
-// chooses up to n workers by the power of two choices over Score, among the
-// Fresh views only; when no view is Fresh it picks from the best state
-// present and says Degraded. Per rank,
+// A Fleet watches many workers (Add and Remove at run time).
+// Fleet.PickFor(req, n) (Pick(n) for a request of unknown size) chooses
+// up to n workers by the best of d (Options.Choices, default 2: two
+// workers drawn at random, the less loaded wins; 1 compares them all)
+// over their scores, among the Fresh views only; when no view is Fresh it
+// picks from the best state present and says Degraded.
 //
-//	(num_running_reqs + num_waiting_reqs) / max(1, max_running_requests)
-//	  + num_waiting_uncached_tokens / max(1, max_total_num_tokens)
+// A report is old by the time the next request comes, and between two
+// reports every request a router sends would see the same one: with the
+// least loaded over all, all of them go to one worker (Mitzenmacher, "How
+// useful is old information?", 2000). So the Fleet also counts what its
+// router sent (Options.Accounting, on by default; the routing benchmark
+// of SPEC §10 decides whether it stays on). Each pick is a Dispatch on the
+// first worker picked (PickResult.Dispatch; Fleet.Dispatch counts one
+// sent elsewhere), pending until the router calls Done or until the
+// worker's view shows a report whose snapshot, its oldest stamped rank's
+// snapshot_time_unix_ms (its arrival when no rank is stamped), is after
+// the dispatch: the engine counts the request itself by then. A worker's
+// pending requests R and tokens T (Request.Tokens: prompt plus max new
+// tokens) are added as if the engine already held them, spread evenly
+// over its N ranks. Per rank,
 //
-// and a worker scores the mean over its ranks (see Score); lower wins.
+//	(num_running_reqs + num_waiting_reqs + R/N) / max(1, max_running_requests)
+//	  + (num_waiting_uncached_tokens + T/N) / max(1, max_total_num_tokens)
+//
+// (T/N only where max_total_num_tokens is known), and a worker scores the
+// mean over its ranks (see Score and ScorePending); lower wins. With
+// accounting off, R and T are 0. Worker.Pending reads a worker's counts;
+// a worker removed from the fleet drops them. The comparison of a
+// snapshot with a dispatch puts the worker's clock beside ours, as
+// MaxSnapshotAge does: a worker whose clock is behind keeps dispatches
+// counted a little longer, one ahead counts them out a little early.
+//
 // Fleet.Subscribe signals every change (a new view of any worker, a worker
-// added or removed), for whoever shows the whole fleet.
+// added or removed), for whoever shows the whole fleet; a pick is not a
+// change it signals.
 //
 // # Metrics
 //
 // With Options.Registerer set, the client exports, per worker:
 // loadreporter_client_worker_state{worker,state} (one-hot),
 // loadreporter_client_report_age_seconds{worker},
-// loadreporter_client_reconnects_total{worker,reason} and
-// loadreporter_client_rejected_reports_total{worker,reason}. Give each
-// address to one Worker per Registerer.
+// loadreporter_client_reconnects_total{worker,reason},
+// loadreporter_client_rejected_reports_total{worker,reason} and, for the
+// workers of a Fleet with accounting on,
+// loadreporter_client_pending_requests{worker} and
+// loadreporter_client_pending_tokens{worker}. Give each address to one
+// Worker per Registerer.
 //
 // # What it must not know
 //

@@ -33,17 +33,22 @@ func Example() {
 		}
 	}
 
-	// Per request: pick a worker (and a rank, for DP-aware routing).
-	res := fleet.Pick(1)
+	// Per request: pick a worker (and a rank, for DP-aware routing),
+	// saying how large the request is, and say when it is done: until
+	// then, or until the worker's next report counts it, the fleet counts
+	// it against that worker.
+	res := fleet.PickFor(client.Request{Tokens: 1200 + 512}, 1) // prompt + max new tokens
 	if len(res.Picks) == 0 {
 		log.Print("no workers")
 		return
 	}
+	defer res.Dispatch.Done()
 	if res.Degraded {
 		log.Printf("routing without fresh load: %s", res.Reason)
 	}
 	p := res.Picks[0]
-	fmt.Printf("send to %s, dp_rank %d (score %.3f)\n", p.Worker.Addr(), p.BestRank, p.Score)
+	fmt.Printf("send to %s, dp_rank %d (score %.3f, %d requests of ours pending)\n",
+		p.Worker.Addr(), p.BestRank, p.Score, p.Pending.Requests)
 
 	// Any time: read a worker's latest view, lock-free.
 	v := fleet.Worker("10.0.0.1:8080").View()

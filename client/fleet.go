@@ -9,13 +9,15 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 )
 
 // Fleet watches many workers with one Options and picks among them. Add
 // and Remove may run at any time; Pick and Views read without blocking
-// on them.
+// on them. Picks (Pick, PickFor, Dispatch) take turns, so each counts the
+// dispatches of the one before; Dispatch.Done does not take a turn.
 type Fleet struct {
 	opts Options
 	deps deps
@@ -24,8 +26,10 @@ type Fleet struct {
 	closed  bool
 	workers atomic.Pointer[[]*Worker] // sorted by address, never modified
 
-	rndMu sync.Mutex
-	rnd   *rand.Rand
+	// pickMu serialises picks: each sees the dispatches of the one
+	// before, so a burst of concurrent picks spreads as a sequence would.
+	pickMu sync.Mutex
+	rnd    *rand.Rand // guarded by pickMu
 
 	changes latest[struct{}]
 }
@@ -49,6 +53,7 @@ func newFleet(opts Options, d deps, rnd *rand.Rand) (*Fleet, error) {
 	}
 	f := &Fleet{opts: o, deps: d, rnd: rnd}
 	f.deps.published = f.notify
+	f.deps.countDispatches = o.Accounting == AccountingOn
 	f.workers.Store(new([]*Worker{}))
 	return f, nil
 }
@@ -107,17 +112,24 @@ func (f *Fleet) Remove(addr string) bool {
 	next := slices.Delete(slices.Clone(cur), i, i+1)
 	f.workers.Store(&next)
 	f.mu.Unlock()
+	w.forgetPending()
 	f.notify()
 	_ = w.Close()
 	return true
 }
 
+// forgetPending drops what the fleet counted for w, which has left it.
+func (w *Worker) forgetPending() {
+	if w.pending != nil {
+		w.pending.close()
+	}
+}
+
 // Worker is the worker at addr, or nil.
 func (f *Fleet) Worker(addr string) *Worker {
-	for _, w := range *f.workers.Load() {
-		if w.addr == addr {
-			return w
-		}
+	ws := *f.workers.Load()
+	if i, found := slices.BinarySearchFunc(ws, addr, func(w *Worker, a string) int { return strings.Compare(w.addr, a) }); found {
+		return ws[i]
 	}
 	return nil
 }
@@ -125,7 +137,9 @@ func (f *Fleet) Worker(addr string) *Worker {
 // Workers are the fleet's workers, sorted by address.
 func (f *Fleet) Workers() []*Worker { return slices.Clone(*f.workers.Load()) }
 
-// Views are the workers' latest views, sorted by address.
+// Views are the workers' latest views, sorted by address. What the
+// router sent each worker since its view's report is Worker.Pending
+// (through Worker or Workers).
 func (f *Fleet) Views() []*View {
 	ws := *f.workers.Load()
 	vs := make([]*View, len(ws))
@@ -144,6 +158,7 @@ func (f *Fleet) Close() error {
 	f.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, w := range ws {
+		w.forgetPending()
 		wg.Go(func() { _ = w.Close() })
 	}
 	wg.Wait()
@@ -157,7 +172,11 @@ type Pick struct {
 	Worker *Worker
 	// View is the view it was chosen on.
 	View *View
-	// Score is Score(View.Report): lower is less loaded; +Inf without ranks.
+	// Pending is what the router had sent the worker that View's report
+	// did not count yet (zero with accounting off), this pick excluded.
+	Pending Pending
+	// Score is ScorePending(View.Report, Pending): lower is less loaded;
+	// +Inf without ranks.
 	Score float64
 	// BestRank is the least loaded dp_rank, for routers that address a
 	// rank themselves; -1 without ranks.
@@ -170,6 +189,11 @@ type PickResult struct {
 	// choice for this request, the others fallbacks (a retry, a hedge).
 	// Fewer than asked when fewer qualify.
 	Picks []Pick
+	// Dispatch counts this request against Picks[0] until its Done, or
+	// until a report of that worker counts it; nil with accounting off or
+	// no pick. A router that sends the request elsewhere (a fallback)
+	// calls Done and counts it there with Fleet.Dispatch.
+	Dispatch *Dispatch
 	// State is the state of every picked view: Fresh unless no worker is.
 	State State
 	// Degraded says no worker was Fresh, so the picks come from the best
@@ -181,23 +205,37 @@ type PickResult struct {
 }
 
 type candidate struct {
-	w     *Worker
-	v     *View
-	score float64
-	best  int32
+	w       *Worker
+	v       *View
+	pending Pending
+	score   float64
+	best    int32
 }
 
-// Pick chooses up to n distinct workers by the power of two choices: for
-// each pick, two workers are drawn at random from those not yet picked
-// and the one with the lower Score wins (the first drawn on a tie). Only
-// Fresh views qualify (judged now, on the fleet's clock), unless no worker
-// is Fresh: then the best state present qualifies, and the result says
-// Degraded.
-func (f *Fleet) Pick(n int) PickResult {
+// Pick is PickFor a request of unknown size.
+func (f *Fleet) Pick(n int) PickResult { return f.PickFor(Request{}, n) }
+
+// PickFor chooses up to n distinct workers for req by the best of
+// Options.Choices: for each pick, d workers are drawn at random from
+// those not yet picked and the one with the lowest score wins (the first
+// drawn on a tie; with d = 1 or d at least the candidates, every
+// candidate is compared, from a random start). Only Fresh views qualify
+// (judged now, on the fleet's clock), unless no worker is Fresh: then the
+// best state present qualifies, and the result says Degraded.
+//
+// With accounting on (Options.Accounting), a worker's score is
+// ScorePending of its report and what the router sent it since that
+// report's snapshot, and the request is counted against Picks[0]
+// (PickResult.Dispatch) until its Done or a report that counts it. So a
+// burst of picks between two reports spreads over the workers instead of
+// all landing on the one the last report showed least loaded.
+func (f *Fleet) PickFor(req Request, n int) PickResult {
 	ws := *f.workers.Load()
 	if len(ws) == 0 || n <= 0 {
 		return PickResult{State: Disconnected, Reason: "no workers to pick from"}
 	}
+	f.pickMu.Lock()
+	defer f.pickMu.Unlock()
 	now := f.deps.clock.Now()
 	tier := Disconnected
 	var pool []candidate
@@ -210,69 +248,142 @@ func (f *Fleet) Pick(n int) PickResult {
 		if s > tier {
 			tier, pool = s, pool[:0]
 		}
-		score, best := Score(v.Report)
-		pool = append(pool, candidate{w: w, v: v, score: score, best: best})
+		c := candidate{w: w, v: v}
+		if w.pending != nil {
+			c.pending = w.pending.current(countedUntil(v))
+		}
+		c.score, c.best = ScorePending(v.Report, c.pending)
+		pool = append(pool, c)
 	}
 	res := PickResult{State: tier}
 	if tier != Fresh {
 		res.Degraded = true
 		res.Reason = fmt.Sprintf("no worker is fresh: picking among %d %s of %d", len(pool), tier, len(ws))
 	}
-	f.rndMu.Lock()
-	defer f.rndMu.Unlock()
 	for len(res.Picks) < n && len(pool) > 0 {
-		i := f.twoChoices(pool)
+		i := f.bestOf(pool)
 		c := pool[i]
-		res.Picks = append(res.Picks, Pick{Worker: c.w, View: c.v, Score: c.score, BestRank: c.best})
+		res.Picks = append(res.Picks, Pick{Worker: c.w, View: c.v, Pending: c.pending, Score: c.score, BestRank: c.best})
 		pool = slices.Delete(pool, i, i+1)
+	}
+	if len(res.Picks) > 0 {
+		res.Dispatch = f.dispatch(res.Picks[0].Worker, now, req)
 	}
 	return res
 }
 
-// twoChoices draws two distinct candidates and returns the less loaded.
-func (f *Fleet) twoChoices(pool []candidate) int {
-	if len(pool) == 1 {
-		return 0
+// Dispatch counts a request the router sends to w without PickFor having
+// chosen w for it (a fallback after Done on the first choice, a worker of
+// its own choosing), as PickFor counts its first pick. nil with
+// accounting off or when w is not in the fleet.
+func (f *Fleet) Dispatch(w *Worker, req Request) *Dispatch {
+	if w == nil || !slices.Contains(*f.workers.Load(), w) {
+		return nil
 	}
-	i := f.rnd.IntN(len(pool))
-	j := f.rnd.IntN(len(pool) - 1)
-	if j >= i {
-		j++
-	}
-	if pool[j].score < pool[i].score {
-		return j
-	}
-	return i
+	f.pickMu.Lock()
+	defer f.pickMu.Unlock()
+	return f.dispatch(w, f.deps.clock.Now(), req)
 }
 
-// Score is the load score Pick ranks workers by, an estimate of how long
-// a new request waits, modelled on SMG's least-load policy. Per rank:
+func (f *Fleet) dispatch(w *Worker, now time.Time, req Request) *Dispatch {
+	if w.pending == nil {
+		return nil
+	}
+	return w.pending.add(w, now, req.Tokens)
+}
+
+// bestOf returns the index of the least loaded of Options.Choices
+// candidates drawn at random; f.pickMu is held.
+func (f *Fleet) bestOf(pool []candidate) int {
+	n, d := len(pool), f.opts.Choices
+	if n == 1 {
+		return 0
+	}
+	if d == 1 || d >= n {
+		// Every candidate, from a random start, so that ties do not
+		// always go to the same worker.
+		start := f.rnd.IntN(n)
+		best := start
+		for k := 1; k < n; k++ {
+			if i := (start + k) % n; pool[i].score < pool[best].score {
+				best = i
+			}
+		}
+		return best
+	}
+	if d == 2 {
+		i := f.rnd.IntN(n)
+		j := f.rnd.IntN(n - 1)
+		if j >= i {
+			j++
+		}
+		if pool[j].score < pool[i].score {
+			return j
+		}
+		return i
+	}
+	// d distinct draws: the first d steps of a Fisher–Yates shuffle.
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	best := -1
+	for k := range d {
+		r := k + f.rnd.IntN(n-k)
+		idx[k], idx[r] = idx[r], idx[k]
+		if best < 0 || pool[idx[k]].score < pool[best].score {
+			best = idx[k]
+		}
+	}
+	return best
+}
+
+// Score is the load score of a report alone: ScorePending with nothing
+// pending. Per rank:
 //
 //	rank = (num_running_reqs + num_waiting_reqs) / max(1, max_running_requests)
 //	     + num_waiting_uncached_tokens / max(1, max_total_num_tokens)
 //
 // the first term is the share of the rank's request slots spoken for
 // (above 1 once requests queue), the second the prefill work queued
-// ahead, as a share of the KV cache. The worker's score is the mean over
-// its ranks (SGLang's data-parallel controller spreads requests over
-// ranks, so a request lands on an average rank, not the best one); best is
-// the rank with the lowest score, for routers that pick the rank
-// themselves. Lower is better. A report without ranks (nil, UNREACHABLE)
-// scores +Inf with best -1.
-func Score(r *pb.LoadReport) (score float64, best int32) {
+// ahead, as a share of the KV cache: an estimate of how long a new
+// request waits, modelled on SMG's least-load policy. The worker's score
+// is the mean over its ranks (SGLang's data-parallel controller spreads
+// requests over ranks, so a request lands on an average rank, not the
+// best one); best is the rank with the lowest score, for routers that
+// pick the rank themselves. Lower is better. A report without ranks (nil,
+// UNREACHABLE) scores +Inf with best -1.
+func Score(r *pb.LoadReport) (score float64, best int32) { return ScorePending(r, Pending{}) }
+
+// ScorePending is Score with the router's pending dispatches added as if
+// the engine already counted them, spread evenly over the N ranks as
+// SGLang's data-parallel controller spreads requests:
+//
+//	rank = (num_running_reqs + num_waiting_reqs + p.Requests/N) / max(1, max_running_requests)
+//	     + (num_waiting_uncached_tokens + p.Tokens/N) / max(1, max_total_num_tokens)
+//
+// where the pending tokens count only on a rank whose
+// max_total_num_tokens is known (> 0): without a capacity they have no
+// scale, and the request count already stands for them.
+func ScorePending(r *pb.LoadReport, p Pending) (score float64, best int32) {
 	ranks := r.GetRanks()
 	if len(ranks) == 0 {
 		return math.Inf(1), -1
 	}
+	n := float64(len(ranks))
+	reqs, toks := float64(max(0, p.Requests))/n, float64(max(0, p.Tokens))/n
 	lowest := math.Inf(1)
 	for _, k := range ranks {
-		s := RankScore(k)
+		s := RankScore(k) + reqs/float64(max(1, k.GetMaxRunningRequests()))
+		if m := k.GetMaxTotalNumTokens(); m > 0 {
+			s += toks / float64(m)
+		}
 		score += s
 		if s < lowest {
 			lowest, best = s, k.GetDpRank()
 		}
 	}
-	return score / float64(len(ranks)), best
+	return score / n, best
 }
 
 // RankScore is one rank's term of Score.

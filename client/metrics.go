@@ -95,6 +95,9 @@ type viewCollector struct {
 	workers map[*Worker]struct{}
 	state   *prometheus.Desc
 	age     *prometheus.Desc
+	// pendingReqs and pendingTokens are what a Fleet's router sent a
+	// worker that its report does not count yet (Worker.Pending).
+	pendingReqs, pendingTokens *prometheus.Desc
 }
 
 func newViewCollector() *viewCollector {
@@ -106,13 +109,21 @@ func newViewCollector() *viewCollector {
 		age: prometheus.NewDesc("loadreporter_client_report_age_seconds",
 			"Time since the latest accepted report arrived (absent before the first).",
 			[]string{"worker"}, nil),
+		pendingReqs: prometheus.NewDesc("loadreporter_client_pending_requests",
+			"Requests the router sent the worker that its latest report does not count yet (a Fleet with accounting on only).",
+			[]string{"worker"}, nil),
+		pendingTokens: prometheus.NewDesc("loadreporter_client_pending_tokens",
+			"Tokens (prompt plus max new) of the pending requests, as the router gave them.",
+			[]string{"worker"}, nil),
 	}
 }
 
-// Describe sends the two descriptors.
+// Describe sends the descriptors.
 func (c *viewCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.state
 	ch <- c.age
+	ch <- c.pendingReqs
+	ch <- c.pendingTokens
 }
 
 // Collect reads each worker's view at its clock's now.
@@ -135,6 +146,11 @@ func (c *viewCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if v.Report != nil {
 			ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, now.Sub(v.ReceivedAt).Seconds(), w.addr)
+		}
+		if w.pending != nil {
+			p := w.Pending()
+			ch <- prometheus.MustNewConstMetric(c.pendingReqs, prometheus.GaugeValue, float64(p.Requests), w.addr)
+			ch <- prometheus.MustNewConstMetric(c.pendingTokens, prometheus.GaugeValue, float64(p.Tokens), w.addr)
 		}
 	}
 }

@@ -57,11 +57,12 @@ type Options struct {
 	// needs its own: two routers sharing one take turns (see Worker).
 	RouterID string
 	// ReportInterval is the report interval asked for (default 1s, whole
-	// milliseconds). The worker refuses one outside its own bounds
-	// (default 10ms..60s) with INVALID_ARGUMENT, a permanent error.
+	// milliseconds, at most 24h). The worker refuses one outside its own
+	// bounds (default 10ms..60s) with INVALID_ARGUMENT, a permanent error.
 	ReportInterval time.Duration
-	// Lease is the lease asked for (default 10s); the worker clamps it and
-	// keep-alives go every renew_after_ms of its answer.
+	// Lease is the lease asked for (default 10s, at most 24h); the worker
+	// clamps it and keep-alives go every renew_after_ms of its answer,
+	// bounded to [max(100ms, lease/10), lease/2] of the lease it granted.
 	Lease time.Duration
 	// Protocol is gRPC (default) or Connect.
 	Protocol Protocol
@@ -85,11 +86,54 @@ type Options struct {
 	// this when it arrives is Stale (default 10s, negative: no bound). It
 	// compares the worker's clock with ours, so leave room for skew.
 	MaxSnapshotAge time.Duration
+	// Choices (a Fleet's only) is the d of its best of d: each pick compares d
+	// workers drawn at random and takes the least loaded (default 2, the
+	// power of two choices). 1, or any d at least the number of workers,
+	// compares them all: least loaded over all, which herds onto one
+	// worker between two reports unless Accounting counts what was sent.
+	Choices int
+	// Accounting (a Fleet's only) says whether a Fleet adds what its router sent since a
+	// worker's report to that worker's score (see Fleet.PickFor); the zero
+	// value means DefaultAccounting.
+	Accounting Accounting
 	// Registerer, when set, receives the client's metrics (see doc.go).
 	// Workers sharing one Registerer share the collectors.
 	Registerer prometheus.Registerer
 	// Logger, when set, hears about reconnects and rejected reports.
 	Logger *slog.Logger
+}
+
+// Accounting switches a Fleet's counting of its router's own dispatches.
+type Accounting int
+
+const (
+	// AccountingDefault is DefaultAccounting.
+	AccountingDefault Accounting = iota
+	// AccountingOn counts every dispatch into the score until Done or a
+	// report whose snapshot postdates it.
+	AccountingOn
+	// AccountingOff scores on the reports only.
+	AccountingOff
+)
+
+// DefaultAccounting is on. SPEC §10's routing benchmark decides whether it
+// stays so; the switch exists for its rows with and without.
+const DefaultAccounting = AccountingOn
+
+// DefaultChoices is the d of the best of d when Options.Choices is 0.
+const DefaultChoices = 2
+
+// String names the setting.
+func (a Accounting) String() string {
+	switch a {
+	case AccountingDefault:
+		return "default"
+	case AccountingOn:
+		return "on"
+	case AccountingOff:
+		return "off"
+	}
+	return fmt.Sprintf("Accounting(%d)", int(a))
 }
 
 // Backoff is a jittered exponential backoff: the n-th wait (from 0) is
@@ -161,6 +205,16 @@ func (o Options) normalized() (Options, error) {
 		return o, fmt.Errorf("client: unknown %v", o.Protocol)
 	case o.StaleAfterIntervals < 0:
 		return o, errors.New("client: StaleAfterIntervals must not be negative")
+	case o.Choices < 0:
+		return o, fmt.Errorf("client: Choices is %d, want 0 (default %d), 1 (least loaded over all) or more", o.Choices, DefaultChoices)
+	case o.Accounting < AccountingDefault || o.Accounting > AccountingOff:
+		return o, fmt.Errorf("client: unknown %v, want AccountingDefault, AccountingOn or AccountingOff", o.Accounting)
+	}
+	if o.Choices == 0 {
+		o.Choices = DefaultChoices
+	}
+	if o.Accounting == AccountingDefault {
+		o.Accounting = DefaultAccounting
 	}
 	if o.ReportInterval == 0 {
 		o.ReportInterval = DefaultReportInterval
@@ -168,8 +222,8 @@ func (o Options) normalized() (Options, error) {
 	if o.Lease == 0 {
 		o.Lease = DefaultLease
 	}
-	o.ReportInterval = o.ReportInterval.Truncate(time.Millisecond)
-	o.Lease = o.Lease.Truncate(time.Millisecond)
+	o.ReportInterval = min(o.ReportInterval, maxDuration).Truncate(time.Millisecond)
+	o.Lease = min(o.Lease, maxDuration).Truncate(time.Millisecond)
 	if o.StaleAfterIntervals == 0 {
 		o.StaleAfterIntervals = DefaultStaleAfterIntervals
 	}

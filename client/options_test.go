@@ -14,7 +14,8 @@ func TestOptionsDefaultsAndRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.ReportInterval != DefaultReportInterval || o.Lease != DefaultLease || o.StaleAfterIntervals != 3 ||
-		o.MaxSnapshotAge != DefaultMaxSnapshotAge || o.Backoff != defaultBackoff || o.Logger == nil {
+		o.MaxSnapshotAge != DefaultMaxSnapshotAge || o.Backoff != defaultBackoff || o.Logger == nil ||
+		o.Choices != 2 || o.Accounting != AccountingOn {
 		t.Fatalf("defaults not filled: %+v", o)
 	}
 	o, err = Options{RouterID: "r", ReportInterval: 1500 * time.Microsecond}.normalized()
@@ -29,6 +30,9 @@ func TestOptionsDefaultsAndRefusals(t *testing.T) {
 		{RouterID: "r", Lease: time.Microsecond},
 		{RouterID: "r", Protocol: 9},
 		{RouterID: "r", StaleAfterIntervals: -1},
+		{RouterID: "r", Choices: -1},
+		{RouterID: "r", Accounting: -1},
+		{RouterID: "r", Accounting: AccountingOff + 1},
 	}
 	for _, b := range bad {
 		if _, err := b.normalized(); err == nil {

@@ -22,6 +22,10 @@ const (
 	codeInvalidFirstFrame = "INVALID_FIRST_FRAME"
 )
 
+// maxCodeBytes bounds a stream error's code as the client keeps it; the
+// codes of SPEC §2 are a few words.
+const maxCodeBytes = 64
+
 // Reasons a stream ended besides a stream error code; they label the
 // reconnects metric.
 const (
@@ -170,8 +174,14 @@ func (s *session) onFrame(f *pb.WorkerFrame) (end sessionEnd, over bool) {
 	s.resetIdle()
 	switch p := f.GetPayload().(type) {
 	case *pb.WorkerFrame_Registered:
-		s.granted = time.Duration(p.Registered.GetLeaseTtlMs()) * time.Millisecond
-		renewAfter := max(time.Millisecond, time.Duration(p.Registered.GetRenewAfterMs())*time.Millisecond)
+		ack := p.Registered
+		s.granted = grantedLease(ack.GetLeaseTtlMs(), st.lease)
+		renewAfter := keepAlivePeriod(msDuration(ack.GetRenewAfterMs()), s.granted)
+		if s.granted != msDuration(ack.GetLeaseTtlMs()) || renewAfter != msDuration(ack.GetRenewAfterMs()) {
+			w.opts.Logger.Warn("worker granted a lease or keep-alive period out of bounds; using bounded values",
+				"worker", w.addr, "lease_ttl_ms", ack.GetLeaseTtlMs(), "renew_after_ms", ack.GetRenewAfterMs(),
+				"lease", s.granted, "keep_alive", renewAfter)
+		}
 		st.grant = Grant{Interval: st.interval, Lease: s.granted, RenewAfter: renewAfter}
 		s.renew = w.deps.renewAfter(renewAfter)
 		stopTimer(s.keepAlive)
@@ -200,10 +210,13 @@ func (s *session) onFrame(f *pb.WorkerFrame) (end sessionEnd, over bool) {
 
 // streamError turns the worker's last frame into how the stream ended.
 func (s *session) streamError(e *pb.StreamError) sessionEnd {
-	end := sessionEnd{reason: e.GetCode(), cause: e.GetCode() + ": " + e.GetMessage(), healthy: s.healthy}
+	// The code and message are the worker's words: bounded as a report's
+	// last_error is, since they end in the view's reason and the logs.
+	code, msg := shorten(e.GetCode(), maxCodeBytes), shorten(e.GetMessage(), MaxLastErrorBytes)
+	end := sessionEnd{reason: code, cause: code + ": " + msg, healthy: s.healthy}
 	switch e.GetCode() {
 	case codeInvalidArgument:
-		end.permanent = &StreamError{Addr: s.w.addr, Code: e.GetCode(), Message: e.GetMessage()}
+		end.permanent = &StreamError{Addr: s.w.addr, Code: code, Message: msg}
 	case codeReplaced, codeLeaseExpired, codeShuttingDown, codeResourceExhausted,
 		// Our first frame is always register: a worker that says otherwise
 		// did not get it in time (an older worker's first-frame timeout on
@@ -220,7 +233,8 @@ func (s *session) ended(err error) sessionEnd {
 	if errors.Is(err, io.EOF) {
 		return sessionEnd{reason: reasonEnded, cause: "the worker ended the stream", healthy: s.healthy}
 	}
-	return sessionEnd{reason: connect.CodeOf(err).String(), cause: err.Error(), healthy: s.healthy}
+	// A transport error may carry the peer's words (a grpc-message).
+	return sessionEnd{reason: connect.CodeOf(err).String(), cause: shorten(err.Error(), MaxLastErrorBytes), healthy: s.healthy}
 }
 
 // send queues f for the sender; it never blocks (see sendQueue).
@@ -259,12 +273,50 @@ func firstKeepAlive(period time.Duration, u float64) time.Duration {
 	return period/2 + time.Duration(u*float64(period-period/2))
 }
 
+// The bounds on what a worker's acknowledgement may make the client do.
+const (
+	// maxDuration bounds every lease and interval the client asks for or
+	// takes from a worker (the worker's own largest bound is 24h too), so
+	// that no sum of them overflows.
+	maxDuration = 24 * time.Hour
+	// minKeepAlive is the shortest keep-alive period whatever the worker
+	// says: at most 10 keep-alives a second per stream.
+	minKeepAlive = 100 * time.Millisecond
+)
+
+// msDuration is ms milliseconds, as a worker sends durations, clamped into
+// [0, maxDuration] before it is multiplied, so it cannot overflow.
+func msDuration(ms int64) time.Duration {
+	return time.Duration(min(max(ms, 0), maxDuration.Milliseconds())) * time.Millisecond
+}
+
+// grantedLease is the lease of an acknowledgement: its lease_ttl_ms clamped
+// to maxDuration, or the lease asked when it grants none (0 or less, which
+// no worker grants: its smallest lease is positive).
+func grantedLease(ms int64, asked time.Duration) time.Duration {
+	if ms <= 0 {
+		return asked
+	}
+	return msDuration(ms)
+}
+
+// keepAlivePeriod is renew (the worker's renew_after_ms, or a third of an
+// updated lease) bounded by the lease: at most half of it, so a keep-alive
+// arrives within the lease with room for the network, and at least a tenth
+// of it and minKeepAlive, so a worker answering renew_after_ms 0 gets
+// keep-alives every 100 ms, not every millisecond. The floor wins a
+// conflict: a lease shorter than 200 ms cannot be kept by a router, and
+// expires (the Worker reconnects after its backoff).
+func keepAlivePeriod(renew, lease time.Duration) time.Duration {
+	return max(min(renew, lease/2), lease/10, minKeepAlive)
+}
+
 // shortenRenew fits the keep-alive period to a lease update. The worker
 // acknowledges no update, but whatever it grants is at least the smaller
 // of the request and its previous grant (both are clamped into the same
 // bounds), so a third of that, when shorter, is always in time.
 func (s *session) shortenRenew() {
-	r := s.w.deps.renewAfter(max(time.Millisecond, s.updatedLease/3))
+	r := s.w.deps.renewAfter(keepAlivePeriod(s.updatedLease/3, s.updatedLease))
 	if r >= s.renew {
 		return
 	}
@@ -277,7 +329,7 @@ func (s *session) shortenRenew() {
 // with the keep-alive period shortenRenew moves to.
 func (g *Grant) updateLease(lease time.Duration) {
 	g.Lease, g.LeaseUnconfirmed = lease, true
-	g.RenewAfter = min(g.RenewAfter, max(time.Millisecond, lease/3))
+	g.RenewAfter = min(g.RenewAfter, keepAlivePeriod(lease/3, lease))
 }
 
 // stop ends the stream politely: stop, half-close, and wait (bounded)

@@ -15,7 +15,8 @@ type RejectReason string
 // The reasons a report is rejected. A rejected report changes nothing:
 // the view stays as it was and the sequence does not advance.
 const (
-	// RejectInstance: source_instance_id is empty.
+	// RejectInstance: source_instance_id is empty or longer than
+	// MaxInstanceIDBytes.
 	RejectInstance RejectReason = "instance_id"
 	// RejectSequence: sequence_id did not increase over the last
 	// accepted report's, of the same source_instance_id (out of order or
@@ -67,13 +68,19 @@ func (e *ReportError) Error() string { return string(e.Reason) + ": " + e.Messag
 // out of a router's memory and a fleet page.
 const MaxRanks = 4096
 
+// MaxInstanceIDBytes bounds source_instance_id. It is an identity (the
+// sequence is kept per instance), so a longer one is refused, not cut: two
+// ids cut to one prefix would be taken for one instance. A loadreporter
+// worker sends a UUID.
+const MaxInstanceIDBytes = 256
+
 func reject(reason RejectReason, format string, args ...any) *ReportError {
 	return &ReportError{Reason: reason, Message: fmt.Sprintf(format, args...)}
 }
 
 // ValidateReport checks one report the way SGLang's router does before it
 // routes on it (SPEC §3's validation, seen from the receiving side): an
-// instance id; a known status; UNREACHABLE with last_error and no ranks;
+// instance id of at most MaxInstanceIDBytes; a known status; UNREACHABLE with last_error and no ranks;
 // HEALTHY and STALE with ranks (at most MaxRanks), each dp_rank non-negative and unique, the
 // seven counters non-negative, used ≤ max_total_num_tokens and running ≤
 // max_running_requests where the max is > 0, the four ratios finite and
@@ -82,6 +89,9 @@ func reject(reason RejectReason, format string, args ...any) *ReportError {
 func ValidateReport(r *pb.LoadReport) error {
 	if r.GetSourceInstanceId() == "" {
 		return reject(RejectInstance, "source_instance_id is empty")
+	}
+	if n := len(r.GetSourceInstanceId()); n > MaxInstanceIDBytes {
+		return reject(RejectInstance, "source_instance_id is %d bytes, more than %d", n, MaxInstanceIDBytes)
 	}
 	switch r.GetStatus() {
 	case pb.ReportStatus_REPORT_STATUS_UNREACHABLE:

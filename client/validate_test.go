@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,6 +52,8 @@ func TestValidateReport(t *testing.T) {
 		}), ""},
 		{"unreachable", unreachable("a", 1), ""},
 		{"no instance", edit(func(r *pb.LoadReport) { r.SourceInstanceId = "" }), RejectInstance},
+		{"instance id at its bound", edit(func(r *pb.LoadReport) { r.SourceInstanceId = strings.Repeat("i", MaxInstanceIDBytes) }), ""},
+		{"instance id past its bound", edit(func(r *pb.LoadReport) { r.SourceInstanceId = strings.Repeat("i", MaxInstanceIDBytes+1) }), RejectInstance},
 		{"unspecified status", edit(func(r *pb.LoadReport) { r.Status = 0 }), RejectStatus},
 		{"unknown status", edit(func(r *pb.LoadReport) { r.Status = 7 }), RejectStatus},
 		{"unreachable with ranks", edit(func(r *pb.LoadReport) {

@@ -84,12 +84,14 @@ type Grant struct {
 	// stops the Worker), so an accepted one is granted as asked.
 	Interval time.Duration
 	// Lease is lease_ttl_ms of the acknowledgement: the asked lease
-	// clamped into the worker's bounds. After an UpdateConfig that
-	// changes the lease it is the lease asked (see LeaseUnconfirmed).
+	// clamped into the worker's bounds (and by the client to 24h; the
+	// lease asked when the worker grants 0 or less). After an UpdateConfig
+	// that changes the lease it is the lease asked (see LeaseUnconfirmed).
 	Lease time.Duration
-	// RenewAfter is renew_after_ms of the acknowledgement, the keep-alive
-	// period; after a lease update, a third of the new lease when that is
-	// shorter, which is what the keep-alives then follow.
+	// RenewAfter is the keep-alive period: renew_after_ms of the
+	// acknowledgement within [max(100ms, Lease/10), Lease/2]; after a lease
+	// update, a third of the new lease when that is shorter, which is what
+	// the keep-alives then follow.
 	RenewAfter time.Duration
 	// LeaseUnconfirmed says Lease comes from an update_config: the worker
 	// acknowledges registrations only, so it may have clamped that lease.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -58,6 +59,9 @@ type Worker struct {
 	rpc     loadmonitorv1connect.LoadMonitorServiceClient
 	conns   *connSet // what Dial's own HTTP client dialed; nil with Options.HTTPClient
 	metrics *metrics // nil without a Registerer
+	// pending counts what the Fleet's router sent; nil outside a Fleet or
+	// with accounting off.
+	pending *pendingSet
 
 	view       atomic.Pointer[View]
 	subs       latest[*View]
@@ -101,6 +105,9 @@ func dial(addr string, opts Options, d deps) (*Worker, error) {
 	}
 	w := &Worker{addr: addr, opts: o, deps: d, metrics: d.metrics,
 		updates: make(chan updateRequest), closing: make(chan struct{}), done: make(chan struct{})}
+	if d.countDispatches {
+		w.pending = new(pendingSet)
+	}
 	hc := o.HTTPClient
 	if hc == nil {
 		w.conns = &connSet{open: map[*trackedConn]struct{}{}}
@@ -221,12 +228,14 @@ type updateRequest struct {
 // asks for the new values. On a registered stream it returns once View
 // (its Granted included) shows the update; before the worker's ack it
 // returns at once, and the ack shows it. The worker answers an out-of-range
-// value with INVALID_ARGUMENT, which stops the Worker (see Err).
+// value with INVALID_ARGUMENT, which stops the Worker (see Err). A value
+// past 24h is asked as 24h.
 func (w *Worker) UpdateConfig(ctx context.Context, interval, lease time.Duration) error {
 	if interval < 0 || lease < 0 || (interval > 0 && interval < time.Millisecond) || (lease > 0 && lease < time.Millisecond) {
 		return fmt.Errorf("client: UpdateConfig(%v, %v): want whole milliseconds ≥ 1ms, or 0 to keep", interval, lease)
 	}
-	u := updateRequest{interval: interval.Truncate(time.Millisecond), lease: lease.Truncate(time.Millisecond), reply: make(chan error, 1)}
+	u := updateRequest{interval: min(interval, maxDuration).Truncate(time.Millisecond), lease: min(lease, maxDuration).Truncate(time.Millisecond),
+		reply: make(chan error, 1)}
 	select {
 	case w.updates <- u:
 	case <-w.done:
@@ -345,7 +354,10 @@ func (st *loopState) apply(u updateRequest) *pb.RouterFrame {
 
 // freshness are the rules for the current config.
 func (w *Worker) freshness(st *loopState) freshness {
-	return freshness{staleAfter: time.Duration(w.opts.StaleAfterIntervals) * st.interval, maxSnapshotAge: w.opts.MaxSnapshotAge}
+	// Saturated: a huge StaleAfterIntervals must not wrap to negative,
+	// which would make every view Stale.
+	n := time.Duration(min(int64(w.opts.StaleAfterIntervals), math.MaxInt64/int64(st.interval)))
+	return freshness{staleAfter: n * st.interval, maxSnapshotAge: w.opts.MaxSnapshotAge}
 }
 
 // publish makes a new View from st and hands it to readers.
@@ -386,9 +398,7 @@ func (w *Worker) accept(st *loopState, r *pb.LoadReport) bool {
 		w.opts.Logger.Warn("load report rejected", "worker", w.addr, "reason", re.Reason, "detail", re.Message)
 		return false
 	}
-	if e := r.GetLastError(); len(e) > MaxLastErrorBytes {
-		r.LastError = proto.String(shortenLastError(e))
-	}
+	boundStrings(r)
 	st.report, st.receivedAt = r, w.deps.clock.Now()
 	return true
 }
@@ -399,14 +409,43 @@ func (w *Worker) accept(st *loopState, r *pb.LoadReport) bool {
 // with megabytes of reason. The report is still accepted.
 const MaxLastErrorBytes = 512
 
-// shortenLastError cuts e to MaxLastErrorBytes, "…" included, on a rune
-// boundary.
-func shortenLastError(e string) string {
-	cut := MaxLastErrorBytes - len("…")
-	for cut > 0 && !utf8.RuneStart(e[cut]) {
+// MaxMetadataBytes bounds each of the report's worker_addr, model and zone
+// as the client keeps them: a longer one is cut, ending in "…", and the
+// report kept. They are labels for people (a fleet page, a log line), and
+// a hostile worker's 3 MB model name would otherwise be kept by every
+// router and re-sent by the fleet to every page.
+const MaxMetadataBytes = 512
+
+// boundStrings cuts r's free-text fields to their bounds, in place: r was
+// just decoded for this Worker and nobody else holds it yet.
+func boundStrings(r *pb.LoadReport) {
+	if e := r.GetLastError(); len(e) > MaxLastErrorBytes {
+		r.LastError = proto.String(shorten(e, MaxLastErrorBytes))
+	}
+	m := r.GetWorker()
+	if m == nil {
+		return
+	}
+	m.WorkerAddr = shorten(m.GetWorkerAddr(), MaxMetadataBytes)
+	if m.Model != nil {
+		m.Model = proto.String(shorten(m.GetModel(), MaxMetadataBytes))
+	}
+	if m.Zone != nil {
+		m.Zone = proto.String(shorten(m.GetZone(), MaxMetadataBytes))
+	}
+}
+
+// shorten is s when it fits in n bytes, else s cut on a rune boundary to
+// n bytes, "…" included.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return e[:cut] + "…"
+	return s[:cut] + "…"
 }
 
 // connSet is every connection a Worker's own HTTP client has open, so that
