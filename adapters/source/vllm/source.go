@@ -46,6 +46,11 @@ type Options struct {
 	// because vLLM does not publish it: set it to the server's
 	// --max-num-seqs. 0 means DefaultMaxRunningRequests.
 	MaxRunningRequests int64
+	// MaxTotalNumTokens is a rank's KV capacity in tokens (vLLM's
+	// num_gpu_blocks × block_size), for ranks whose vllm:cache_config_info
+	// does not give it (older vLLM, or before the cache is allocated). 0
+	// leaves it unknown.
+	MaxTotalNumTokens int64
 	// Clock times scrapes for the throughput rate; nil means the system
 	// clock.
 	Clock ports.Clock
@@ -55,6 +60,7 @@ type Options struct {
 type Source struct {
 	fetch      *httpfetch.Fetcher
 	maxRunning int64
+	maxTokens  int64 // for ranks vLLM gives no capacity; 0: unknown
 	now        func() time.Time
 
 	mu   sync.Mutex
@@ -89,7 +95,11 @@ func New(o Options) (*Source, error) {
 	if o.MaxRunningRequests == 0 {
 		o.MaxRunningRequests = DefaultMaxRunningRequests
 	}
-	s := &Source{fetch: f, maxRunning: o.MaxRunningRequests, now: time.Now}
+	if o.MaxTotalNumTokens < 0 {
+		_ = f.Close()
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "vllm-metrics max total num tokens (num_gpu_blocks × block_size) must not be negative, got %d", o.MaxTotalNumTokens)
+	}
+	s := &Source{fetch: f, maxRunning: o.MaxRunningRequests, maxTokens: o.MaxTotalNumTokens, now: time.Now}
 	if o.Clock != nil {
 		s.now = o.Clock.Now
 	}
@@ -132,6 +142,9 @@ func (s *Source) Pull(ctx context.Context) (domain.Snapshot, error) {
 	s.mu.Unlock()
 	ranks := make([]domain.RankLoad, len(engines))
 	for i, e := range engines {
+		if e.maxTokens == 0 {
+			e.maxTokens = s.maxTokens // vLLM's own figure wins when it gives one
+		}
 		ranks[i] = e.rankLoad(s.maxRunning, prev[e.rank], cur[e.rank])
 	}
 	return domain.Snapshot{Ranks: ranks}, nil

@@ -107,6 +107,16 @@ func TestPullFixture(t *testing.T) {
 			},
 		},
 		{
+			name: "capacity from options where vLLM gives none",
+			body: fixture + cacheConfig(`engine="0",num_gpu_blocks="None"`, `engine="1",num_gpu_blocks="10000"`),
+			opts: Options{MaxTotalNumTokens: 100000},
+			want: []domain.RankLoad{
+				// vLLM's own figure wins for rank 1 (10000 × 16).
+				{DPRank: 0, NumRunningReqs: 7, NumWaitingReqs: 2, TokenUsage: 0.3125, MaxRunningRequests: 256, MaxTotalNumTokens: 100000, NumUsedTokens: 31250},
+				{DPRank: 1, NumRunningReqs: 5, NumWaitingReqs: 0, TokenUsage: 0.1875, MaxRunningRequests: 256, MaxTotalNumTokens: 160000, NumUsedTokens: 30000},
+			},
+		},
+		{
 			name: "cache config before allocation",
 			body: fixture + cacheConfig(`engine="0",num_gpu_blocks="None"`, `engine="1",num_gpu_blocks="None"`),
 			want: []domain.RankLoad{

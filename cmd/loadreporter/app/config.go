@@ -37,6 +37,7 @@ type Config struct {
 	PollServeStale bool
 
 	VLLMMaxRunningRequests int64
+	VLLMMaxTotalNumTokens  int64
 	ZMQMaxRunningRequests  int64
 
 	ZMQEndpoint    string
@@ -165,6 +166,7 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.DurationVar(&c.PollMaxAge, "poll-max-age", c.PollMaxAge, "GET /v1/loads, the live page and --ready-requires-load serve the latest report when younger, else wait for the next fire")
 	fs.BoolVar(&c.PollServeStale, "poll-serve-stale", c.PollServeStale, "answer GET /v1/loads and /get_load with a STALE report's numbers (200, status STALE in the envelope) instead of 503 with the snapshot's age: pollers' types have no status and would route on old load as if current")
 	fs.Int64Var(&c.VLLMMaxRunningRequests, "vllm-max-running-requests", c.VLLMMaxRunningRequests, "vllm-metrics: the server's --max-num-seqs (vLLM does not publish it; 0: 256)")
+	fs.Int64Var(&c.VLLMMaxTotalNumTokens, "vllm-max-total-num-tokens", c.VLLMMaxTotalNumTokens, "vllm-metrics: each engine's KV capacity in tokens, num_gpu_blocks × block_size (vLLM logs it at start as \"GPU KV cache size: N tokens\"), for engines whose vllm:cache_config_info does not give it (0: unknown, sent as max_total_num_tokens 0)")
 	fs.Int64Var(&c.ZMQMaxRunningRequests, "zmq-max-running-requests", c.ZMQMaxRunningRequests, "sglang-zmq: the engine's --max-running-requests, used until the /v1/loads detail pull gives it (LoadStat does not carry it; 0: unknown, and a rank with running requests is unreachable until then)")
 	fs.StringVar(&c.ZMQEndpoint, "zmq-endpoint", c.ZMQEndpoint, "sglang-zmq: rank 0's load socket tcp://HOST:BASE (rank r at BASE+r; needs --dp-size); empty: found through --engine-url's /server_info")
 	fs.DurationVar(&c.DetailInterval, "detail-interval", c.DetailInterval, "sglang-zmq: how often the fields LoadStat lacks are pulled from --engine-url's /v1/loads (0: off, they stay 0)")
@@ -289,6 +291,9 @@ func (c Config) Validate() error {
 	}
 	if c.VLLMMaxRunningRequests < 0 {
 		return fmt.Errorf("--vllm-max-running-requests %d: must not be negative", c.VLLMMaxRunningRequests)
+	}
+	if c.VLLMMaxTotalNumTokens < 0 {
+		return fmt.Errorf("--vllm-max-total-num-tokens %d: must not be negative (0: unknown)", c.VLLMMaxTotalNumTokens)
 	}
 	if c.HistoryInterval < 0 {
 		return fmt.Errorf("--history-interval %s: must not be negative (0 turns history off)", c.HistoryInterval)

@@ -106,7 +106,7 @@ func openSource(c Config, clk ports.Clock, m *metrics.Metrics) (ports.SnapshotSo
 		return openZMQ(c, clk, m)
 	case "vllm-metrics":
 		s, err := vllm.New(vllm.Options{BaseURL: c.EngineURL, APIKey: c.EngineAPIKey,
-			MaxRunningRequests: c.VLLMMaxRunningRequests, Clock: clk})
+			MaxRunningRequests: c.VLLMMaxRunningRequests, MaxTotalNumTokens: c.VLLMMaxTotalNumTokens, Clock: clk})
 		return s, s, err
 	}
 	return nil, nil, fmt.Errorf("--source %s is not available in this build", c.Source)
