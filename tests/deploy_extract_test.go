@@ -343,8 +343,10 @@ func envName(flag string) string {
 }
 
 // kubeEngineProblems: the reporter reads an engine of its pod on the port
-// that engine serves, names it by that port in --worker-addr, and for vLLM
-// knows the engine's --max-num-seqs.
+// that engine serves; routers know the worker by that port in
+// --worker-addr, or, in front mode, by the front's port, which the
+// reporter's container then declares; for vLLM it knows the engine's
+// --max-num-seqs.
 func kubeEngineProblems(call serveCall, p kubePod, reporter kubeContainer) []string {
 	var problems []string
 	u, err := url.Parse(setting(call, "engine-url", ""))
@@ -353,17 +355,35 @@ func kubeEngineProblems(call serveCall, p kubePod, reporter kubeContainer) []str
 	}
 	var engine *kubeContainer
 	for i, c := range p.spec.Containers {
+		if c.Name == reporter.Name {
+			continue
+		}
+		port, _ := flagValue(append(slices.Clone(c.Command), c.Args...), "port")
 		for _, cp := range c.Ports {
-			if c.Name != reporter.Name && fmt.Sprint(cp.ContainerPort) == u.Port() {
-				engine = &p.spec.Containers[i]
+			if fmt.Sprint(cp.ContainerPort) == u.Port() {
+				port = u.Port()
 			}
+		}
+		if port == u.Port() {
+			engine = &p.spec.Containers[i]
 		}
 	}
 	if engine == nil {
 		return []string{fmt.Sprintf("%s: --engine-url port %s is no other container's port", call.where, u.Port())}
 	}
-	if _, port, _ := net.SplitHostPort(setting(call, "worker-addr", "")); port != u.Port() {
-		problems = append(problems, fmt.Sprintf("%s: --worker-addr %q: routers know the engine by port %s", call.where, setting(call, "worker-addr", ""), u.Port()))
+	workerPort := u.Port()
+	if front := setting(call, "front-listen", ""); front != "" {
+		_, workerPort, _ = net.SplitHostPort(front)
+		declared := false
+		for _, cp := range reporter.Ports {
+			declared = declared || fmt.Sprint(cp.ContainerPort) == workerPort
+		}
+		if !declared {
+			problems = append(problems, fmt.Sprintf("%s: --front-listen port %s is not a containerPort of the reporter", call.where, workerPort))
+		}
+	}
+	if _, port, _ := net.SplitHostPort(setting(call, "worker-addr", "")); port != workerPort {
+		problems = append(problems, fmt.Sprintf("%s: --worker-addr %q: routers know the worker by port %s", call.where, setting(call, "worker-addr", ""), workerPort))
 	}
 	if setting(call, "source", "sim") == "vllm-metrics" {
 		seqs, _ := flagValue(append(slices.Clone(engine.Command), engine.Args...), "max-num-seqs")

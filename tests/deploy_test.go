@@ -374,3 +374,28 @@ func TestDeployCheckersCatchMistakes(t *testing.T) {
 		t.Errorf("good pod with a max-num-seqs mismatch: problems %q", problems)
 	}
 }
+
+// TestTheShippedEnvFileRefusesItsPlaceholder: the systemd environment file
+// ships a token that does not work: serve started with it unedited stops
+// at once, naming the placeholder, instead of serving a guessable token.
+func TestTheShippedEnvFileRefusesItsPlaceholder(t *testing.T) {
+	bin := loadreporterBinary(t)
+	data, err := os.ReadFile("../deploy/systemd/loadreporter.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			env = append(env, line)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", "127.0.0.1:0", "--front-listen", "127.0.0.1:0")
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--auth-token is still the shipped placeholder") {
+		t.Fatalf("serve with the unedited env file: %v\n%s", err, out)
+	}
+}
