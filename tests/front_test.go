@@ -25,6 +25,9 @@ type standInEngine struct {
 	hits map[string]int
 	// down makes every answer a dropped connection.
 	down atomic.Bool
+	// staleMs, when positive, stamps every rank of /v1/loads that many
+	// milliseconds in the past (SGLang's per-rank timestamp, seconds).
+	staleMs atomic.Int64
 }
 
 func newStandInEngine(t *testing.T) *standInEngine {
@@ -47,7 +50,7 @@ func newStandInEngine(t *testing.T) *standInEngine {
 		switch r.URL.Path {
 		case "/v1/loads":
 			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(loads)
+			_, _ = w.Write(stamped(t, loads, e.staleMs.Load()))
 		case "/health":
 			w.WriteHeader(http.StatusOK)
 		case "/v1/models":
@@ -69,6 +72,24 @@ func newStandInEngine(t *testing.T) *standInEngine {
 	}))
 	t.Cleanup(e.srv.Close)
 	return e
+}
+
+// stamped is body with every rank stamped staleMs ago, or body itself.
+func stamped(t *testing.T, body []byte, staleMs int64) []byte {
+	if staleMs <= 0 {
+		return body
+	}
+	var env map[string]any
+	if err := json.Unmarshal(body, &env); err != nil {
+		t.Error(err)
+		return body
+	}
+	at := float64(time.Now().UnixMilli()-staleMs) / 1e3
+	for _, l := range env["loads"].([]any) {
+		l.(map[string]any)["timestamp"] = at
+	}
+	out, _ := json.Marshal(env)
+	return out
 }
 
 func (e *standInEngine) count(path string) int {

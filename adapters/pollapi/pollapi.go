@@ -38,12 +38,18 @@ type Options struct {
 	// with the snapshot's age: pollers' types have no status, so old
 	// numbers in a 200 would be routed on as if current.
 	ServeStale bool
+	// GetLoadShape is the shape of GET /get_load, one of GetLoadShapes;
+	// empty means GetLoadSGLang.
+	GetLoadShape string
 }
 
 // New returns the handler.
 func New(p Poller, o Options) *Handler {
 	if o.MaxAge <= 0 {
 		o.MaxAge = DefaultMaxAge
+	}
+	if o.GetLoadShape == "" {
+		o.GetLoadShape = GetLoadSGLang
 	}
 	return &Handler{poller: p, opts: o}
 }

@@ -193,3 +193,64 @@ func TestAStaleReportIsNotServedAsFreshNumbers(t *testing.T) {
 		t.Fatalf("healthy: %d", rec.Code)
 	}
 }
+
+// getLoad answers /get_load from h and returns the status and raw body.
+func getLoad(t *testing.T, h *Handler) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeGetLoad(rec, httptest.NewRequest(http.MethodGet, "/get_load", nil))
+	return rec.Code, strings.TrimSpace(rec.Body.String())
+}
+
+// TestGetLoadInTheEnginesShape: SGLang's per-rank array and vLLM's
+// {"load": N}, counts saturated at int32.
+func TestGetLoadInTheEnginesShape(t *testing.T) {
+	at := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	p := &fakePoller{report: &domain.Report{SequenceID: 3, ReportTime: at, Status: domain.StatusHealthy, Ranks: []domain.RankLoad{
+		{DPRank: 0, SnapshotTime: at, NumRunningReqs: 5, NumWaitingReqs: 2, NumUsedTokens: 9000, NumWaitingUncachedTokens: 1000},
+		{DPRank: 1, SnapshotTime: at, NumRunningReqs: math.MaxInt32, NumWaitingReqs: 1, NumUsedTokens: math.MaxInt32},
+	}}}
+	code, body := getLoad(t, New(p, Options{}))
+	want := `[{"dp_rank":0,"num_reqs":7,"num_waiting_reqs":2,"num_tokens":10000},` +
+		`{"dp_rank":1,"num_reqs":2147483647,"num_waiting_reqs":1,"num_tokens":2147483647}]`
+	if code != http.StatusOK || body != want {
+		t.Fatalf("sglang shape: %d %s\nwant %s", code, body, want)
+	}
+	code, body = getLoad(t, New(p, Options{GetLoadShape: GetLoadVLLM}))
+	if code != http.StatusOK || body != `{"load":2147483647}` {
+		t.Fatalf("vllm shape, saturated: %d %s", code, body)
+	}
+	p.report.Ranks[1].NumRunningReqs = 3
+	if _, body = getLoad(t, New(p, Options{GetLoadShape: GetLoadVLLM})); body != `{"load":11}` {
+		t.Fatalf("vllm shape: %s, want the running and waiting requests of every rank", body)
+	}
+}
+
+// TestGetLoadNeverAnswersAFailure: sglang-router reads any failed poll as
+// load −1, the least loaded; a report no poller may route on is a 200
+// saturated answer saying why, in both shapes.
+func TestGetLoadNeverAnswersAFailure(t *testing.T) {
+	at := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	stale := &domain.Report{ReportTime: at, Status: domain.StatusStale, LastError: "load snapshot stale by 5000 ms",
+		Ranks: []domain.RankLoad{{SnapshotTime: at.Add(-5 * time.Second), NumRunningReqs: 1}}}
+	for name, p := range map[string]*fakePoller{
+		"unreachable": {report: &domain.Report{Status: domain.StatusUnreachable, LastError: "dial tcp: connection refused"}},
+		"stale":       {report: stale},
+		"no report":   {err: domain.Errorf(domain.CodeResourceExhausted, "too many polls waiting")},
+	} {
+		for _, shape := range GetLoadShapes {
+			code, body := getLoad(t, New(p, Options{GetLoadShape: shape}))
+			if code != http.StatusOK || !strings.Contains(body, "2147483647") || !strings.Contains(body, `"status":"`) {
+				t.Errorf("%s, %s shape: %d %s", name, shape, code, body)
+			}
+			var sg []SGLangRankLoad
+			if shape == GetLoadSGLang && (json.Unmarshal([]byte(body), &sg) != nil || len(sg) != 1) {
+				t.Errorf("%s: %s is not one rank", name, body)
+			}
+		}
+	}
+	// Served stale, the numbers are the report's.
+	if _, body := getLoad(t, New(&fakePoller{report: stale}, Options{ServeStale: true})); body != `[{"dp_rank":0,"num_reqs":1,"num_waiting_reqs":0,"num_tokens":0}]` {
+		t.Fatalf("stale served: %s", body)
+	}
+}

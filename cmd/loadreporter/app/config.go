@@ -35,6 +35,9 @@ type Config struct {
 	// PollServeStale answers polls with a STALE report's numbers instead
 	// of a 503.
 	PollServeStale bool
+	// GetLoadShape is the shape of GET /get_load (empty: the source's
+	// engine's).
+	GetLoadShape string
 
 	VLLMMaxRunningRequests int64
 	VLLMMaxTotalNumTokens  int64
@@ -165,6 +168,7 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.Uint64Var(&c.SimSeed, "sim-seed", c.SimSeed, "sim source random seed")
 	fs.DurationVar(&c.PollMaxAge, "poll-max-age", c.PollMaxAge, "GET /v1/loads, the live page and --ready-requires-load serve the latest report when younger, else wait for the next fire")
 	fs.BoolVar(&c.PollServeStale, "poll-serve-stale", c.PollServeStale, "answer GET /v1/loads and /get_load with a STALE report's numbers (200, status STALE in the envelope) instead of 503 with the snapshot's age: pollers' types have no status and would route on old load as if current")
+	fs.StringVar(&c.GetLoadShape, "get-load-shape", c.GetLoadShape, "shape of GET /get_load: sglang (a per-rank array, read by sglang-router) or vllm ({\"load\": N}, read by vllm-router); empty: vllm with --source vllm-metrics, else sglang")
 	fs.Int64Var(&c.VLLMMaxRunningRequests, "vllm-max-running-requests", c.VLLMMaxRunningRequests, "vllm-metrics: the server's --max-num-seqs (vLLM does not publish it; 0: 256)")
 	fs.Int64Var(&c.VLLMMaxTotalNumTokens, "vllm-max-total-num-tokens", c.VLLMMaxTotalNumTokens, "vllm-metrics: each engine's KV capacity in tokens, num_gpu_blocks × block_size (vLLM logs it at start as \"GPU KV cache size: N tokens\"), for engines whose vllm:cache_config_info does not give it (0: unknown, sent as max_total_num_tokens 0)")
 	fs.Int64Var(&c.ZMQMaxRunningRequests, "zmq-max-running-requests", c.ZMQMaxRunningRequests, "sglang-zmq: the engine's --max-running-requests, used until the /v1/loads detail pull gives it (LoadStat does not carry it; 0: unknown, and a rank with running requests is unreachable until then)")
@@ -291,6 +295,9 @@ func (c Config) Validate() error {
 	}
 	if c.VLLMMaxRunningRequests < 0 {
 		return fmt.Errorf("--vllm-max-running-requests %d: must not be negative", c.VLLMMaxRunningRequests)
+	}
+	if c.GetLoadShape != "" && !slices.Contains(pollapi.GetLoadShapes, c.GetLoadShape) {
+		return fmt.Errorf("--get-load-shape %q: want one of %v (or empty: the source's engine's)", c.GetLoadShape, pollapi.GetLoadShapes)
 	}
 	if c.VLLMMaxTotalNumTokens < 0 {
 		return fmt.Errorf("--vllm-max-total-num-tokens %d: must not be negative (0: unknown)", c.VLLMMaxTotalNumTokens)

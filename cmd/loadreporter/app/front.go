@@ -91,6 +91,7 @@ func NewFront(c Config, poll *pollapi.Handler, m *metrics.Metrics, log *slog.Log
 		H2C:    h2c,
 		Answered: []front.Route{
 			{Method: http.MethodGet, Path: "/v1/loads", Handler: poll},
+			{Method: http.MethodGet, Path: "/get_load", Handler: http.HandlerFunc(poll.ServeGetLoad)},
 		},
 		APIKey:                c.EngineAPIKey,
 		MetricsMaxAge:         pollAge(c),

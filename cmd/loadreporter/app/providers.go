@@ -254,7 +254,18 @@ func NewFireLoop(c Config, src ports.SnapshotSource, simSrc *sim.Source, clk clo
 
 // NewPoll returns the /v1/loads handler for polling routers.
 func NewPoll(c Config, p pollapi.Poller) *pollapi.Handler {
-	return pollapi.New(p, pollapi.Options{MaxAge: c.PollMaxAge, ServeStale: c.PollServeStale})
+	return pollapi.New(p, pollapi.Options{MaxAge: c.PollMaxAge, ServeStale: c.PollServeStale, GetLoadShape: getLoadShape(c)})
+}
+
+// getLoadShape is --get-load-shape, else the shape of the source's engine.
+func getLoadShape(c Config) string {
+	switch {
+	case c.GetLoadShape != "":
+		return c.GetLoadShape
+	case c.Source == "vllm-metrics":
+		return pollapi.GetLoadVLLM
+	}
+	return pollapi.GetLoadSGLang
 }
 
 // newInstanceID is a random id made once per process (source_instance_id).
