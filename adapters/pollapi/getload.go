@@ -14,9 +14,10 @@ const GetLoadRoute = "GET /get_load"
 // Shapes of GET /get_load: the engine's behind the reporter, as the
 // routers that poll it parse it.
 const (
-	// GetLoadSGLang is SGLang's: one object per DP rank, {dp_rank,
-	// num_reqs, num_waiting_reqs, num_tokens}. sglang-router's
-	// power-of-two sums num_tokens over the array.
+	// GetLoadSGLang is SGLang's (the engine's /get_load up to 0.5.20): one
+	// object per DP rank, {dp_rank, num_reqs, num_waiting_reqs, num_tokens,
+	// num_pending_tokens}. sglang-router's power-of-two sums num_tokens
+	// over the array.
 	GetLoadSGLang = "sglang"
 	// GetLoadVLLM is {"load": N} with N the requests running and waiting
 	// over every rank, which vllm-router's power-of-two adds to its own
@@ -39,9 +40,11 @@ type SGLangRankLoad struct {
 	DPRank         int32 `json:"dp_rank"`
 	NumReqs        int32 `json:"num_reqs"`
 	NumWaitingReqs int32 `json:"num_waiting_reqs"`
-	// NumTokens is the KV tokens in use plus the waiting queue's, as
-	// SGLang's scheduler counts its load.
+	// NumTokens is the rank's num_total_tokens: the KV tokens in use plus
+	// the waiting queue's.
 	NumTokens int32 `json:"num_tokens"`
+	// NumPendingTokens is num_total_tokens − num_used_tokens.
+	NumPendingTokens int32 `json:"num_pending_tokens"`
 
 	// Status and Error say why a saturated answer is one; SGLang sends
 	// neither, and routers ignore them.
@@ -87,11 +90,18 @@ func (h *Handler) ServeGetLoad(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]SGLangRankLoad, len(rep.Ranks))
 	for i, k := range rep.Ranks {
+		total := k.NumTotalTokens
+		if total == 0 {
+			// Sources that do not publish it (gRPC, older engines): the
+			// same sum, from its parts.
+			total = addSat(k.NumUsedTokens, k.NumWaitingUncachedTokens)
+		}
 		out[i] = SGLangRankLoad{
-			DPRank:         int32(k.DPRank),
-			NumReqs:        sat32(addSat(k.NumRunningReqs, k.NumWaitingReqs)),
-			NumWaitingReqs: sat32(k.NumWaitingReqs),
-			NumTokens:      sat32(addSat(k.NumUsedTokens, k.NumWaitingUncachedTokens)),
+			DPRank:           int32(k.DPRank),
+			NumReqs:          sat32(addSat(k.NumRunningReqs, k.NumWaitingReqs)),
+			NumWaitingReqs:   sat32(k.NumWaitingReqs),
+			NumTokens:        sat32(total),
+			NumPendingTokens: sat32(max(0, total-k.NumUsedTokens)),
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -207,12 +207,14 @@ func getLoad(t *testing.T, h *Handler) (int, string) {
 func TestGetLoadInTheEnginesShape(t *testing.T) {
 	at := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	p := &fakePoller{report: &domain.Report{SequenceID: 3, ReportTime: at, Status: domain.StatusHealthy, Ranks: []domain.RankLoad{
-		{DPRank: 0, SnapshotTime: at, NumRunningReqs: 5, NumWaitingReqs: 2, NumUsedTokens: 9000, NumWaitingUncachedTokens: 1000},
-		{DPRank: 1, SnapshotTime: at, NumRunningReqs: math.MaxInt32, NumWaitingReqs: 1, NumUsedTokens: math.MaxInt32},
+		// num_total_tokens as published, and where a source has none
+		// (gRPC, older engines) from its parts.
+		{DPRank: 0, SnapshotTime: at, NumRunningReqs: 5, NumWaitingReqs: 2, NumUsedTokens: 9000, NumTotalTokens: 10500, NumWaitingUncachedTokens: 1000},
+		{DPRank: 1, SnapshotTime: at, NumRunningReqs: math.MaxInt32, NumWaitingReqs: 1, NumUsedTokens: math.MaxInt32 - 1, NumWaitingUncachedTokens: 7},
 	}}}
 	code, body := getLoad(t, New(p, Options{}))
-	want := `[{"dp_rank":0,"num_reqs":7,"num_waiting_reqs":2,"num_tokens":10000},` +
-		`{"dp_rank":1,"num_reqs":2147483647,"num_waiting_reqs":1,"num_tokens":2147483647}]`
+	want := `[{"dp_rank":0,"num_reqs":7,"num_waiting_reqs":2,"num_tokens":10500,"num_pending_tokens":1500},` +
+		`{"dp_rank":1,"num_reqs":2147483647,"num_waiting_reqs":1,"num_tokens":2147483647,"num_pending_tokens":7}]`
 	if code != http.StatusOK || body != want {
 		t.Fatalf("sglang shape: %d %s\nwant %s", code, body, want)
 	}
@@ -250,7 +252,7 @@ func TestGetLoadNeverAnswersAFailure(t *testing.T) {
 		}
 	}
 	// Served stale, the numbers are the report's.
-	if _, body := getLoad(t, New(&fakePoller{report: stale}, Options{ServeStale: true})); body != `[{"dp_rank":0,"num_reqs":1,"num_waiting_reqs":0,"num_tokens":0}]` {
+	if _, body := getLoad(t, New(&fakePoller{report: stale}, Options{ServeStale: true})); body != `[{"dp_rank":0,"num_reqs":1,"num_waiting_reqs":0,"num_tokens":0,"num_pending_tokens":0}]` {
 		t.Fatalf("stale served: %s", body)
 	}
 }
