@@ -190,3 +190,40 @@ func (h hostRewriter) RoundTrip(r *http.Request) (*http.Response, error) {
 	r.Host = h.host
 	return h.next.RoundTrip(r)
 }
+
+// TestRoutersWithoutCredentialsUnderOperatorsScope: as the manifests run
+// it (--auth-token with --auth-scope operators), a router that sends no
+// credentials, dialing by name, gets its reports and health checks, a
+// poller its loads, while the pages and AdminService still want the token.
+func TestRoutersWithoutCredentialsUnderOperatorsScope(t *testing.T) {
+	c := testConfig()
+	c.AuthToken, c.AuthScope = "s3cret-token-for-operators", "operators"
+	m := startMain(t, c, &countingEngine{ranks: 2})
+	ctx := testCtx(t, 10e9)
+	cc := dialByName(t, "passthrough:///workers.serving.svc"+m.Addr()[strings.LastIndex(m.Addr(), ":"):], m.Addr())
+	st, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true},
+		loadmonitorv1connect.LoadMonitorServiceMonitorProcedure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := grpcRouter{st}
+	if err := r.Send(registerFrame("no-credentials", 100, 5000)); err != nil {
+		t.Fatal(err)
+	}
+	if recvFrame(t, r).GetRegistered() == nil || recvReport(t, r).GetStatus() != pb.ReportStatus_REPORT_STATUS_HEALTHY {
+		t.Fatal("a router without credentials got no report")
+	}
+	if hc, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || hc.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health without credentials: %v %v", hc, err)
+	}
+	smgPoll(t, "http://"+m.Addr()+"/v1/loads?include=core")
+	for _, path := range []string{"/", "/history"} {
+		if code := getWithHost(t, "http://"+m.Addr()+path, m.Addr()); code != http.StatusUnauthorized {
+			t.Errorf("GET %s without the token: %d, want 401", path, code)
+		}
+	}
+	admin := loadreporterv1connect.NewAdminServiceClient(http.DefaultClient, "http://"+m.Addr(), connect.WithProtoJSON())
+	if _, err := admin.SetTopology(ctx, connect.NewRequest(&loadreporterv1.SetTopologyRequest{DpSize: 3})); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("AdminService without the token: %v, want unauthenticated", err)
+	}
+}

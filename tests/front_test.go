@@ -262,3 +262,60 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestTheProxiedPathNeverWaitsForAPull: while the engine's load endpoint
+// hangs (a pull and the polls waiting on it are stuck), requests passed
+// to the engine are answered.
+func TestTheProxiedPathNeverWaitsForAPull(t *testing.T) {
+	e := newStandInEngine(t)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	var pulls atomic.Int64
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/loads" {
+			pulls.Add(1)
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		e.srv.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hang.Close)
+	c := testConfig()
+	c.Source, c.EngineURL, c.Front.Listen = "sglang-http", hang.URL, "127.0.0.1:0"
+	c.PullBudget = time.Minute
+	m := startMain(t, c, nil)
+	base := "http://" + m.FrontAddr()
+	polled := make(chan int, 1)
+	go func() {
+		resp, err := http.Get(base + "/v1/loads")
+		if err != nil {
+			polled <- 0
+			return
+		}
+		resp.Body.Close()
+		polled <- resp.StatusCode
+	}()
+	for pulls.Load() == 0 {
+		time.Sleep(5 * time.Millisecond) // until the pull is under way
+	}
+	ctx := testCtx(t, 5*time.Second)
+	for _, path := range []string{"/health", "/v1/models"} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s while a pull hangs: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s while a pull hangs: %d", path, resp.StatusCode)
+		}
+	}
+	select {
+	case code := <-polled:
+		t.Fatalf("the poll was answered (%d) while its pull hangs", code)
+	default:
+	}
+}
