@@ -288,8 +288,19 @@ func (m *Monitor) logAbuse(l *loglimit.Limiter, msg string, st *stream, err erro
 	if !ok {
 		return
 	}
-	m.log.Warn(msg, append(attrs, "peer", st.Peer().Addr, "reason", domain.ErrorMessage(err),
+	m.log.Warn(msg, append(attrs, "peer", st.Peer().Addr, "reason", logReason(err),
 		"suppressed", suppressed, "log_interval", m.opts.AbuseLogInterval)...)
+}
+
+// logReason is why a stream ended, for the log: a domain error's message
+// (what the router was told), else the error itself, which only the log
+// sees.
+func logReason(err error) string {
+	var de *domain.Error
+	if errors.As(err, &de) {
+		return de.Message
+	}
+	return domain.OneLine(err.Error())
 }
 
 // end sends err as the stream's last frame, within FinalWriteTimeout. A
@@ -320,7 +331,7 @@ func (m *Monitor) noteEnd(st *stream, routerID string, err error) {
 	level, msg := slog.LevelWarn, "monitor stream ended: refused"
 	switch {
 	case code == domain.CodeShuttingDown, errors.Is(err, errOverBudget):
-		m.log.Debug("monitor stream ended", "router_id", routerID, "code", code, "reason", domain.ErrorMessage(err))
+		m.log.Debug("monitor stream ended", "router_id", routerID, "code", code, "reason", logReason(err))
 		return
 	case code == domain.CodeLeaseExpired:
 		level, msg = slog.LevelInfo, "monitor stream ended: no keep_alive within the lease"
@@ -334,7 +345,7 @@ func (m *Monitor) noteEnd(st *stream, routerID string, err error) {
 		return
 	}
 	m.log.Log(context.Background(), level, msg, "router_id", routerID, "peer", st.Peer().Addr, "code", code,
-		"reason", domain.ErrorMessage(err), "suppressed", suppressed, "log_interval", m.opts.AbuseLogInterval)
+		"reason", logReason(err), "suppressed", suppressed, "log_interval", m.opts.AbuseLogInterval)
 }
 
 // endTally counts StreamError frames by code and holds a log limiter for

@@ -110,6 +110,11 @@ func TestMonitorFirstFrameTimeout(t *testing.T) {
 		if len(lines) != 2 || !strings.Contains(lines[0], "suppressed=0") || !strings.Contains(lines[1], "suppressed=1") {
 			t.Errorf("log lines %q, want two, the second counting one held back", lines)
 		}
+		for _, l := range lines {
+			if !strings.Contains(l, `reason="no register within 5s"`) {
+				t.Errorf("log line %q does not say why the stream ended", l)
+			}
+		}
 		a.noCalls()
 	})
 }
