@@ -94,3 +94,32 @@ func TestLogErrorsAreOneLine(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusLogSaysWhenTheCauseChanges: within one kind of failure, a new
+// cause (another rank, the discovery's real answer) is logged within
+// causeChangeHold, while measurements that change every fire are not.
+func TestStatusLogSaysWhenTheCauseChanges(t *testing.T) {
+	h := newStatusLogHarness()
+	h.fire(domain.StatusUnreachable, ports.PullError, "finding the load sockets: GET http://127.0.0.1:30000/server_info has not answered yet")
+	for range 30 {
+		h.fire(domain.StatusUnreachable, ports.PullError, "the engine advertises no load sockets (no kv_events.load_endpoint_port_base): start SGLang with --load-publish-endpoint, or give --zmq-endpoint")
+	}
+	for range 30 {
+		h.fire(domain.StatusUnreachable, ports.PullError, "rank 0 (tcp://127.0.0.1:5557): no load message received yet")
+	}
+	for range 30 {
+		h.fire(domain.StatusUnreachable, ports.PullError, "rank 2 (tcp://127.0.0.1:5559): no load message received yet")
+	}
+	lines := h.lines()
+	if len(lines) != 4 {
+		t.Fatalf("%d lines, want the first and one per change of cause:\n%s", len(lines), h.buf.String())
+	}
+	for i, want := range []string{"has not answered yet", "advertises no load sockets", "rank 0 (tcp://127.0.0.1:5557)", "rank 2 (tcp://127.0.0.1:5559)"} {
+		if !strings.Contains(lines[i], want) {
+			t.Errorf("line %d: %s, want %q", i, lines[i], want)
+		}
+	}
+	if !strings.Contains(lines[1], "the cause changed") || !strings.Contains(lines[1], "repeated=") {
+		t.Errorf("a change of cause does not say so: %s", lines[1])
+	}
+}
