@@ -86,6 +86,9 @@ type Monitor struct {
 	opts   MonitorOptions
 	frames *reportFrames
 
+	// conns and peers are the frame budgets streams share.
+	conns, peers *sharedBudgets
+
 	pending            atomic.Int64
 	firstFrameTimeouts atomic.Uint64
 	overBudget         atomic.Uint64
@@ -106,7 +109,8 @@ func newMonitor(reg Registrar, o MonitorOptions) (*Monitor, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Monitor{reg: reg, log: o.Logger, opts: o, frames: newReportFrames()}
+	m := &Monitor{reg: reg, log: o.Logger, opts: o, frames: newReportFrames(),
+		conns: newSharedBudgets(o.MaxConnFramesPerSecond), peers: newSharedBudgets(o.MaxPeerFramesPerSecond)}
 	m.timeoutLog.Every = o.AbuseLogInterval
 	m.budgetLog.Every = o.AbuseLogInterval
 	return m, nil
@@ -156,7 +160,8 @@ func (m *Monitor) serve(ctx context.Context, st *stream) error {
 		m.noteEnd(st, "", err)
 		return toConnectError(err)
 	}
-	r := m.newReceiver(st)
+	r, release := m.newReceiver(st)
+	defer release()
 	first, err := m.firstFrame(ctx, st, r)
 	m.pending.Add(-1) // registered, or ending
 	if first == nil {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +33,7 @@ type hardTest struct {
 	shutdown context.CancelFunc
 	monitor  *Monitor
 	logs     *syncBuffer
+	srv      *httptest.Server
 	client   loadmonitorv1connect.LoadMonitorServiceClient
 }
 
@@ -44,8 +47,8 @@ func newHardTest(t *testing.T, o MonitorOptions, proto []connect.ClientOption) *
 	o.Clock = h.clock
 	o.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
 	h.monitor = mustMonitor(t, h.reg, o)
-	srv := serve(t, h.monitor.Handler)
-	h.client = loadmonitorv1connect.NewLoadMonitorServiceClient(srv.Client(), srv.URL, proto...)
+	h.srv = serve(t, h.monitor.Handler)
+	h.client = loadmonitorv1connect.NewLoadMonitorServiceClient(h.srv.Client(), h.srv.URL, proto...)
 	return h
 }
 
@@ -387,4 +390,76 @@ ended:
 		t.Fatalf("PendingStreams = %d, want 2 (b and c)", got)
 	}
 	c.noCalls()
+}
+
+// TestMonitorSharedFrameBudgets: the streams of one connection share a
+// budget, and so do those of one peer host over several connections: a
+// flood spread over streams each within its own budget, or over
+// reconnections, ends once the shared budget is spent, naming it. A
+// budget is given back when its last stream ends.
+func TestMonitorSharedFrameBudgets(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		opts     MonitorOptions
+		sameConn bool
+		want     string
+	}{
+		{"connection", MonitorOptions{MaxConnFramesPerSecond: 4, MaxPeerFramesPerSecond: 1000}, true, "--max-conn-frames-per-second"},
+		{"peer", MonitorOptions{MaxConnFramesPerSecond: 1000, MaxPeerFramesPerSecond: 4}, false, "the streams from 127.0.0.1 sent more than 4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHardTest(t, tc.opts, nil)
+			a := h.open()
+			a.register() // 1 of 4
+			for range 2 {
+				a.send(keepAliveFrame)
+				a.wait(a.sess.calls, "keep_alive")
+			} // 3 of 4
+			if !tc.sameConn {
+				// A connection of its own, from the same host.
+				tr := h.srv.Client().Transport.(*http.Transport).Clone()
+				t.Cleanup(tr.CloseIdleConnections)
+				h.client = loadmonitorv1connect.NewLoadMonitorServiceClient(&http.Client{Transport: tr}, h.srv.URL)
+			}
+			b := h.open()
+			b.register() // 4 of 4
+			b.send(keepAliveFrame)
+			e := b.endsWith(domain.CodeResourceExhausted)
+			if !strings.Contains(e.GetMessage(), tc.want) {
+				t.Errorf("message %q does not name %q", e.GetMessage(), tc.want)
+			}
+			if got := h.monitor.OverBudget(); got != 1 {
+				t.Errorf("OverBudget = %d, want 1", got)
+			}
+			a.send(stopFrame)
+			ctx := testContext(t)
+			for h.monitor.conns.keys()+h.monitor.peers.keys() > 0 {
+				if ctx.Err() != nil {
+					t.Fatalf("budgets still held after every stream ended: %d connections, %d peers", h.monitor.conns.keys(), h.monitor.peers.keys())
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+}
+
+func TestSharedBudgetsAreOnePerKey(t *testing.T) {
+	b := newSharedBudgets(10)
+	now := time.Unix(0, 0)
+	x, y := b.acquire("10.0.0.7", now), b.acquire("10.0.0.7", now)
+	if x != y || b.acquire("10.0.0.8", now) == x || b.keys() != 2 {
+		t.Fatal("one key, one bucket")
+	}
+	b.release("10.0.0.7")
+	if b.keys() != 2 {
+		t.Fatal("released while a stream still holds it")
+	}
+	b.release("10.0.0.7")
+	b.release("10.0.0.8")
+	if b.keys() != 0 {
+		t.Fatalf("%d buckets left", b.keys())
+	}
+	if peerHost("[::1]:8080") != "::1" || peerHost("10.0.0.7:41000") != "10.0.0.7" || peerHost("pipe") != "pipe" {
+		t.Fatal("peerHost")
+	}
 }

@@ -20,6 +20,14 @@ const (
 	DefaultFirstFrameTimeout  = 5 * time.Second
 	DefaultMaxFramesPerSecond = 100
 	DefaultFrameBurst         = 100
+	// The budgets every stream of one connection, and of one peer host,
+	// share: a router fleet's keep-alives and registers (10 000 routers
+	// over 100 connections from one host send ~3 000 frames a second, and
+	// register within a second or two) fit; a flooder spreading over
+	// streams or reconnecting after each cut is held to a fraction of a
+	// core (at ~9 µs a frame, 20 000 a second is under a fifth of one).
+	DefaultMaxConnFramesPerSecond = 10000
+	DefaultMaxPeerFramesPerSecond = 20000
 	DefaultFinalWriteTimeout  = time.Second
 	// DefaultMaxPendingStreams is far above what a reconnecting fleet has
 	// waiting at once: a router sends register right after opening.
@@ -38,6 +46,12 @@ type MonitorOptions struct {
 	// MaxFramesPerSecond). A stream over it gets RESOURCE_EXHAUSTED and ends.
 	MaxFramesPerSecond float64
 	FrameBurst         int
+	// MaxConnFramesPerSecond and MaxPeerFramesPerSecond are the budgets
+	// (a second's worth at once) that every stream of one connection, and
+	// of one peer host, share. A stream whose frame finds its connection's
+	// or its peer's budget spent ends with RESOURCE_EXHAUSTED.
+	MaxConnFramesPerSecond float64
+	MaxPeerFramesPerSecond float64
 	// MaxPendingStreams bounds the streams open but not registered yet,
 	// over every connection; one more gets RESOURCE_EXHAUSTED at once.
 	MaxPendingStreams int
@@ -80,6 +94,8 @@ func (o MonitorOptions) withDefaults() (MonitorOptions, error) {
 		// NaN passes "< 0" and would turn the frame budget off; so would +Inf.
 		{"max-frames-per-second", o.MaxFramesPerSecond, !(o.MaxFramesPerSecond >= 0) || math.IsInf(o.MaxFramesPerSecond, 1)},
 		{"frame-burst", o.FrameBurst, o.FrameBurst < 0},
+		{"max-conn-frames-per-second", o.MaxConnFramesPerSecond, !(o.MaxConnFramesPerSecond >= 0) || math.IsInf(o.MaxConnFramesPerSecond, 1)},
+		{"max-peer-frames-per-second", o.MaxPeerFramesPerSecond, !(o.MaxPeerFramesPerSecond >= 0) || math.IsInf(o.MaxPeerFramesPerSecond, 1)},
 		{"max-pending-streams", o.MaxPendingStreams, o.MaxPendingStreams < 0},
 		{"final-write-timeout", o.FinalWriteTimeout, o.FinalWriteTimeout < 0},
 		{"abuse-log-interval", o.AbuseLogInterval, o.AbuseLogInterval < 0},
@@ -91,6 +107,8 @@ func (o MonitorOptions) withDefaults() (MonitorOptions, error) {
 	o.FirstFrameTimeout = cmp.Or(o.FirstFrameTimeout, DefaultFirstFrameTimeout)
 	o.MaxFramesPerSecond = cmp.Or(o.MaxFramesPerSecond, DefaultMaxFramesPerSecond)
 	o.FrameBurst = cmp.Or(o.FrameBurst, DefaultFrameBurst)
+	o.MaxConnFramesPerSecond = cmp.Or(o.MaxConnFramesPerSecond, DefaultMaxConnFramesPerSecond)
+	o.MaxPeerFramesPerSecond = cmp.Or(o.MaxPeerFramesPerSecond, DefaultMaxPeerFramesPerSecond)
 	o.MaxPendingStreams = cmp.Or(o.MaxPendingStreams, DefaultMaxPendingStreams)
 	o.FinalWriteTimeout = cmp.Or(o.FinalWriteTimeout, DefaultFinalWriteTimeout)
 	o.AbuseLogInterval = cmp.Or(o.AbuseLogInterval, DefaultAbuseLogInterval)

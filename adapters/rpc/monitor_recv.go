@@ -18,18 +18,30 @@ type inbound struct {
 }
 
 // receiver reads a stream's frames. Each frame spends from the stream's
-// budget here, before anything else sees it: a flood costs the flooding
+// budget, and from those its connection's and its peer host's streams
+// share, here, before anything else sees it: a flood costs the flooding
 // stream's own goroutine and nothing more.
 type receiver struct {
-	st     *stream
-	budget *rate.Limiter
-	opts   *MonitorOptions
+	st               *stream
+	budget           *rate.Limiter
+	conn, peer       *rate.Limiter
+	connAddr, peerIP string
+	opts             *MonitorOptions
 }
 
-func (m *Monitor) newReceiver(st *stream) *receiver {
-	return &receiver{
-		st: st, opts: &m.opts,
+// newReceiver returns the stream's receiver and what gives its share of
+// the connection's and the peer's budgets back.
+func (m *Monitor) newReceiver(st *stream) (*receiver, func()) {
+	addr := st.Peer().Addr
+	now := m.opts.Clock.Now()
+	r := &receiver{
+		st: st, opts: &m.opts, connAddr: addr, peerIP: peerHost(addr),
 		budget: rate.NewLimiter(rate.Limit(m.opts.MaxFramesPerSecond), m.opts.FrameBurst),
+	}
+	r.conn, r.peer = m.conns.acquire(addr, now), m.peers.acquire(r.peerIP, now)
+	return r, func() {
+		m.conns.release(addr)
+		m.peers.release(r.peerIP)
 	}
 }
 
@@ -53,10 +65,21 @@ func (r *receiver) next() (*pb.RouterFrame, error) {
 	if err != nil {
 		return nil, inboundError(err)
 	}
-	if !r.budget.AllowN(r.opts.Clock.Now(), 1) {
+	now := r.opts.Clock.Now()
+	if !r.budget.AllowN(now, 1) {
 		return nil, domain.Wrap(errOverBudget, domain.CodeResourceExhausted,
 			"more than %d router frames at once or %g a second on one stream; a keep_alive every renew_after_ms is enough",
 			r.opts.FrameBurst, r.opts.MaxFramesPerSecond)
+	}
+	if !r.conn.AllowN(now, 1) {
+		return nil, domain.Wrap(errOverBudget, domain.CodeResourceExhausted,
+			"the streams of connection %s sent more than %g router frames a second together (--max-conn-frames-per-second)",
+			r.connAddr, r.opts.MaxConnFramesPerSecond)
+	}
+	if !r.peer.AllowN(now, 1) {
+		return nil, domain.Wrap(errOverBudget, domain.CodeResourceExhausted,
+			"the streams from %s sent more than %g router frames a second together (--max-peer-frames-per-second)",
+			r.peerIP, r.opts.MaxPeerFramesPerSecond)
 	}
 	return f, nil
 }

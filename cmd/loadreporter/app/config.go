@@ -143,6 +143,7 @@ func DefaultConfig() Config {
 		Monitor: rpc.MonitorOptions{
 			FirstFrameTimeout: rpc.DefaultFirstFrameTimeout, MaxFramesPerSecond: rpc.DefaultMaxFramesPerSecond,
 			FrameBurst: rpc.DefaultFrameBurst, FinalWriteTimeout: rpc.DefaultFinalWriteTimeout,
+			MaxConnFramesPerSecond: rpc.DefaultMaxConnFramesPerSecond, MaxPeerFramesPerSecond: rpc.DefaultMaxPeerFramesPerSecond,
 			MaxPendingStreams: rpc.DefaultMaxPendingStreams,
 		},
 		DetailInterval: sglangzmq.DefaultDetailInterval,
@@ -204,6 +205,8 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.DurationVar(&c.Monitor.FirstFrameTimeout, "first-frame-timeout", c.Monitor.FirstFrameTimeout, "a router stream that sends no register within this ends with status DEADLINE_EXCEEDED (0: as if unset)")
 	fs.Float64Var(&c.Monitor.MaxFramesPerSecond, "max-frames-per-second", c.Monitor.MaxFramesPerSecond, "router frames one stream may send per second on average; beyond it the stream ends with RESOURCE_EXHAUSTED (0: as if unset)")
 	fs.IntVar(&c.Monitor.FrameBurst, "frame-burst", c.Monitor.FrameBurst, "router frames one stream may send at once, above --max-frames-per-second (0: as if unset)")
+	fs.Float64Var(&c.Monitor.MaxConnFramesPerSecond, "max-conn-frames-per-second", c.Monitor.MaxConnFramesPerSecond, "router frames the Monitor streams of one connection may send per second together (a second's worth at once); beyond it a stream ends with RESOURCE_EXHAUSTED (0: as if unset)")
+	fs.Float64Var(&c.Monitor.MaxPeerFramesPerSecond, "max-peer-frames-per-second", c.Monitor.MaxPeerFramesPerSecond, "router frames the Monitor streams of one peer host may send per second together, over all its connections; beyond it a stream ends with RESOURCE_EXHAUSTED (0: as if unset)")
 	fs.IntVar(&c.Monitor.MaxPendingStreams, "max-pending-streams", c.Monitor.MaxPendingStreams, "Monitor streams open but not registered yet, over all connections; one more ends at once with RESOURCE_EXHAUSTED (0: as if unset)")
 	fs.DurationVar(&c.Monitor.FinalWriteTimeout, "final-write-timeout", c.Monitor.FinalWriteTimeout, "how long a stream's last writes may wait for a peer that does not read: a Monitor stream's once its session ended, and at shutdown every stream's (Monitor, Watch, ORCA, page events; keep it below --shutdown-grace)")
 	fs.DurationVar(&c.RequestBodyTimeout, "request-body-timeout", c.RequestBodyTimeout, "how long a request may take to send its body (every request but Monitor's, which bounds itself); a client trickling a body is cut off")
