@@ -28,7 +28,7 @@ const (
 	// core (at ~9 µs a frame, 20 000 a second is under a fifth of one).
 	DefaultMaxConnFramesPerSecond = 10000
 	DefaultMaxPeerFramesPerSecond = 20000
-	DefaultFinalWriteTimeout  = time.Second
+	DefaultFinalWriteTimeout      = time.Second
 	// DefaultMaxPendingStreams is far above what a reconnecting fleet has
 	// waiting at once: a router sends register right after opening.
 	DefaultMaxPendingStreams = 1000
