@@ -241,7 +241,12 @@ func (s *Source) callError(ctx context.Context, start time.Time, err error) erro
 		return domain.Wrap(context.DeadlineExceeded, domain.CodePullTimeout, "GetLoads %s: timed out after %s (%s: %s)",
 			s.target, time.Since(start).Round(time.Millisecond), code, detail)
 	}
-	return domain.Errorf(domain.CodeSourceFailed, "GetLoads %s: %s: %s", s.target, code, detail)
+	hint := ""
+	if strings.Contains(detail, "HTTP/1.1 header") || strings.Contains(detail, "frame too large") {
+		// An HTTP/1.1 server read our HTTP/2 preface and answered 400.
+		hint = " (an HTTP/1.1 server answers there, not gRPC: --engine-url must be the scheduler's gRPC port; SGLang's HTTP server is read with --source sglang-http)"
+	}
+	return domain.Errorf(domain.CodeSourceFailed, "GetLoads %s: %s: %s%s", s.target, code, detail, hint)
 }
 
 // errorDetail is what follows the status code in a message: the engine's

@@ -517,6 +517,18 @@ func TestPullNotAGRPCServer(t *testing.T) {
 	// net/http's wording varies with timing ("frame too large", "client
 	// conn could not be established"); the status code does not.
 	checkError(t, err, addr, domain.CodeSourceFailed, "GetLoads {target}: unavailable: ")
+	// When HTTP/2 saw the HTTP/1.1 answer (most pulls; the rest never got
+	// that far), the message says what the operator got wrong.
+	for range 5 {
+		if msg := domain.ErrorMessage(err); strings.Contains(msg, "frame too large") {
+			if !strings.Contains(msg, "an HTTP/1.1 server answers there") || !strings.Contains(msg, "--source sglang-http") {
+				t.Fatalf("no hint in %q", msg)
+			}
+			return
+		}
+		_, err = pull(t, s, testWait)
+	}
+	t.Fatalf("five pulls from an HTTP/1.1 server and none read its answer: %v", err)
 }
 
 func TestPullErrors(t *testing.T) {
