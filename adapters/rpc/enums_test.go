@@ -70,7 +70,7 @@ func TestHistoryUnknownEnumNameInJSON(t *testing.T) {
 		t.Fatalf("an invalid request reached the query: %+v", rq)
 	default:
 	}
-	code, body := post("application/json", `{"statuses":["REPORT_STATUS_STALE"],"someFutureField":1}`)
+	code, body := post("application/json", `{"window":{"sinceUnixMs":"1000"},"statuses":["REPORT_STATUS_STALE"],"someFutureField":1}`)
 	if code != http.StatusOK {
 		t.Fatalf("%d %s for a valid request with an unknown field", code, body)
 	}

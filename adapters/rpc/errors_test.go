@@ -80,7 +80,7 @@ func TestErrorCodeRoundTrip(t *testing.T) {
 				t.Fatalf("toConnectError(%s) = %v, want Connect code %s", c.code, toConnectError(sent), c.wire)
 			}
 			client := historyClient(t, 0, func(context.Context) error { return sent })
-			_, err := client.Reports(testContext(t), audit.ReportsQuery{})
+			_, err := client.Reports(testContext(t), anyWindow)
 			if got := domain.ErrorCode(err); got != c.back {
 				t.Fatalf("the client read %v (%s), want %s", err, got, c.back)
 			}
@@ -117,7 +117,7 @@ func TestErrorCodeFromServer(t *testing.T) {
 			client := historyClient(t, 0, func(context.Context) error {
 				return connect.NewError(c.wire, errors.New("from the server"))
 			})
-			_, err := client.Reports(testContext(t), audit.ReportsQuery{})
+			_, err := client.Reports(testContext(t), anyWindow)
 			if got := domain.ErrorCode(err); got != c.back {
 				t.Fatalf("the client read %v (%s), want %s", err, got, c.back)
 			}
@@ -158,7 +158,7 @@ func TestErrorClientGaveUp(t *testing.T) {
 		client := historyClient(t, 0, func(context.Context) error { return nil })
 		ctx, cancel := context.WithDeadline(testContext(t), time.Now())
 		defer cancel()
-		_, err := client.Reports(ctx, audit.ReportsQuery{})
+		_, err := client.Reports(ctx, anyWindow)
 		check(t, err, context.DeadlineExceeded)
 	})
 	t.Run("caller cancels mid-call", func(t *testing.T) {
@@ -173,20 +173,20 @@ func TestErrorClientGaveUp(t *testing.T) {
 			case <-ctx.Done():
 			}
 		}()
-		_, err := client.Reports(ctx, audit.ReportsQuery{})
+		_, err := client.Reports(ctx, anyWindow)
 		check(t, err, context.Canceled)
 	})
 	t.Run("caller's deadline passes mid-call", func(t *testing.T) {
 		client := historyClient(t, 0, blocked(make(chan struct{})))
 		ctx, cancel := context.WithTimeout(testContext(t), 20*time.Millisecond)
 		defer cancel()
-		_, err := client.Reports(ctx, audit.ReportsQuery{})
+		_, err := client.Reports(ctx, anyWindow)
 		check(t, err, context.DeadlineExceeded)
 	})
 	t.Run("http.Client timeout, caller's context alive", func(t *testing.T) {
 		client := historyClient(t, 20*time.Millisecond, blocked(make(chan struct{})))
 		ctx := testContext(t)
-		_, err := client.Reports(ctx, audit.ReportsQuery{})
+		_, err := client.Reports(ctx, anyWindow)
 		if ctx.Err() != nil {
 			t.Fatalf("the test's own bound passed: %v", ctx.Err())
 		}
@@ -268,3 +268,6 @@ func TestHistoryClientRefusesWhatWouldWrap(t *testing.T) {
 		}
 	}
 }
+
+// anyWindow is a query the service passes on to its store.
+var anyWindow = audit.ReportsQuery{Window: audit.Window{Since: time.UnixMilli(1_000_000), Until: time.UnixMilli(2_000_000)}}

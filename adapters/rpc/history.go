@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -54,17 +55,21 @@ func boundCalls(d time.Duration) connect.Interceptor {
 	})
 }
 
-func (h *History) window(w *lrv1.Window) audit.Window {
+// window reads a request's window; a missing start is named by the
+// request's own field, which the query's message ("since") is not.
+func (h *History) window(w *lrv1.Window) (audit.Window, error) {
 	var out audit.Window
-	if w.GetSinceUnixMs() != 0 {
-		out.Since = time.UnixMilli(w.GetSinceUnixMs())
+	if w.GetSinceUnixMs() == 0 {
+		return out, connect.NewError(connect.CodeInvalidArgument, errors.New(
+			"window.since_unix_ms is required (JSON: window.sinceUnixMs), in milliseconds since the Unix epoch; window.until_unix_ms defaults to now"))
 	}
+	out.Since = time.UnixMilli(w.GetSinceUnixMs())
 	if w.GetUntilUnixMs() != 0 {
 		out.Until = time.UnixMilli(w.GetUntilUnixMs())
 	} else {
 		out.Until = h.now()
 	}
-	return out
+	return out, nil
 }
 
 func ranks64(rs []int32) []int64 {
@@ -101,8 +106,12 @@ func unixMs(t time.Time) int64 {
 // ListReports pages through recorded reports.
 func (h *History) ListReports(ctx context.Context, req *connect.Request[lrv1.ListReportsRequest]) (*connect.Response[lrv1.ListReportsResponse], error) {
 	m := req.Msg
+	window, err := h.window(m.GetWindow())
+	if err != nil {
+		return nil, err
+	}
 	page, err := h.query.Reports(ctx, audit.ReportsQuery{
-		Window: h.window(m.GetWindow()), Workers: m.GetWorkers(), Statuses: statusesOf(m.GetStatuses()),
+		Window: window, Workers: m.GetWorkers(), Statuses: statusesOf(m.GetStatuses()),
 		Ranks: ranks64(m.GetRanks()), Limit: int(m.GetLimit()), Cursor: m.GetCursor(), Descending: m.GetDescending(),
 	})
 	if err != nil {
@@ -118,7 +127,11 @@ func (h *History) ListReports(ctx context.Context, req *connect.Request[lrv1.Lis
 // ListOutages returns maximal runs of non-HEALTHY reports.
 func (h *History) ListOutages(ctx context.Context, req *connect.Request[lrv1.ListOutagesRequest]) (*connect.Response[lrv1.ListOutagesResponse], error) {
 	m := req.Msg
-	res, err := h.query.Outages(ctx, audit.OutagesQuery{Window: h.window(m.GetWindow()), Workers: m.GetWorkers(), Limit: int(m.GetLimit())})
+	window, err := h.window(m.GetWindow())
+	if err != nil {
+		return nil, err
+	}
+	res, err := h.query.Outages(ctx, audit.OutagesQuery{Window: window, Workers: m.GetWorkers(), Limit: int(m.GetLimit())})
 	if err != nil {
 		return nil, toConnectError(err)
 	}
@@ -136,7 +149,11 @@ func (h *History) ListOutages(ctx context.Context, req *connect.Request[lrv1.Lis
 // GetRankStats summarises each rank over the window.
 func (h *History) GetRankStats(ctx context.Context, req *connect.Request[lrv1.GetRankStatsRequest]) (*connect.Response[lrv1.GetRankStatsResponse], error) {
 	m := req.Msg
-	res, err := h.query.RankStats(ctx, audit.RankStatsQuery{Window: h.window(m.GetWindow()), Workers: m.GetWorkers(),
+	window, err := h.window(m.GetWindow())
+	if err != nil {
+		return nil, err
+	}
+	res, err := h.query.RankStats(ctx, audit.RankStatsQuery{Window: window, Workers: m.GetWorkers(),
 		Ranks: ranks64(m.GetRanks()), Limit: int(m.GetLimit())})
 	if err != nil {
 		return nil, toConnectError(err)
@@ -165,7 +182,11 @@ func (h *History) ListGaps(ctx context.Context, req *connect.Request[lrv1.ListGa
 		}
 		interval = time.Duration(ms) * time.Millisecond
 	}
-	res, err := h.query.Gaps(ctx, audit.GapsQuery{Window: h.window(m.GetWindow()), Workers: m.GetWorkers(),
+	window, err := h.window(m.GetWindow())
+	if err != nil {
+		return nil, err
+	}
+	res, err := h.query.Gaps(ctx, audit.GapsQuery{Window: window, Workers: m.GetWorkers(),
 		Interval: interval, Limit: int(m.GetLimit())})
 	if err != nil {
 		return nil, toConnectError(err)
@@ -186,7 +207,11 @@ func (h *History) ListGaps(ctx context.Context, req *connect.Request[lrv1.ListGa
 // ListImbalance returns spans of uneven token usage across ranks.
 func (h *History) ListImbalance(ctx context.Context, req *connect.Request[lrv1.ListImbalanceRequest]) (*connect.Response[lrv1.ListImbalanceResponse], error) {
 	m := req.Msg
-	res, err := h.query.Imbalance(ctx, audit.ImbalanceQuery{Window: h.window(m.GetWindow()), Workers: m.GetWorkers(),
+	window, err := h.window(m.GetWindow())
+	if err != nil {
+		return nil, err
+	}
+	res, err := h.query.Imbalance(ctx, audit.ImbalanceQuery{Window: window, Workers: m.GetWorkers(),
 		Threshold: m.GetThreshold(), Limit: int(m.GetLimit())})
 	if err != nil {
 		return nil, toConnectError(err)

@@ -39,3 +39,24 @@ type gapsOnly struct{ ports.HistoryQuery }
 func (gapsOnly) Gaps(_ context.Context, q audit.GapsQuery) (audit.GapsResult, error) {
 	return audit.GapsResult{}, q.Validate()
 }
+
+// TestAWindowWithoutAStartNamesTheField: the 400 names the request's own
+// field, not the query's "since".
+func TestAWindowWithoutAStartNamesTheField(t *testing.T) {
+	h := NewHistory(nil, time.Now, time.Second)
+	for name, call := range map[string]func() error{
+		"ListReports": func() error {
+			_, err := h.ListReports(context.Background(), connect.NewRequest(&lrv1.ListReportsRequest{}))
+			return err
+		},
+		"ListOutages": func() error {
+			_, err := h.ListOutages(context.Background(), connect.NewRequest(&lrv1.ListOutagesRequest{Window: &lrv1.Window{UntilUnixMs: 5}}))
+			return err
+		},
+	} {
+		err := call()
+		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "window.since_unix_ms is required (JSON: window.sinceUnixMs)") {
+			t.Errorf("%s without since: %v", name, err)
+		}
+	}
+}
