@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
@@ -64,6 +65,11 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 	if len(args) == 0 {
 		fmt.Fprint(stderr, help)
 		return errors.New("no command given")
+	}
+	// Every command answers --version, as the top level does.
+	if len(args) > 1 && slices.ContainsFunc(args[1:], func(a string) bool { return a == "--version" || a == "-version" }) {
+		fmt.Fprintln(stdout, buildinfo.String())
+		return nil
 	}
 	env := envflag.NewEnviron(environ)
 	getenv := env.Getenv

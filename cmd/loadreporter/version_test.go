@@ -12,9 +12,10 @@ import (
 // TestVersion: `loadreporter version` and `loadreporter --version` print
 // the build's one line on stdout and succeed.
 func TestVersion(t *testing.T) {
-	for _, arg := range []string{"version", "--version"} {
+	for _, args := range [][]string{{"version"}, {"--version"}, {"serve", "--version"}, {"watch", "--listen", "x", "-version"}} {
+		arg := strings.Join(args, " ")
 		var stdout, stderr bytes.Buffer
-		if err := run(context.Background(), []string{arg}, nil, &stdout, &stderr); err != nil {
+		if err := run(context.Background(), args, nil, &stdout, &stderr); err != nil {
 			t.Errorf("run %s: %v", arg, err)
 		}
 		if got, want := stdout.String(), buildinfo.String()+"\n"; got != want {

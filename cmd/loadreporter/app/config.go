@@ -224,8 +224,8 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	if err := envflag.Parse(fs, args, getenv, map[string]string{"database-url": "DATABASE_URL"}); err != nil {
 		return c, err
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	if err := envflag.NoArguments(fs, args, "serve"); err != nil {
+		return c, err
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "auth-token" && c.AuthToken == "" {

@@ -45,8 +45,8 @@ func ParseMigrate(args []string, getenv func(string) string, out io.Writer) (str
 	if err := envflag.Parse(fs, args, getenv, map[string]string{"database-url": "DATABASE_URL"}); err != nil {
 		return "", err
 	}
-	if fs.NArg() > 0 {
-		return "", fmt.Errorf("migrate takes no arguments, got %q", fs.Args())
+	if err := envflag.NoArguments(fs, args, "migrate"); err != nil {
+		return "", err
 	}
 	return url, nil
 }

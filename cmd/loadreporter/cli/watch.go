@@ -45,8 +45,8 @@ func ParseWatch(args []string, getenv func(string) string, out io.Writer) (Watch
 	if err := envflag.Parse(fs, args, getenv, nil); err != nil {
 		return c, err
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("watch takes no arguments, got %q", fs.Args())
+	if err := envflag.NoArguments(fs, args, "watch"); err != nil {
+		return c, err
 	}
 	// --target and --targets exclude each other; the command line wins
 	// over the environment, as it does for one flag. Given at all (flag

@@ -38,8 +38,8 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Config, er
 	if err := envflag.Parse(fs, args, getenv, nil); err != nil {
 		return c, err
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("fleet takes no arguments, got %q", fs.Args())
+	if err := envflag.NoArguments(fs, args, "fleet"); err != nil {
+		return c, err
 	}
 	var err error
 	if c.Targets, err = routerflags.Targets(targets); err != nil {

@@ -128,3 +128,23 @@ func isBool(v flag.Value) bool {
 	b, ok := v.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
 }
+
+// NoArguments is the error of a command that takes no arguments but was
+// given some after its flags (fs parsed args). A stray true or false right
+// behind a boolean flag is its value written as a separate word, which
+// the flag package reads as an argument: the error says to write
+// --flag=false.
+func NoArguments(fs *flag.FlagSet, args []string, command string) error {
+	if fs.NArg() == 0 {
+		return nil
+	}
+	stray := fs.Arg(0)
+	at := len(args) - fs.NArg()
+	if v := strings.ToLower(stray); (v == "true" || v == "false") && at > 0 {
+		name := strings.TrimLeft(strings.SplitN(args[at-1], "=", 2)[0], "-")
+		if f := fs.Lookup(name); f != nil && isBool(f.Value) && !strings.Contains(args[at-1], "=") {
+			return fmt.Errorf("--%s %s: a boolean flag takes its value after =, as --%s=%s", name, stray, name, v)
+		}
+	}
+	return fmt.Errorf("%s takes no arguments, got %q", command, fs.Args())
+}

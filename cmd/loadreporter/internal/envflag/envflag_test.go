@@ -131,3 +131,32 @@ func TestOnCommandLine(t *testing.T) {
 		t.Fatalf("OnCommandLine = %v, want tls and target only", got)
 	}
 }
+
+// TestNoArguments: a stray word is refused naming the command; a true or
+// false behind a boolean flag says how to write it.
+func TestNoArguments(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--migrate", "false"}, "--migrate false: a boolean flag takes its value after =, as --migrate=false"},
+		{[]string{"--migrate", "TRUE"}, "as --migrate=true"},
+		{[]string{"--name", "x", "false"}, `serve takes no arguments, got ["false"]`},
+		{[]string{"--migrate=true", "false"}, `serve takes no arguments, got ["false"]`},
+		{[]string{"extra"}, `serve takes no arguments, got ["extra"]`},
+	} {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.Bool("migrate", true, "")
+		fs.String("name", "", "")
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if err := NoArguments(fs, tc.args, "serve"); err == nil || err.Error() != tc.want && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	if err := fs.Parse(nil); err != nil || NoArguments(fs, nil, "serve") != nil {
+		t.Error("no arguments refused")
+	}
+}
