@@ -13,6 +13,7 @@ import (
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/buildinfo"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/cli"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/enginesim"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/fleet"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/envflag"
 	"github.com/loadreporter/loadreporter/domain"
@@ -26,6 +27,7 @@ Commands:
   fleet   watch many workers as a router and serve their loads (page and JSON)
   audit   query the recorded history: reports, outages, rank-stats, gaps, imbalance
   migrate apply the PostgreSQL history schema
+  engine-sim run a simulated SGLang engine (HTTP API, loads, metrics, LoadStat) to route to without a GPU
   version print the version and build (also --version)
 
 Run 'loadreporter <command> --help' for a command's flags.
@@ -119,6 +121,17 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 			return err
 		}
 		return cli.Migrate(ctx, url, stdout)
+	case "engine-sim":
+		cfg, err := enginesim.Parse(args[1:], getenv, stdout)
+		warnUnknown()
+		if err != nil {
+			return err
+		}
+		m, err := enginesim.New(cfg)
+		if err != nil {
+			return err
+		}
+		return m.Run(ctx)
 	case "version", "--version":
 		fmt.Fprintln(stdout, buildinfo.String())
 		return nil
