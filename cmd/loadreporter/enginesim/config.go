@@ -171,7 +171,7 @@ func parseEndpoint(raw string, dp int) (host string, port int, err error) {
 		return "", 0, bad(fmt.Sprintf("port %q is not in 0..65535", p))
 	}
 	if port > 0 && port+2*dp-1 > 65535 {
-		return "", 0, bad(fmt.Sprintf("%d ranks need ports %d..%d (load, then KV events), past 65535", dp, port, port+2*dp-1))
+		return "", 0, bad(fmt.Sprintf("dp_size %d needs ports %d..%d (load, then KV events), past 65535", dp, port, port+2*dp-1))
 	}
 	return host, port, nil
 }
