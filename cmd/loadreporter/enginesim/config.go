@@ -22,6 +22,9 @@ type Config struct {
 	Params model.Params
 	// Listen is where the HTTP API is served (HOST:PORT; port 0 picks one).
 	Listen string
+	// GRPCListen, when set, is where sglang.grpc.scheduler.SglangScheduler
+	// is served (h2c), as by an SGLang engine in gRPC mode. Empty is off.
+	GRPCListen string
 	// ServedModelName is the model the engine says it serves.
 	ServedModelName string
 	// APIKey, when set, is the bearer token every route but /health* and
@@ -95,6 +98,7 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Config, er
 	fs := flag.NewFlagSet("engine-sim", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&c.Listen, "listen", c.Listen, "HOST:PORT of the HTTP API (port 0 picks a free one)")
+	fs.StringVar(&c.GRPCListen, "grpc-listen", c.GRPCListen, "HOST:PORT to also serve SGLang's gRPC scheduler service on (Generate, GetLoads, HealthCheck, …; plaintext HTTP/2); empty: off")
 	fs.StringVar(&c.ServedModelName, "served-model-name", c.ServedModelName, "the model the engine says it serves (/v1/models, responses)")
 	fs.StringVar(&c.APIKey, "api-key", c.APIKey, "bearer token required on every route but /health* and /metrics; empty: none")
 	fs.IntVar(&p.DPSize, "dp-size", p.DPSize, "data-parallel ranks, each with its own scheduler and KV cache")
@@ -134,6 +138,11 @@ func (c Config) Check() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("--listen %q: want HOST:PORT", c.Listen)
+	}
+	if c.GRPCListen != "" {
+		if _, _, err := net.SplitHostPort(c.GRPCListen); err != nil {
+			return fmt.Errorf("--grpc-listen %q: want HOST:PORT", c.GRPCListen)
+		}
 	}
 	if strings.TrimSpace(c.ServedModelName) == "" {
 		return errors.New("--served-model-name is empty: want the model's name")

@@ -28,6 +28,7 @@ func TestParseFlagsAndEnvironment(t *testing.T) {
 		want        any
 	}{
 		{"listen", "127.0.0.1:0", func(c Config) any { return c.Listen }, "127.0.0.1:0"},
+		{"grpc-listen", "127.0.0.1:30001", func(c Config) any { return c.GRPCListen }, "127.0.0.1:30001"},
 		{"served-model-name", "m", func(c Config) any { return c.ServedModelName }, "m"},
 		{"api-key", "k", func(c Config) any { return c.APIKey }, "k"},
 		{"dp-size", "8", func(c Config) any { return c.Params.DPSize }, 8},
@@ -81,6 +82,7 @@ func TestParseRefusesNamingTheFlag(t *testing.T) {
 		{[]string{"--decode-log-interval", "0"}, nil, "--decode-log-interval 0:"},
 		{[]string{"--load-balance-method", "random"}, nil, `--load-balance-method "random": want round_robin or total_requests`},
 		{[]string{"--listen", "nope"}, nil, `--listen "nope": want HOST:PORT`},
+		{[]string{"--grpc-listen", "30001"}, nil, `--grpc-listen "30001": want HOST:PORT`},
 		{[]string{"--served-model-name", " "}, nil, "--served-model-name is empty"},
 		{[]string{"--default-max-tokens", "0"}, nil, "--default-max-tokens 0: want 1 to 131071"},
 		{[]string{"--context-length", "100", "--default-max-tokens", "100"}, nil, "--default-max-tokens 100: want 1 to 99"},

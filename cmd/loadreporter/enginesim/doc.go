@@ -24,6 +24,11 @@
 //     respectively; GET /metrics in SGLang's names (sglang:num_running_reqs,
 //     sglang:num_queue_reqs, sglang:token_usage, …; with --vllm-metrics
 //     also vLLM's vllm:num_requests_running, … per engine label);
+//   - with --grpc-listen, on a port of its own, SGLang's gRPC scheduler
+//     service sglang.grpc.scheduler.SglangScheduler as an engine in gRPC
+//     mode serves it: Generate (a stream of token chunks and a
+//     GenerateComplete), HealthCheck, Abort, GetModelInfo, GetServerInfo
+//     and GetLoads (the same snapshots and include groups as /v1/loads);
 //   - with --load-publish-endpoint, LoadStat on one ZMQ PUB socket per
 //     rank, framed [topic, 8-byte big-endian sequence, msgpack
 //     ["LoadStat", running, waiting, num_tokens, max_total_num_tokens,

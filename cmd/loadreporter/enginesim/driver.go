@@ -113,6 +113,7 @@ func (d *driver) cancel(f *flight) {
 	st, ok := d.eng.Cancel(d.clock.Now(), f.id)
 	delete(d.flights, f.id)
 	f.done = true
+	signal(f.notify) // for a handler other than the canceller
 	if ok {
 		f.stats = st
 		if d.hooks.finished != nil {
@@ -265,6 +266,13 @@ func (d *driver) progress() (uint64, <-chan struct{}) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.tokens, d.produced
+}
+
+// inFlight is how many requests are in the engine.
+func (d *driver) inFlight() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.flights)
 }
 
 // isClosed says shutdown began.

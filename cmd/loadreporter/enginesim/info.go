@@ -3,12 +3,14 @@ package enginesim
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/enginesim/model"
+	"github.com/loadreporter/loadreporter/domain"
 )
 
 // healthTimeout bounds a health check, as SGLang's
@@ -22,37 +24,41 @@ const healthTimeout = 20 * time.Second
 // engine produces any token after the check began — the check's own or a
 // running request's — and 503 if none comes within the timeout.
 func (m *Main) health(w http.ResponseWriter, r *http.Request) {
-	if m.drv.isClosed() {
+	if ok, _ := m.probe(r.Context()); !ok {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// probe is the health check of /health and gRPC's HealthCheck; why says
+// what failed.
+func (m *Main) probe(ctx context.Context) (ok bool, why string) {
+	if m.drv.isClosed() {
+		return false, "the engine is shutting down"
 	}
 	_, produced := m.drv.progress()
 	f, err := m.drv.submit(model.Request{PromptTokens: 1, MaxNewTokens: 1, Rank: model.AnyRank}, true)
 	if err != nil {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		return
+		return false, domain.ErrorMessage(err)
 	}
 	defer m.drv.cancel(f)
-	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
 	for {
 		if _, done, aborted, _ := m.drv.state(f); done {
 			if aborted {
-				w.WriteHeader(http.StatusServiceUnavailable)
-			} else {
-				w.WriteHeader(http.StatusOK)
+				return false, "the engine is shutting down"
 			}
-			return
+			return true, ""
 		}
 		select {
 		case <-produced:
-			// Closed only when a token came after before was read.
-			w.WriteHeader(http.StatusOK)
-			return
+			// Closed only when a token came after the probe began.
+			return true, ""
 		case <-f.notify:
 		case <-ctx.Done():
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
+			return false, "no token within " + healthTimeout.String()
 		}
 	}
 }
@@ -63,6 +69,33 @@ func (m *Main) health(w http.ResponseWriter, r *http.Request) {
 // ServerArgs.describe_kv_events_publisher writes (sglang-zmq and SMG find
 // the sockets through it). engine_sim says what is simulated.
 func (m *Main) serverInfo(w http.ResponseWriter, _ *http.Request) {
+	info := m.serverArgs()
+	maps.Copy(info, m.schedulerInfo())
+	info["version"] = m.cfg.Version
+	var states []map[string]any
+	for _, l := range m.drv.loads() {
+		states = append(states, map[string]any{
+			"dp_rank": l.DPRank, "load": l.NumRunningReqs + l.NumWaitingReqs,
+			"last_gen_throughput": l.GenThroughput, "memory_usage": map[string]any{"weight": weightGiB, "graph": graphGiB},
+		})
+	}
+	info["internal_states"] = states
+	if m.pub != nil {
+		info["kv_events"] = m.pub.kvEvents()
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+// schedulerInfo is what SGLang's scheduler reports at start.
+func (m *Main) schedulerInfo() map[string]any {
+	p := m.cfg.Params
+	return map[string]any{"max_total_num_tokens": p.MaxTotalNumTokens, "max_req_input_len": p.ContextLength - 1}
+}
+
+// serverArgs are the server arguments /server_info shows (SGLang's
+// names, as far as the simulated engine has them), and engine_sim: what
+// is simulated.
+func (m *Main) serverArgs() map[string]any {
 	p := m.cfg.Params
 	host, portText, _ := net.SplitHostPort(m.Addr())
 	port, _ := strconv.Atoi(portText)
@@ -74,30 +107,18 @@ func (m *Main) serverInfo(w http.ResponseWriter, _ *http.Request) {
 		"schedule_policy": "fcfs", "load_balance_method": p.LoadBalanceMethod,
 		"load_snapshot_publish_interval": p.LoadSnapshotPublishInterval, "decode_log_interval": p.DecodeLogInterval,
 		"enable_metrics": true, "kv_events_config": nil, "load_publish_endpoint": nil,
-		"max_total_num_tokens": p.MaxTotalNumTokens, "max_req_input_len": p.ContextLength - 1,
-		"version": m.cfg.Version,
 		"engine_sim": map[string]any{
 			"step_overhead_ms": ms(p.StepOverhead), "decode_per_seq_ms": ms(p.DecodePerSeq),
 			"decode_per_1k_kv_tokens_ms": ms(p.DecodePer1kKVTokens), "prefill_per_token_ms": ms(p.PrefillPerToken),
 			"default_max_tokens": m.cfg.DefaultMaxTokens, "chars_per_token": charsPerToken,
 		},
 	}
-	var states []map[string]any
-	for _, l := range m.drv.loads() {
-		states = append(states, map[string]any{
-			"dp_rank": l.DPRank, "load": l.NumRunningReqs + l.NumWaitingReqs,
-			"last_gen_throughput": l.GenThroughput, "memory_usage": map[string]any{"weight": weightGiB, "graph": graphGiB},
-		})
-	}
-	info["internal_states"] = states
 	if m.pub != nil {
-		kv := m.pub.kvEvents()
-		info["kv_events"] = kv
 		cfg, _ := json.Marshal(map[string]any{"publisher": "zmq", "endpoint": m.pub.kvEndpoint(), "topic": kvEventsTopic})
 		info["kv_events_config"] = string(cfg)
 		info["load_publish_endpoint"] = m.pub.endpoint(0)
 	}
-	writeJSON(w, http.StatusOK, info)
+	return info
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

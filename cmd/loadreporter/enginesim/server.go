@@ -34,9 +34,11 @@ type Main struct {
 	met     *metrics
 	pub     *loadPublisher
 	srv     *http.Server
+	grpc    *http.Server // nil without --grpc-listen
 	started time.Time
 
 	ln     net.Listener
+	grpcLn net.Listener
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	served chan error
@@ -76,6 +78,12 @@ func New(c Config) (*Main, error) {
 		m.met.snapshot(r, eng.Metrics(r))
 	}
 	m.srv = &http.Server{Handler: m.routes(), ReadHeaderTimeout: 10 * time.Second}
+	if c.GRPCListen != "" {
+		var protocols http.Protocols
+		protocols.SetHTTP1(true)
+		protocols.SetUnencryptedHTTP2(true)
+		m.grpc = &http.Server{Handler: m.auth(newGRPCService(m).handler()), Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second}
+	}
 	return m, nil
 }
 
@@ -86,9 +94,18 @@ func (m *Main) Start(ctx context.Context) error {
 	if err != nil {
 		return domain.Wrap(err, domain.CodeUnavailable, "engine-sim: listening on --listen %s", m.cfg.Listen)
 	}
+	if m.grpc != nil {
+		if m.grpcLn, err = net.Listen("tcp", m.cfg.GRPCListen); err != nil {
+			_ = ln.Close()
+			return domain.Wrap(err, domain.CodeUnavailable, "engine-sim: listening on --grpc-listen %s", m.cfg.GRPCListen)
+		}
+	}
 	if m.cfg.LoadPublishEndpoint != "" {
 		if m.pub, err = bindLoadPublisher(m.cfg.LoadPublishEndpoint, m.cfg.Params.DPSize, m.clock); err != nil {
 			_ = ln.Close()
+			if m.grpcLn != nil {
+				_ = m.grpcLn.Close()
+			}
 			return domain.Wrap(err, domain.CodeUnavailable, "engine-sim")
 		}
 		for r, l := range m.drv.loads() {
@@ -97,7 +114,7 @@ func (m *Main) Start(ctx context.Context) error {
 	}
 	m.ln = ln
 	ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	m.served = make(chan error, 1)
+	m.served = make(chan error, 2)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -111,12 +128,18 @@ func (m *Main) Start(ctx context.Context) error {
 		}()
 	}
 	go func() { m.served <- m.srv.Serve(ln) }()
+	if m.grpc != nil {
+		go func() { m.served <- m.grpc.Serve(m.grpcLn) }()
+	}
 	attrs := []any{"listen", m.Addr(), "model", m.cfg.ServedModelName, "dp_size", m.cfg.Params.DPSize,
 		"max_running_requests", m.cfg.Params.MaxRunningRequests, "max_total_tokens", m.cfg.Params.MaxTotalNumTokens,
 		"step_overhead", m.cfg.Params.StepOverhead, "decode_per_seq", m.cfg.Params.DecodePerSeq,
 		"prefill_per_token", m.cfg.Params.PrefillPerToken}
 	if m.pub != nil {
 		attrs = append(attrs, "load_sockets", m.pub.endpoint(0)+"..")
+	}
+	if m.grpcLn != nil {
+		attrs = append(attrs, "grpc", m.GRPCAddr())
 	}
 	m.log.Info("engine-sim serving", attrs...)
 	return nil
@@ -128,6 +151,14 @@ func (m *Main) Addr() string {
 		return m.cfg.Listen
 	}
 	return m.ln.Addr().String()
+}
+
+// GRPCAddr is the gRPC service's address once started, "" without one.
+func (m *Main) GRPCAddr() string {
+	if m.grpcLn == nil {
+		return ""
+	}
+	return m.grpcLn.Addr().String()
 }
 
 // LoadEndpoint is rank r's load socket (tcp://HOST:PORT), "" without
@@ -164,9 +195,14 @@ func (m *Main) Close() error {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownGrace)
 		defer cancel()
-		if e := m.srv.Shutdown(ctx); e != nil {
-			err = e
-			_ = m.srv.Close()
+		for _, srv := range []*http.Server{m.srv, m.grpc} {
+			if srv == nil {
+				continue
+			}
+			if e := srv.Shutdown(ctx); e != nil {
+				err = errors.Join(err, e)
+				_ = srv.Close()
+			}
 		}
 		m.cancel()
 		m.wg.Wait()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/adapters/clock"
+	"github.com/loadreporter/loadreporter/adapters/source/sglanggrpc"
 	"github.com/loadreporter/loadreporter/adapters/source/sglanghttp"
 	"github.com/loadreporter/loadreporter/adapters/source/sglangzmq"
 	"github.com/loadreporter/loadreporter/adapters/source/vllm"
@@ -14,7 +15,8 @@ import (
 
 // TestSourcesReadTheEngine points the project's own snapshot sources at
 // the simulated engine, as an operator would point loadreporter at an
-// SGLang (or vLLM) engine: sglang-http reads /v1/loads, vllm-metrics reads
+// SGLang (or vLLM) engine: sglang-http reads /v1/loads, sglang-grpc calls
+// GetLoads on the engine's gRPC port, vllm-metrics reads
 // /metrics (with --vllm-metrics), and sglang-zmq finds the LoadStat
 // sockets through /server_info and merges the slower /v1/loads detail.
 // Each must read both ranks as the engine published them, and the
@@ -27,6 +29,7 @@ func TestSourcesReadTheEngine(t *testing.T) {
 		c.Params.StepOverhead, c.Params.PrefillPerToken, c.Params.DecodePerSeq = 30*time.Minute, 0, 0
 		c.LoadPublishEndpoint = "tcp://127.0.0.1:0"
 		c.VLLMMetrics = true
+		c.GRPCListen = "127.0.0.1:0"
 	})
 	ctx, cancel := context.WithCancel(h.ctx)
 	defer cancel()
@@ -64,6 +67,27 @@ func TestSourcesReadTheEngine(t *testing.T) {
 			r.NumUsedTokens != w.NumUsedTokens || r.NumTotalTokens != w.NumTotalTokens || r.MaxTotalNumTokens != w.MaxTotalNumTokens ||
 			r.MaxRunningRequests != int64(w.MaxRunningRequests) || r.TokenUsage != w.TokenUsage || r.GenThroughput != w.GenThroughput {
 			t.Errorf("sglang-http rank %d: %+v, engine published %+v", i, r, w)
+		}
+	}
+
+	grpcSrc, err := sglanggrpc.New(sglanggrpc.Options{Target: h.m.GRPCAddr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer grpcSrc.Close()
+	gsnap, err := grpcSrc.Pull(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := domain.ValidateSnapshot(gsnap, expected); err != nil {
+		t.Fatalf("sglang-grpc snapshot: %v", err)
+	}
+	for i, r := range gsnap.Ranks {
+		w := want[i]
+		if r.DPRank != int64(w.DPRank) || r.NumRunningReqs != int64(w.NumRunningReqs) || r.NumWaitingReqs != int64(w.NumWaitingReqs) ||
+			r.NumUsedTokens != w.NumUsedTokens || r.NumWaitingUncachedTokens != w.NumWaitingUncachedTokens ||
+			r.MaxTotalNumTokens != w.MaxTotalNumTokens || r.MaxRunningRequests != int64(w.MaxRunningRequests) || r.TokenUsage != w.TokenUsage {
+			t.Errorf("sglang-grpc rank %d: %+v, engine published %+v", i, r, w)
 		}
 	}
 
