@@ -22,13 +22,13 @@ import (
 const help = `Usage: loadreporter <command> [flags]
 
 Commands:
-  serve   serve load reports (Monitor, health, metrics) on one port
-  watch   dial a worker as a router and print its reports live
-  fleet   watch many workers as a router and serve their loads (page and JSON)
-  audit   query the recorded history: reports, outages, rank-stats, gaps, imbalance
-  migrate apply the PostgreSQL history schema
-  engine-sim run a simulated SGLang engine (HTTP API, loads, metrics, LoadStat) to route to without a GPU
-  version print the version and build (also --version)
+  serve      serve load reports (Monitor, health, metrics) on one port
+  watch      dial a worker as a router and print its reports live
+  fleet      watch many workers as a router and serve their loads (page and JSON)
+  audit      query the recorded history: reports, outages, rank-stats, gaps, imbalance
+  migrate    apply the PostgreSQL history schema
+  engine-sim run a simulated SGLang engine that serves requests (no GPU), to point a reporter or router at
+  version    print the version and build (also --version)
 
 Run 'loadreporter <command> --help' for a command's flags.
 `
