@@ -234,9 +234,12 @@ func (m *Main) loadsPrometheus(w http.ResponseWriter, loads []loadJSON) {
 	_, _ = w.Write([]byte(b.String()))
 }
 
-// getLoad is GET /get_load: per rank, the scheduler's own count (its
-// get_load: running plus waiting requests, the waiting requests, and the
-// KV tokens in use plus the waiting prompts'), live as of the last step.
+// getLoad is GET /get_load: per rank, the scheduler's own count, live as
+// of the last step, in the shape of GetLoadReqOutput in SGLang's
+// python/sglang/srt/managers/io_struct.py as the releases that count in
+// tokens have it (dp_rank, num_reqs = running + waiting, num_waiting_reqs,
+// num_tokens = KV tokens in use + the waiting prompts'; later releases
+// count pages instead; the commit was not recorded when it was read).
 func (m *Main) getLoad(w http.ResponseWriter, _ *http.Request) {
 	type rankLoad struct {
 		DPRank         int   `json:"dp_rank"`
