@@ -235,23 +235,25 @@ func (m *Main) loadsPrometheus(w http.ResponseWriter, loads []loadJSON) {
 }
 
 // getLoad is GET /get_load: per rank, the scheduler's own count, live as
-// of the last step, in the shape of GetLoadReqOutput in SGLang's
-// python/sglang/srt/managers/io_struct.py as the releases that count in
-// tokens have it (dp_rank, num_reqs = running + waiting, num_waiting_reqs,
-// num_tokens = KV tokens in use + the waiting prompts'; later releases
-// count pages instead; the commit was not recorded when it was read).
+// of the last step, in the shape of SGLang's GetLoadReqOutput
+// (python/sglang/srt/managers/io_struct.py) as the engine answered it up
+// to 0.5.20, the shape the project's poll API also serves: dp_rank,
+// num_reqs (running + waiting), num_waiting_reqs, num_tokens (the KV
+// tokens in use plus the prompt tokens still to prefill: num_total_tokens)
+// and num_pending_tokens (the latter part alone).
 func (m *Main) getLoad(w http.ResponseWriter, _ *http.Request) {
 	type rankLoad struct {
-		DPRank         int   `json:"dp_rank"`
-		NumReqs        int   `json:"num_reqs"`
-		NumWaitingReqs int   `json:"num_waiting_reqs"`
-		NumTokens      int64 `json:"num_tokens"`
+		DPRank           int   `json:"dp_rank"`
+		NumReqs          int   `json:"num_reqs"`
+		NumWaitingReqs   int   `json:"num_waiting_reqs"`
+		NumTokens        int64 `json:"num_tokens"`
+		NumPendingTokens int64 `json:"num_pending_tokens"`
 	}
 	live := m.drv.live()
 	out := make([]rankLoad, len(live))
 	for i, l := range live {
 		out[i] = rankLoad{DPRank: l.DPRank, NumReqs: l.NumRunningReqs + l.NumWaitingReqs, NumWaitingReqs: l.NumWaitingReqs,
-			NumTokens: l.NumUsedTokens + l.NumWaitingUncachedTokens}
+			NumTokens: l.NumTotalTokens, NumPendingTokens: l.NumTotalTokens - l.NumUsedTokens}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -208,7 +208,8 @@ func TestCancelledClientFreesSlot(t *testing.T) {
 	h.step() // a's prefill
 	newEvents(t, a.Body).next()
 	var loads []map[string]int64
-	if h.get("/get_load", &loads); loads[0]["num_reqs"] != 2 || loads[0]["num_waiting_reqs"] != 1 || loads[0]["num_tokens"] != 21+8 {
+	if h.get("/get_load", &loads); loads[0]["num_reqs"] != 2 || loads[0]["num_waiting_reqs"] != 1 || loads[0]["num_tokens"] != 21+8 ||
+		loads[0]["num_pending_tokens"] != 8 {
 		t.Fatalf("before the cancel: %v, want a running (21 tokens) and b waiting (8)", loads)
 	}
 	cancelA()
@@ -217,7 +218,7 @@ func TestCancelledClientFreesSlot(t *testing.T) {
 	case <-h.ctx.Done():
 		t.Fatal("the engine never heard of the cancel")
 	}
-	if h.get("/get_load", &loads); loads[0]["num_reqs"] != 1 || loads[0]["num_tokens"] != 8 {
+	if h.get("/get_load", &loads); loads[0]["num_reqs"] != 1 || loads[0]["num_tokens"] != 8 || loads[0]["num_pending_tokens"] != 8 {
 		t.Fatalf("after the cancel: %v, want only b, waiting", loads)
 	}
 	h.step() // the decode step a was in ends without it; b is admitted
