@@ -28,6 +28,7 @@ func runOut(environ []string, args ...string) (stdout, stderr string, err error)
 func TestHelpGoesToStdout(t *testing.T) {
 	for _, args := range [][]string{
 		{"serve", "--help"}, {"watch", "--help"}, {"audit", "--help"}, {"audit", "gaps", "-h"}, {"migrate", "--help"},
+		{"engine-sim", "--help"},
 	} {
 		stdout, stderr, err := runOut(nil, args...)
 		if !errors.Is(err, flag.ErrHelp) || !strings.HasPrefix(stdout, "Usage: loadreporter "+args[0]) || stderr != "" {
@@ -42,7 +43,7 @@ func TestHelpGoesToStdout(t *testing.T) {
 // TestHelpSaysDefaultOnce: the usage prints each flag's default; its help
 // text does not say it again.
 func TestHelpSaysDefaultOnce(t *testing.T) {
-	for _, cmd := range []string{"serve", "watch", "audit", "migrate"} {
+	for _, cmd := range []string{"serve", "watch", "audit", "migrate", "engine-sim"} {
 		stdout, _, _ := runOut(nil, cmd, "--help")
 		lines := strings.Split(stdout, "\n")
 		flags := 0

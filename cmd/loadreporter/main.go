@@ -14,6 +14,7 @@ import (
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/buildinfo"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/cli"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/enginesim"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/fleet"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/envflag"
 	"github.com/loadreporter/loadreporter/domain"
@@ -22,12 +23,13 @@ import (
 const help = `Usage: loadreporter <command> [flags]
 
 Commands:
-  serve   serve load reports (Monitor, health, metrics) on one port
-  watch   dial a worker as a router and print its reports live
-  fleet   watch many workers as a router and serve their loads (page and JSON)
-  audit   query the recorded history: reports, outages, rank-stats, gaps, imbalance
-  migrate apply the PostgreSQL history schema
-  version print the version and build (also --version)
+  serve      serve load reports (Monitor, health, metrics) on one port
+  watch      dial a worker as a router and print its reports live
+  fleet      watch many workers as a router and serve their loads (page and JSON)
+  audit      query the recorded history: reports, outages, rank-stats, gaps, imbalance
+  migrate    apply the PostgreSQL history schema
+  engine-sim run a simulated SGLang engine that serves requests (no GPU), to point a reporter or router at
+  version    print the version and build (also --version)
 
 Run 'loadreporter <command> --help' for a command's flags.
 `
@@ -125,6 +127,17 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 			return err
 		}
 		return cli.Migrate(ctx, url, stdout)
+	case "engine-sim":
+		cfg, err := enginesim.Parse(args[1:], getenv, stdout)
+		warnUnknown()
+		if err != nil {
+			return err
+		}
+		m, err := enginesim.New(cfg)
+		if err != nil {
+			return err
+		}
+		return m.Run(ctx)
 	case "version", "--version":
 		fmt.Fprintln(stdout, buildinfo.String())
 		return nil

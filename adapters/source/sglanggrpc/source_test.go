@@ -110,8 +110,12 @@ var servers = []server{
 	{"grpc-go", startGRPC},
 }
 
-// connectEngine adapts a fakeEngine to the generated Connect handler.
-type connectEngine struct{ f *fakeEngine }
+// connectEngine adapts a fakeEngine to the generated Connect handler; the
+// service's other calls answer Unimplemented.
+type connectEngine struct {
+	schedulerconnect.UnimplementedSglangSchedulerHandler
+	f *fakeEngine
+}
 
 func (e connectEngine) GetLoads(ctx context.Context, req *connect.Request[schedulerpb.GetLoadsRequest]) (*connect.Response[schedulerpb.GetLoadsResponse], error) {
 	e.f.record(call{include: req.Msg.GetInclude(), auth: req.Header().Values("Authorization"), protocol: req.Peer().Protocol})
@@ -128,7 +132,7 @@ func startConnect(t *testing.T, f *fakeEngine) string {
 	t.Helper()
 	ln := listen(t, f)
 	mux := http.NewServeMux()
-	mux.Handle(schedulerconnect.NewSglangSchedulerHandler(connectEngine{f}))
+	mux.Handle(schedulerconnect.NewSglangSchedulerHandler(connectEngine{f: f}))
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
