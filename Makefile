@@ -11,7 +11,7 @@ GO      ?= go
 BUF     := $(GO) tool -modfile=tools/go.mod buf
 LISTEN  ?= 127.0.0.1:8080
 
-.PHONY: run test fuzz soak test-short generate check-generate lint bench bench-zmq services image
+.PHONY: run test fuzz soak test-short generate check-generate lint bench bench-zmq bench-front services image
 
 run:
 	@echo "building loadreporter (the first build downloads modules, ~2 min)…"
@@ -93,6 +93,18 @@ bench:
 # sglang-zmq with the same stand-in engine, side by side.
 bench-zmq:
 	$(GO) test ./tests -run '^$$' -bench ReceiptAge -benchtime 1x
+
+# bench-front: the front mode against the engine direct and against nginx as
+# a streaming reverse proxy, side by side in one run (SPEC §8 "Front mode"):
+# added latency and CPU per request, 1 000 held streams, cached /metrics.
+# nginx is Debian's, installed on first use (tests/services.sh nginx; its
+# own service kept from starting). FRONTBENCH_ARGS passes flags
+# (--cpuprofile bin/front.pprof profiles the front).
+bench-front:
+	@command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || ./tests/services.sh nginx
+	$(GO) build -o bin/loadreporter ./cmd/loadreporter
+	$(GO) build -o bin/frontbench ./cmd/frontbench
+	./bin/frontbench --loadreporter bin/loadreporter $(FRONTBENCH_ARGS)
 
 # image builds the container image without a daemon (cmd/loadimage: the
 # static binary alone on an empty base) and writes a tarball for

@@ -4,7 +4,8 @@
 #   - PostgreSQL (Debian's postgresql): trust for loopback, the cluster started,
 #     the `test` database created;
 #   - Chromium (browser tests), Python's zmq and msgpack (a real SGLang-style
-#     ZMQ publisher) and grpcio (a router on gRPC's C core).
+#     ZMQ publisher) and grpcio (a router on gRPC's C core);
+#   - with the argument `nginx`, nginx alone instead (`make bench-front`).
 # Run as root or with sudo. Tests that still lack a service skip with a message
 # saying how to run them — or fail under CI=true — so this script never fails
 # the run itself.
@@ -22,6 +23,41 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "$@" >/dev/null 2>&1 ||
     { echo "services: could not install $*; the tests that need them skip (or fail under CI=true)"; return 1; }
 }
+
+# Opt-in, never on the test suite's path: `tests/services.sh nginx` installs
+# Debian's nginx alone (the reference reverse proxy of `make bench-front`,
+# which runs it with a config of its own on 127.0.0.1). The package's own
+# service is kept from starting, so that nothing comes to listen on port 80:
+# a policy-rc.d that refuses every start (exit 101) stands while apt runs,
+# and whatever was there before is put back afterwards.
+install_nginx() {
+  if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then
+    return 0
+  fi
+  local policy=/usr/sbin/policy-rc.d saved=""
+  if [ -e "$policy" ]; then
+    saved="$(mktemp)"
+    $sudo_cmd cp -p "$policy" "$saved" || return 1
+  fi
+  restore_policy() {
+    if [ -n "$saved" ]; then
+      $sudo_cmd cp -p "$saved" "$policy" && rm -f "$saved"
+    else
+      $sudo_cmd rm -f "$policy"
+    fi
+  }
+  trap restore_policy EXIT
+  printf '#!/bin/sh\n# tests/services.sh nginx: no service starts while packages install\nexit 101\n' |
+    $sudo_cmd tee "$policy" >/dev/null && $sudo_cmd chmod 755 "$policy"
+  echo "services: installing Debian's nginx (its service kept from starting)"
+  apt_install nginx
+  restore_policy
+  trap - EXIT
+}
+if [ "${1:-}" = nginx ]; then
+  install_nginx
+  exit 0
+fi
 
 pg_ready() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
 

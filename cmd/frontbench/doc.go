@@ -1,0 +1,32 @@
+// Command frontbench measures the front mode against the engine direct and
+// against nginx, the reverse proxy an operator would otherwise put at the
+// worker's address, in one run and with one client (SPEC §8 "Front mode",
+// issue 24 §3).
+//
+// The bench process serves a stand-in engine on 127.0.0.1 (a non-streaming
+// POST /generate, a 256-event SSE /generate, a long-lived SSE stream, an
+// SGLang-like /metrics that counts its hits, and SGLang's /v1/loads for the
+// reporter's sglang-http source), and starts two children in front of it:
+// the built loadreporter in front mode and Debian's nginx configured as a
+// streaming reverse proxy (a config of its own in a temporary folder). It
+// then measures, side by side, with rounds interleaved so that whatever
+// else the machine does hits every target alike:
+//   - latency p50 and p99 of the non-streaming POST and of the SSE stream
+//     (whole response, and time to the first event) at a fixed
+//     concurrency, what each proxy adds over the engine direct, and each
+//     proxy's CPU per request (utime+stime from /proc over its own rounds,
+//     nginx's master and workers summed);
+//   - 1 000 concurrent long-lived SSE streams held through each proxy: its
+//     resident memory as they open and after they are held, per stream, and
+//     whether it stays flat;
+//   - the front's cached /metrics under 20 scrapers every 50 ms: scrapes
+//     served against the engine's own count of scrapes.
+//
+// It prints one table with the date, the load average and the goal of
+// issue 24 (the front adds no more p99 latency and no more CPU per request
+// than nginx, and the engine sees one scrape per window), met or not
+// beside each figure. Other work on the machine moves every figure: read
+// the load average, and repeat a run before trusting a difference.
+//
+// It is a measuring tool: nothing in the service imports it.
+package main
