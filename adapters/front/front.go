@@ -13,6 +13,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -141,6 +142,7 @@ func New(o Options) (*Front, error) {
 		FlushInterval: -1,
 		ErrorHandler:  f.proxyError,
 		ErrorLog:      log.New(limitedLog{f}, "", 0),
+		BufferPool:    &copyBuffers{},
 	}
 	if o.MetricsMaxAge > 0 {
 		f.scrapes = newScrapes(o, tr)
@@ -186,6 +188,18 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f.scrapes != nil && r.URL.Path == "/metrics" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		f.serveMetrics(w, r)
 		return
+	}
+	if r.ProtoMajor == 1 {
+		// HTTP/1's server otherwise reads what is left of the request body
+		// before it writes the response: a stream the engine starts before
+		// the body is all sent waits for the client's last byte, and the
+		// body's copy to the engine fails once the response has begun,
+		// which drops the engine's connection mid-stream (golang/go#40747).
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		// Closed before the handler returns, so the transport's copy
+		// cannot read the connection while the server reads the next
+		// request on it (golang/go#68560).
+		defer r.Body.Close()
 	}
 	f.proxy.ServeHTTP(w, r)
 }
@@ -266,6 +280,20 @@ func (o observed) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return resp, err
 }
+
+// copyBuffers lends the proxy its response-copy buffers: without it each
+// response allocates 32 KiB, garbage per request and held for a stream's
+// whole life. 16 KiB holds any event of a token stream.
+type copyBuffers struct{ pool sync.Pool }
+
+func (b *copyBuffers) Get() []byte {
+	if p, ok := b.pool.Get().(*[]byte); ok {
+		return *p
+	}
+	return make([]byte, 16<<10)
+}
+
+func (b *copyBuffers) Put(buf []byte) { b.pool.Put(&buf) }
 
 // limitedLog writes the reverse proxy's own lines (a body copy cut short)
 // through the logger, rate-limited.

@@ -577,3 +577,99 @@ func TestClassOf(t *testing.T) {
 		t.Error("a gRPC call is not classed grpc")
 	}
 }
+
+// TestAStreamIsNotCutWhileItsRequestBodyIsStillOpen: an engine that
+// answers before it has read the whole request body (a stream that starts
+// at once) keeps streaming through the front. Without full duplex, the
+// front's HTTP/1.1 server closes the request body once the response
+// starts, the copy of that body to the engine fails, and the transport
+// drops the engine's connection mid-stream (golang/go#40747).
+func TestAStreamIsNotCutWhileItsRequestBodyIsStillOpen(t *testing.T) {
+	next, stop := make(chan struct{}), make(chan struct{})
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 3 {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			w.(http.Flusher).Flush()
+			select {
+			case <-next:
+			case <-r.Context().Done():
+				return
+			case <-stop:
+				return
+			}
+		}
+		rest, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "data: body %q\n\n", rest)
+	}))
+	defer engine.Close()
+	defer close(stop) // before Close, which waits for the handler
+	_, addr := startFront(t, Options{Engine: mustURL(t, engine.URL)})
+	pr, pw := io.Pipe()
+	ctx := testCtx(t)
+	context.AfterFunc(ctx, func() { _ = pw.CloseWithError(ctx.Err()) }) // a client stuck writing gives up too
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, addr+"/generate", pr)
+	go func() { _, _ = pw.Write([]byte("{")) }()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	var events []string
+	for len(events) < 4 {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the stream was cut after %q: %v", events, err)
+		}
+		if line = strings.TrimSpace(line); line == "" {
+			continue
+		}
+		events = append(events, line)
+		switch len(events) {
+		case 1, 2:
+			next <- struct{}{}
+		case 3:
+			_, _ = pw.Write([]byte(`"stream":true}`))
+			_ = pw.Close()
+			next <- struct{}{}
+		}
+	}
+	if events[3] != `data: body "\"stream\":true}"` && events[3] != `data: body "{\"stream\":true}"` {
+		t.Fatalf("events %q", events)
+	}
+}
+
+// TestAKeptAliveConnectionSurvivesAFailedProxy: a request whose body the
+// transport never read (the engine refused the connection) leaves the
+// client's connection usable for its next request.
+func TestAKeptAliveConnectionSurvivesAFailedProxy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	_, addr := startFront(t, Options{Engine: mustURL(t, dead)})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(addr, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(conn)
+	for i := range 3 {
+		body := strings.Repeat("x", 64<<10)
+		fmt.Fprintf(conn, "POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d on the kept-alive connection: %v", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadGateway {
+			t.Fatalf("request %d: %d", i, resp.StatusCode)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,6 +14,14 @@ type FrontMetrics struct {
 	requests *prometheus.CounterVec
 	upstream *prometheus.HistogramVec
 	scrapes  *prometheus.CounterVec
+	// counted holds each (class, status) counter once looked up: a
+	// proxied request costs a map read, not a label hash.
+	counted sync.Map // frontKey → prometheus.Counter
+}
+
+type frontKey struct {
+	class  string
+	status int
 }
 
 // Front registers the front mode's metrics, with every route class of
@@ -45,7 +54,12 @@ func (m *Metrics) Front(classes []string) *FrontMetrics {
 // Proxied counts one proxied request; d is 0 when the engine gave no
 // headers.
 func (f *FrontMetrics) Proxied(class string, status int, d time.Duration) {
-	f.requests.WithLabelValues(class, strconv.Itoa(status)).Inc()
+	k := frontKey{class, status}
+	c, ok := f.counted.Load(k)
+	if !ok {
+		c, _ = f.counted.LoadOrStore(k, f.requests.WithLabelValues(class, strconv.Itoa(status)))
+	}
+	c.(prometheus.Counter).Inc()
 	if d > 0 {
 		f.upstream.WithLabelValues(class).Observe(d.Seconds())
 	}
