@@ -144,7 +144,8 @@ func (o *faultObserver) signal() {
 	default:
 	}
 }
-func (o *faultObserver) Written(n int, _ time.Duration) { o.written.Add(int64(n)); o.signal() }
+func (o *faultObserver) Written(n int, _, _ time.Duration) { o.written.Add(int64(n)); o.signal() }
+func (o *faultObserver) Split(int)                         {}
 func (o *faultObserver) WriteFailed(error, time.Duration) {
 	o.failures.Add(1)
 	o.signal()
