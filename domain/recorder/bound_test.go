@@ -193,3 +193,135 @@ func TestBufferAndBatchInFlightStayWithinTheBound(t *testing.T) {
 		t.Errorf("written %v, want %v", written, want)
 	}
 }
+
+// TestAReportThatTimesOutAloneGetsMoreTime: a write of one report cannot
+// be split, so each time it times out the next attempt gets twice as long,
+// up to 8 times the write timeout, and a success brings it back: a store
+// slower than the timeout for even one report still drains, one at a time.
+func TestAReportThatTimesOutAloneGetsMoreTime(t *testing.T) {
+	ctx := testCtx(t)
+	clk := porttest.NewClock(t0)
+	started := make(chan struct{}, 10)
+	var mu sync.Mutex
+	hangs := 5
+	release := make(chan struct{}) // holds the write of report 2 until its timeout is read
+	store := fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
+		mu.Lock()
+		hang := hangs > 0
+		hangs--
+		mu.Unlock()
+		started <- struct{}{}
+		switch {
+		case hang:
+			<-ctx.Done()
+			return ctx.Err()
+		case rs[0].SequenceID == 2:
+			<-release
+		}
+		return nil
+	}}
+	obs := newObserver()
+	r := newRecorder(t, recorder.Options{Store: store, Clock: clk, Observer: obs, BatchSize: 1,
+		WriteTimeout: time.Second, WriteRate: 1 << 40, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	attempt := func() time.Duration {
+		t.Helper()
+		recv(t, ctx, started, "an attempt")
+		if err := clk.WaitPending(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		at, _ := clk.Next()
+		return at.Sub(clk.Now()).Round(time.Millisecond)
+	}
+	r.Record(rep(1))
+	for i, want := range []time.Duration{1, 2, 4, 8, 8} {
+		if got := attempt(); got != want*time.Second {
+			t.Errorf("attempt %d may take %s, want %s", i+1, got, want*time.Second)
+		}
+		clk.Advance(want * time.Second)
+		recv(t, ctx, obs.failed, "the timed-out attempt")
+		if err := clk.WaitPending(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Millisecond)
+	}
+	recv(t, ctx, started, "the attempt that succeeds")
+	recv(t, ctx, obs.written, "report 1")
+	r.Record(rep(2))
+	if got := attempt(); got != time.Second {
+		t.Errorf("after a success, a write may take %s, want the write timeout again", got)
+	}
+	close(release)
+	recv(t, ctx, obs.written, "the next report")
+}
+
+// TestSplitsSettleOnWhatTheStoreCanWrite: a store that takes 10 ms a
+// report, under a 100 ms write timeout, is given ever smaller pieces of a
+// backlog until they fit, and then pieces that fit: a piece that took
+// more than half its timeout is not doubled again (it would time out
+// again, and every other write of the backlog would be a wasted timeout).
+func TestSplitsSettleOnWhatTheStoreCanWrite(t *testing.T) {
+	ctx := testCtx(t)
+	clk := porttest.NewClock(t0)
+	var mu sync.Mutex
+	var written []int
+	store := fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
+		cost := time.Duration(len(rs)) * 10 * time.Millisecond
+		if cost >= 100*time.Millisecond { // the write timeout ends it
+			clk.Advance(100 * time.Millisecond)
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		clk.Advance(cost)
+		mu.Lock()
+		written = append(written, seqs(rs)...)
+		mu.Unlock()
+		return nil
+	}}
+	obs := newObserver()
+	obs.written = make(chan int, 1000)
+	obs.failed = make(chan failure, 1000)
+	obs.splits = make(chan int, 1000)
+	r, err := recorder.New(recorder.Options{Store: store, Clock: clk, Observer: obs, BufferSize: 200, BatchSize: 200,
+		MaxDelay: time.Hour, WriteTimeout: 100 * time.Millisecond, WriteRate: 1 << 40,
+		MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := 1; s <= 200; s++ {
+		r.Record(rep(s))
+	}
+	advancing, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { // skips the writer's backoffs; the store moves the clock itself
+		defer close(done)
+		for advancing.Err() == nil {
+			changed := clk.Changed()
+			if at, ok := clk.Next(); ok && at.Sub(clk.Now()) <= time.Millisecond {
+				clk.Advance(at.Sub(clk.Now()))
+				continue
+			}
+			select {
+			case <-changed:
+			case <-advancing.Done():
+			}
+		}
+	}()
+	r.Start()
+	for n := 0; n < 200; {
+		n += recv(t, ctx, obs.written, "the backlog's pieces")
+	}
+	stop()
+	<-done
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(written, span(1, 200)) {
+		t.Errorf("written %v, want 1..200 once each, in order", written)
+	}
+	// 200 → 100 → 50 → 25 → 12 → 6 reports: five timeouts, then pieces of six.
+	if st := r.Stats(); st.Splits > 6 || st.Failures != st.Splits {
+		t.Errorf("%d splits in %d failed writes; want the five or six halvings down to what fits, and no more", st.Splits, st.Failures)
+	}
+}

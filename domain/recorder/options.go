@@ -60,8 +60,9 @@ type Options struct {
 	// WriteRate bytes a second, so a batch of wide reports is not cut off
 	// by a timeout meant for a small one. A write that times out is tried
 	// again with half as many bytes (and the batches after it too, doubling
-	// back after each success), so a backlog always drains, however slow
-	// the store has become.
+	// back after each success), and a write of one report with twice the
+	// time (up to 8 times), so a backlog always drains, however slow the
+	// store has become.
 	WriteTimeout time.Duration
 	WriteRate    int
 	// Backoff paces the retries of a failed Append; it is Reset before

@@ -66,8 +66,9 @@ type Recorder struct {
 	abortCtx context.Context
 
 	// Only the writer reads and writes these.
-	batchLimit int     // bytes per Append now: BatchBytes, halved by each timeout
-	failLog    failLog // the failures since the last success, and their lines
+	batchLimit   int     // bytes per Append now: BatchBytes, halved by each timeout
+	timeoutScale int     // 1, doubled by each timeout of a single report
+	failLog      failLog // the failures since the last success, and their lines
 
 	mu            sync.Mutex
 	queue         ring
@@ -91,9 +92,10 @@ func New(o Options) (*Recorder, error) {
 		done:      make(chan struct{}),
 		closingCh: make(chan struct{}),
 		abort:     abort, abortCtx: abortCtx,
-		queue:      newRing(o.BufferSize),
-		batchLimit: o.BatchBytes,
-		stats:      Stats{DroppedBy: map[ports.DropReason]int64{}},
+		queue:        newRing(o.BufferSize),
+		batchLimit:   o.BatchBytes,
+		timeoutScale: 1,
+		stats:        Stats{DroppedBy: map[ports.DropReason]int64{}},
 	}, nil
 }
 

@@ -69,24 +69,31 @@ func (w *Recorder) nextBatch() []item {
 // rejected every piece, or the recorder aborts. A piece is as much of the
 // batch as batchLimit allows; one that times out halves batchLimit (the
 // split), so the next attempt is smaller and a slow store still makes
-// progress; each success doubles it back towards BatchBytes. A failed
-// piece is retried after a backoff, which starts over after each success.
-// Reports the store took before a failure are not sent again; a piece
-// whose commit the store made but could not confirm is, and the store's
-// idempotent Append skips it.
+// progress; a success that took less than half its timeout doubles it
+// back towards BatchBytes (one that took more would not fit twice). A piece of
+// one report that times out cannot be split: its next attempts get twice
+// the time, up to maxTimeoutScale times, until a write succeeds. A
+// failed piece is retried after a backoff, which starts over after each
+// success. Reports the store took before a failure are not sent again; a
+// piece whose commit the store made but could not confirm is, and the
+// store's idempotent Append skips it.
 func (w *Recorder) write(batch []item) {
 	w.o.Backoff.Reset()
 	for len(batch) > 0 {
 		n, size := prefix(batch, w.batchLimit)
 		piece := batch[:n]
-		start := w.o.Clock.Now()
-		timeout, err := w.append(piece, size)
+		start, timeout := w.o.Clock.Now(), w.timeoutFor(size)
+		timedOut, err := w.append(piece, size, timeout)
 		now := w.o.Clock.Now()
 		switch {
 		case err == nil:
-			w.written(piece, size, now, now.Sub(start))
+			took := now.Sub(start)
+			w.written(piece, size, now, took)
 			batch = batch[n:]
-			w.batchLimit = min(w.o.BatchBytes, 2*w.batchLimit)
+			if took < timeout/2 { // twice as much would likely still fit
+				w.batchLimit = min(w.o.BatchBytes, 2*w.batchLimit)
+			}
+			w.timeoutScale = 1
 			w.o.Backoff.Reset()
 			continue
 		case w.abortCtx.Err() != nil:
@@ -97,12 +104,15 @@ func (w *Recorder) write(batch []item) {
 			batch = batch[n:]
 			continue
 		}
-		if timeout > 0 && n > 1 {
+		switch {
+		case timedOut && n > 1:
 			w.batchLimit = max(1, size/2)
 			w.split(n)
+		case timedOut:
+			w.timeoutScale = min(2*w.timeoutScale, maxTimeoutScale)
 		}
 		retryIn := w.backoff()
-		w.failed(err, timeout, now, retryIn, len(batch))
+		w.failed(err, timedOut, timeout, now, retryIn, len(batch))
 		if !w.sleep(retryIn) {
 			w.abandon(batch)
 			return
@@ -173,9 +183,9 @@ func (w *Recorder) split(n int) {
 }
 
 // failed accounts for a failed Append that will be retried in retryIn,
-// and logs it as failLog allows. timeout is the write timeout that ran
-// out, or 0. pending is what the batch still holds.
-func (w *Recorder) failed(err error, timeout time.Duration, now time.Time, retryIn time.Duration, pending int) {
+// and logs it as failLog allows. timedOut says its timeout ran out.
+// pending is what the batch still holds.
+func (w *Recorder) failed(err error, timedOut bool, timeout time.Duration, now time.Time, retryIn time.Duration, pending int) {
 	w.mu.Lock()
 	w.stats.Failures++
 	w.stats.LastError, w.stats.LastErrorAt, w.stats.Failing = err, now, true
@@ -184,7 +194,7 @@ func (w *Recorder) failed(err error, timeout time.Duration, now time.Time, retry
 		w.o.Observer.WriteFailed(err, retryIn)
 	}
 	cause := err.Error()
-	if timeout > 0 { // the message names the size and timeout, which change with every split
+	if timedOut { // the message names the size and timeout, which change with every split
 		cause = errWriteTimeout.Error()
 	}
 	if !w.failLog.record(cause, now, w.o.LogEvery) {
@@ -192,7 +202,7 @@ func (w *Recorder) failed(err error, timeout time.Duration, now time.Time, retry
 	}
 	attrs := []any{"reports", pending, "retry_in", retryIn, "failures", w.failLog.sinceLine,
 		"failing_for", now.Sub(w.failLog.since), "err", err}
-	if timeout > 0 {
+	if timedOut {
 		attrs = append(attrs, "timeout", timeout, "next_batch_bytes", w.batchLimit)
 	}
 	w.o.Logger.Warn("history: write failed; retrying", attrs...)
@@ -308,21 +318,25 @@ func (w *Recorder) sleep(d time.Duration) bool {
 
 var errWriteTimeout = errors.New("history write timed out")
 
+// maxTimeoutScale bounds how far timeouts of single reports stretch the
+// write timeout.
+const maxTimeoutScale = 8
+
 // timeoutFor is how long an Append of size bytes may take: WriteTimeout,
-// plus the bytes at WriteRate.
+// plus the bytes at WriteRate, stretched by timeoutScale.
 func (w *Recorder) timeoutFor(size int) time.Duration {
-	return w.o.WriteTimeout + time.Duration(float64(size)/float64(w.o.WriteRate)*float64(time.Second))
+	d := w.o.WriteTimeout + time.Duration(float64(size)/float64(w.o.WriteRate)*float64(time.Second))
+	return d * time.Duration(w.timeoutScale)
 }
 
 // append writes piece (size bytes) with a context that ends after
-// timeoutFor(size) on the clock, or when the recorder aborts. When the
-// timeout ended it, it returns that timeout too.
-func (w *Recorder) append(piece []item, size int) (time.Duration, error) {
+// timeout on the clock, or when the recorder aborts, and says whether the
+// timeout ended it.
+func (w *Recorder) append(piece []item, size int, timeout time.Duration) (bool, error) {
 	reports := make([]*domain.Report, len(piece))
 	for i, it := range piece {
 		reports[i] = it.r
 	}
-	timeout := w.timeoutFor(size)
 	ctx, cancel := context.WithCancelCause(w.abortCtx)
 	defer cancel(nil)
 	timer := w.o.Clock.NewTimer(w.o.Clock.Now().Add(timeout))
@@ -341,8 +355,8 @@ func (w *Recorder) append(piece []item, size int) (time.Duration, error) {
 	<-watched
 	timer.Stop()
 	if err != nil && errors.Is(context.Cause(ctx), errWriteTimeout) {
-		return timeout, domain.Wrap(err, domain.CodeUnavailable, "%s after %s (%d reports, %d bytes)",
+		return true, domain.Wrap(err, domain.CodeUnavailable, "%s after %s (%d reports, %d bytes)",
 			errWriteTimeout, timeout.Round(time.Millisecond), len(piece), size)
 	}
-	return 0, err
+	return false, err
 }
