@@ -88,7 +88,7 @@ func TestRetriesWithCappedBackoffAndCatchesUp(t *testing.T) {
 		t.Errorf("final stats %+v", s)
 	}
 	checkBalance(t, s)
-	// Each failure has its line; so has the end of them, once.
+	// The end of the failures has its line, once.
 	if n := strings.Count(logs.String(), "history: writes succeed again"); n != 1 {
 		t.Errorf("%d recovery lines, want 1:\n%s", n, logs.String())
 	}

@@ -70,13 +70,13 @@ func (w *Recorder) nextBatch() []item {
 // batch as batchLimit allows; one that times out halves batchLimit (the
 // split), so the next attempt is smaller and a slow store still makes
 // progress; a success that took less than half its timeout doubles it
-// back towards BatchBytes (one that took more would not fit twice). A piece of
-// one report that times out cannot be split: its next attempts get twice
-// the time, up to maxTimeoutScale times, until a write succeeds. A
-// failed piece is retried after a backoff, which starts over after each
-// success. Reports the store took before a failure are not sent again; a
-// piece whose commit the store made but could not confirm is, and the
-// store's idempotent Append skips it.
+// back towards BatchBytes (one that took more would not fit twice). A
+// piece of one report that times out cannot be split: its next attempts
+// get twice the time, up to maxTimeoutScale times, until a write
+// succeeds. A failed piece is retried after a backoff, which starts over
+// after each success. Reports the store took before a failure are not
+// sent again; a piece whose commit the store made but could not confirm
+// is, and the store's idempotent Append skips what it holds.
 func (w *Recorder) write(batch []item) {
 	w.o.Backoff.Reset()
 	for len(batch) > 0 {
@@ -133,18 +133,21 @@ func prefix(batch []item, limit int) (n, size int) {
 // written accounts for a piece the store took, and lets its reports go.
 func (w *Recorder) written(piece []item, size int, now time.Time, took time.Duration) {
 	n, lag := len(piece), max(0, now.Sub(piece[0].at))
-	clear(piece)
 	w.mu.Lock()
 	w.inflight = w.inflight[n:]
 	w.inflightBytes -= size
+	clear(piece) // Stats reads inflight's first item: only once it is past them
 	w.stats.Written += int64(n)
 	w.stats.Batches++
 	recovered := w.stats.Failing
 	w.stats.Failing = false
 	w.mu.Unlock()
 	if recovered { // failures are logged at most once per cause and LogEvery; the end of them always
-		w.o.Logger.Info("history: writes succeed again", "reports", n, "lag", lag,
-			"failures", w.failLog.total, "failing_for", now.Sub(w.failLog.since))
+		attrs := []any{"reports", n, "lag", lag}
+		if w.failLog.total > 0 { // not only rejections, which have their own lines
+			attrs = append(attrs, "failures", w.failLog.total, "failing_for", now.Sub(w.failLog.since))
+		}
+		w.o.Logger.Info("history: writes succeed again", attrs...)
 		w.failLog = failLog{}
 	}
 	if w.o.Observer != nil {
@@ -156,10 +159,10 @@ func (w *Recorder) written(piece []item, size int, now time.Time, took time.Dura
 // help, and the rest of the batch goes on.
 func (w *Recorder) rejected(piece []item, size int, err error, now time.Time) {
 	n := len(piece)
-	clear(piece)
 	w.mu.Lock()
 	w.inflight = w.inflight[n:]
 	w.inflightBytes -= size
+	clear(piece)
 	w.stats.Failures++
 	w.stats.LastError, w.stats.LastErrorAt, w.stats.Failing = err, now, true
 	w.countDropped(n, ports.DropRejected)
