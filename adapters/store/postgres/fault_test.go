@@ -731,7 +731,11 @@ func TestOurSessionsBoundWhatAVanishedClientHolds(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
+			tcp := queryInt(t, s, `SELECT count(inet_server_addr())`) == 1 // keepalives read 0 over a Unix socket
 			for name, want := range tc.want {
+				if strings.HasPrefix(name, "tcp_") && !tcp {
+					continue
+				}
 				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 				var got string
 				tx, err := s.DB().Begin(ctx)
