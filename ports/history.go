@@ -73,13 +73,17 @@ type HistoryChart interface {
 // which may also come from whoever calls Record (the fire loop): return
 // quickly and never call back into the recorder.
 type RecorderObserver interface {
-	// Written says the store accepted a batch of n reports; lag is the age
-	// of its oldest report (time from Record to stored).
-	Written(n int, lag time.Duration)
+	// Written says the store accepted a batch of n reports in took; lag is
+	// the age of its oldest report (time from Record to stored).
+	Written(n int, lag, took time.Duration)
 	// WriteFailed says an Append attempt failed. retryIn is the backoff
 	// before the same batch is tried again; 0 when it will not be (the store
 	// rejected it as invalid, or the recorder is giving up at Close).
 	WriteFailed(err error, retryIn time.Duration)
+	// Split says a write of n reports timed out (it is also a
+	// WriteFailed), so the recorder writes smaller batches from now on,
+	// until writes succeed again.
+	Split(n int)
 	// Dropped says n reports were lost, and why.
 	Dropped(n int, reason DropReason)
 }

@@ -192,6 +192,14 @@ func (m *Metrics) History() ports.RecorderObserver {
 			failures: prometheus.NewCounter(prometheus.CounterOpts{
 				Name: "loadreporter_history_write_failures_total", Help: "Failed attempts to write a batch (retried with backoff).",
 			}),
+			splits: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "loadreporter_history_batches_split_total",
+				Help: "History writes that timed out and were tried again with half the bytes (the store is slower than the write timeout allows).",
+			}),
+			took: prometheus.NewHistogram(prometheus.HistogramOpts{
+				Name: "loadreporter_history_write_duration_seconds", Help: "Time the history store took to write a batch it accepted.",
+				Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+			}),
 			dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 				Name: "loadreporter_history_dropped_total", Help: "Reports the history lost, by reason.",
 			}, []string{"reason"}),
@@ -199,7 +207,7 @@ func (m *Metrics) History() ports.RecorderObserver {
 		for _, r := range ports.DropReasons() {
 			h.dropped.WithLabelValues(string(r))
 		}
-		m.registry.MustRegister(h.written, h.batches, h.failures, h.dropped)
+		m.registry.MustRegister(h.written, h.batches, h.failures, h.splits, h.took, h.dropped)
 		m.history = h
 	})
 	return m.history
@@ -229,18 +237,23 @@ func (m *Metrics) Retention() func(removed int64, err error) {
 }
 
 type historyMetrics struct {
-	written, batches, failures prometheus.Counter
-	dropped                    *prometheus.CounterVec
+	written, batches, failures, splits prometheus.Counter
+	took                               prometheus.Histogram
+	dropped                            *prometheus.CounterVec
 }
 
-// Written counts a batch; how far behind the history is comes from
-// WatchRecorder, which also sees it while nothing is written.
-func (h *historyMetrics) Written(n int, _ time.Duration) {
+// Written counts a batch and how long it took; how far behind the history
+// is comes from WatchRecorder, which also sees it while nothing is
+// written.
+func (h *historyMetrics) Written(n int, _, took time.Duration) {
 	h.written.Add(float64(n))
 	h.batches.Inc()
+	h.took.Observe(took.Seconds())
 }
 
 func (h *historyMetrics) WriteFailed(error, time.Duration) { h.failures.Inc() }
+
+func (h *historyMetrics) Split(int) { h.splits.Inc() }
 
 func (h *historyMetrics) Dropped(n int, reason ports.DropReason) {
 	h.dropped.WithLabelValues(string(reason)).Add(float64(n))
@@ -293,19 +306,38 @@ func (m *Metrics) WatchMonitor(pending func() int64, firstFrameTimeouts, overBud
 	)
 }
 
+// Backlog is what the history recorder holds unwritten.
+type Backlog struct {
+	// Reports waiting and being written, and their estimated memory.
+	Reports, Bytes int
+	// Lag is the age of the oldest of them; 0 when there are none.
+	Lag time.Duration
+	// LimitBytes is the recorder's bound on Bytes.
+	LimitBytes int
+}
+
 // WatchRecorder exports, at each scrape, what the history recorder holds
-// unwritten and the age of its oldest report: both grow while the
-// database is down, when no batch is written to say so.
-func (m *Metrics) WatchRecorder(backlog func() (reports int, lag time.Duration)) {
+// unwritten, its memory against its bound, and the age of its oldest
+// report: they grow while the database is down, when no batch is written
+// to say so.
+func (m *Metrics) WatchRecorder(backlog func() Backlog) {
 	m.registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "loadreporter_history_lag_seconds",
 			Help: "Age of the oldest report recorded but not yet written to the history (0 when it is caught up).",
-		}, func() float64 { _, lag := backlog(); return lag.Seconds() }),
+		}, func() float64 { return backlog().Lag.Seconds() }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "loadreporter_history_buffered_reports",
 			Help: "Reports the history recorder holds unwritten: waiting and being written.",
-		}, func() float64 { n, _ := backlog(); return float64(n) }),
+		}, func() float64 { return float64(backlog().Reports) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "loadreporter_history_buffered_bytes",
+			Help: "Estimated memory of the reports the history recorder holds unwritten (their Go heap size).",
+		}, func() float64 { return float64(backlog().Bytes) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "loadreporter_history_buffer_limit_bytes",
+			Help: "Bound on loadreporter_history_buffered_bytes: past it the oldest waiting reports are dropped.",
+		}, func() float64 { return float64(backlog().LimitBytes) }),
 	)
 }
 

@@ -230,17 +230,41 @@ func pullOutcomeConstants(t *testing.T) []ports.PullOutcome {
 // no batch is written to say so.
 func TestHistoryLagIsWhatIsUnwritten(t *testing.T) {
 	m := New(time.Now)
-	reports, lag := 35, 66*time.Second
-	m.WatchRecorder(func() (int, time.Duration) { return reports, lag })
+	b := Backlog{Reports: 35, Bytes: 4096, Lag: 66 * time.Second, LimitBytes: 1 << 20}
+	m.WatchRecorder(func() Backlog { return b })
 	body := scrape(t, m)
-	for _, series := range []string{"loadreporter_history_lag_seconds 66", "loadreporter_history_buffered_reports 35"} {
+	for _, series := range []string{"loadreporter_history_lag_seconds 66", "loadreporter_history_buffered_reports 35",
+		"loadreporter_history_buffered_bytes 4096", "loadreporter_history_buffer_limit_bytes 1.048576e+06"} {
 		if !strings.Contains(body, series+"\n") {
 			t.Errorf("missing %s", series)
 		}
 	}
-	reports, lag = 0, 0
+	b = Backlog{LimitBytes: 1 << 20}
 	if body := scrape(t, m); !strings.Contains(body, "loadreporter_history_lag_seconds 0\n") {
 		t.Error("the lag does not fall to 0 once the history caught up")
+	}
+}
+
+// TestHistoryWritesAreTimedAndSplitsCounted: how long the store takes per
+// batch, and how often a write timed out and was split, which tell an
+// operator that the database has become slower than the write timeout.
+func TestHistoryWritesAreTimedAndSplitsCounted(t *testing.T) {
+	m := New(time.Now)
+	h := m.History()
+	h.Written(100, time.Second, 300*time.Millisecond)
+	h.Written(50, time.Second, 2*time.Second)
+	h.Split(150)
+	body := scrape(t, m)
+	for _, series := range []string{
+		"loadreporter_history_written_total 150",
+		"loadreporter_history_batches_split_total 1",
+		"loadreporter_history_write_duration_seconds_count 2",
+		"loadreporter_history_write_duration_seconds_sum 2.3",
+		`loadreporter_history_write_duration_seconds_bucket{le="0.5"} 1`,
+	} {
+		if !strings.Contains(body, series+"\n") {
+			t.Errorf("missing %s", series)
+		}
 	}
 }
 

@@ -31,6 +31,7 @@ func (f fakeStore) DeleteBefore(context.Context, time.Time, int) (int64, error) 
 type observer struct {
 	written chan int
 	failed  chan failure
+	splits  chan int
 	mu      sync.Mutex
 	dropped map[ports.DropReason]int
 }
@@ -41,11 +42,13 @@ type failure struct {
 }
 
 func newObserver() *observer {
-	return &observer{written: make(chan int, 100), failed: make(chan failure, 100), dropped: map[ports.DropReason]int{}}
+	return &observer{written: make(chan int, 100), failed: make(chan failure, 100), splits: make(chan int, 100),
+		dropped: map[ports.DropReason]int{}}
 }
 
-func (o *observer) Written(n int, _ time.Duration)          { o.written <- n }
+func (o *observer) Written(n int, _, _ time.Duration)       { o.written <- n }
 func (o *observer) WriteFailed(err error, in time.Duration) { o.failed <- failure{err, in} }
+func (o *observer) Split(n int)                             { o.splits <- n }
 func (o *observer) Dropped(n int, r ports.DropReason) {
 	o.mu.Lock()
 	o.dropped[r] += n

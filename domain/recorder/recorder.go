@@ -2,6 +2,8 @@ package recorder
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -17,13 +19,19 @@ type Stats struct {
 	// Written counts the reports the store accepted, in Batches Appends.
 	Written int64
 	Batches int64
-	// Dropped counts the reports lost, whatever the reason (see
-	// ports.DropReason): Recorded = Written + Dropped + Buffered.
-	Dropped int64
-	// Failures counts failed Append attempts.
+	// Dropped counts the reports lost, whatever the reason:
+	// Recorded = Written + Dropped + Buffered. DroppedBy splits it by
+	// reason (see ports.DropReason).
+	Dropped   int64
+	DroppedBy map[ports.DropReason]int64
+	// Failures counts failed Append attempts; Splits those of them that
+	// timed out and were tried again with fewer reports.
 	Failures int64
-	// Buffered is the number of reports held: waiting plus being written.
-	Buffered int
+	Splits   int64
+	// Buffered is the number of reports held: waiting plus being written;
+	// BufferedBytes is their footprint, which Options.BufferBytes bounds.
+	Buffered      int
+	BufferedBytes int
 	// Lag is the age of the oldest report not yet written; 0 when none.
 	Lag time.Duration
 	// LastError is the error of the last failed Append (nil if none ever
@@ -39,14 +47,6 @@ type item struct {
 	size int       // footprint(r)
 }
 
-// footprint estimates the memory a waiting report holds: its ranks
-// dominate (some 130 bytes each, measured with the store down), so a wide
-// engine's reports are counted against BufferBytes by their width.
-func footprint(r *domain.Report) int {
-	return 256 + 128*len(r.Ranks) + len(r.LastError) + len(r.SourceInstanceID) +
-		len(r.Worker.Addr) + len(r.Worker.Model) + len(r.Worker.Zone)
-}
-
 // Recorder batches reports into a HistoryStore off the fire loop. Its
 // methods are safe for concurrent use.
 type Recorder struct {
@@ -60,15 +60,22 @@ type Recorder struct {
 	// because Close began.
 	retriedOnClose bool
 	start          sync.Once
+	lossesSaid     sync.Once
 	abort          context.CancelFunc
 	// abortCtx ends when the recorder must stop at once (Close's deadline).
 	abortCtx context.Context
 
-	mu       sync.Mutex
-	queue    ring
-	inflight []item
-	closing  bool
-	stats    Stats
+	// Only the writer reads and writes these.
+	batchLimit   int     // bytes per Append now: BatchBytes, halved by each timeout
+	timeoutScale int     // 1, doubled by each timeout of a single report
+	failLog      failLog // the failures since the last success, and their lines
+
+	mu            sync.Mutex
+	queue         ring
+	inflight      []item // the batch being written, shrinking as its pieces are
+	inflightBytes int
+	closing       bool
+	stats         Stats
 }
 
 // New validates o and returns a Recorder whose writer is not running yet:
@@ -85,7 +92,10 @@ func New(o Options) (*Recorder, error) {
 		done:      make(chan struct{}),
 		closingCh: make(chan struct{}),
 		abort:     abort, abortCtx: abortCtx,
-		queue: newRing(o.BufferSize),
+		queue:        newRing(o.BufferSize),
+		batchLimit:   o.BatchBytes,
+		timeoutScale: 1,
+		stats:        Stats{DroppedBy: map[ports.DropReason]int64{}},
 	}, nil
 }
 
@@ -99,7 +109,9 @@ func (w *Recorder) Start() {
 // buffer is full the oldest waiting report is dropped (and counted) to make
 // room. The newest reports are kept because they describe the present, which
 // an operator looks at first once the store is back; the loss shows up as a
-// recording gap in the past. r must not be modified afterwards.
+// recording gap in the past. A report that does not fit even in an empty
+// buffer beside the batch being written is dropped itself. r must not be
+// modified afterwards.
 func (w *Recorder) Record(r *domain.Report) {
 	if r == nil {
 		return
@@ -110,33 +122,48 @@ func (w *Recorder) Record(r *domain.Report) {
 		return
 	}
 	now := w.o.Clock.Now()
+	it := item{r: r, at: now, size: footprint(r)}
 	w.mu.Lock()
 	w.stats.Recorded++
 	if w.closing {
-		w.stats.Dropped++
+		w.countDropped(1, ports.DropClosed)
 		w.mu.Unlock()
 		w.notifyDropped(1, ports.DropClosed)
 		return
 	}
-	it := item{r: r, at: now, size: footprint(r)}
 	evicted := 0
-	for w.queue.len() > 0 && (w.queue.full() || w.queue.bytes+it.size > w.o.BufferBytes) {
+	for w.queue.len() > 0 && (w.queue.full() || w.queue.bytes+w.inflightBytes+it.size > w.o.BufferBytes) {
 		w.queue.popFront()
 		evicted++
 	}
-	w.stats.Dropped += int64(evicted)
-	w.queue.push(it)
+	kept := w.queue.bytes+w.inflightBytes+it.size <= w.o.BufferBytes
+	if kept {
+		w.queue.push(it)
+	} else {
+		evicted++
+	}
+	w.countDropped(evicted, ports.DropBufferFull)
 	w.mu.Unlock()
 	w.notifyDropped(evicted, ports.DropBufferFull)
-	w.poke()
+	if kept {
+		w.poke()
+	}
 }
 
 func (w *Recorder) drop(n int, reason ports.DropReason) {
 	w.mu.Lock()
 	w.stats.Recorded += int64(n)
-	w.stats.Dropped += int64(n)
+	w.countDropped(n, reason)
 	w.mu.Unlock()
 	w.notifyDropped(n, reason)
+}
+
+// countDropped adds n to the drop counters; w.mu is held.
+func (w *Recorder) countDropped(n int, reason ports.DropReason) {
+	if n > 0 {
+		w.stats.Dropped += int64(n)
+		w.stats.DroppedBy[reason] += int64(n)
+	}
 }
 
 func (w *Recorder) notifyDropped(n int, reason ports.DropReason) {
@@ -152,13 +179,19 @@ func (w *Recorder) poke() {
 	}
 }
 
+// BufferBytes is the bound on Stats.BufferedBytes (Options.BufferBytes,
+// or its default).
+func (w *Recorder) BufferBytes() int { return w.o.BufferBytes }
+
 // Stats returns the counters now.
 func (w *Recorder) Stats() Stats {
 	now := w.o.Clock.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.stats
+	s.DroppedBy = maps.Clone(w.stats.DroppedBy)
 	s.Buffered = w.queue.len() + len(w.inflight)
+	s.BufferedBytes = w.queue.bytes + w.inflightBytes
 	var oldest time.Time
 	if len(w.inflight) > 0 {
 		oldest = w.inflight[0].at
@@ -175,9 +208,13 @@ func (w *Recorder) Stats() Stats {
 // first if Start was never called, so what was recorded is still written).
 // Reports recorded from now on are dropped. If ctx ends first (the
 // shutdown grace), the write in progress is cancelled, everything
-// unwritten is counted as dropped, and Close returns ctx's error once the
-// writer has stopped. Close is idempotent; later calls wait for the same
-// end.
+// unwritten is counted as dropped, and Close returns, once the writer has
+// stopped, an error that says what the history lost and why (the store's
+// last error), wrapping ctx's. When Close returns nil but reports were
+// lost over the recorder's life, it logs that instead: either way it is
+// said once, when the process is about to end and no one will scrape the
+// counters again. Close is idempotent; later calls wait for the same end
+// and return nil.
 func (w *Recorder) Close(ctx context.Context) error {
 	w.mu.Lock()
 	if !w.closing {
@@ -189,15 +226,41 @@ func (w *Recorder) Close(ctx context.Context) error {
 	w.poke()
 	select {
 	case <-w.done:
-		return nil
+		return w.sayLosses(nil)
 	case <-ctx.Done():
 	}
 	select {
 	case <-w.done: // finished just in time
-		return nil
+		return w.sayLosses(nil)
 	default:
 	}
 	w.abort()
 	<-w.done
-	return ctx.Err()
+	return w.sayLosses(ctx.Err())
+}
+
+// sayLosses, the first time, returns what the history lost as an error
+// wrapping ctxErr when Close's deadline cut the flush short, or logs it.
+func (w *Recorder) sayLosses(ctxErr error) error {
+	var err error
+	w.lossesSaid.Do(func() {
+		msg := losses(w.Stats())
+		switch {
+		case msg == "":
+		case ctxErr != nil:
+			err = fmt.Errorf("%s; the grace to write them ended (%w)", msg, ctxErr)
+		default:
+			w.o.Logger.Warn(msg)
+		}
+	})
+	return err
+}
+
+// lastWrite says how the store last answered, for the lines that explain
+// a loss.
+func lastWrite(st Stats) string {
+	if st.Failing && st.LastError != nil {
+		return "the store's last write failed: " + domain.OneLine(st.LastError.Error())
+	}
+	return "the store had not failed: it was still writing"
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -127,6 +128,9 @@ func TestRecordNeverBlocksAndDropsOldest(t *testing.T) {
 	checkBalance(t, s)
 }
 
+// TestWriteTimeoutUsesTheClock: a write that hangs is cut off after
+// WriteTimeout plus its bytes at WriteRate, measured on the clock, and
+// retried.
 func TestWriteTimeoutUsesTheClock(t *testing.T) {
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
@@ -146,19 +150,31 @@ func TestWriteTimeoutUsesTheClock(t *testing.T) {
 		return nil
 	}}
 	obs := newObserver()
+	const rate = 1 << 10 // bytes a second: a report's few hundred bytes add a fraction of a second
 	r := newRecorder(t, recorder.Options{
-		Store: store, Clock: clk, Observer: obs, BatchSize: 1, WriteTimeout: 2 * time.Second,
+		Store: store, Clock: clk, Observer: obs, BatchSize: 1, WriteTimeout: 2 * time.Second, WriteRate: rate,
 	})
 	r.Record(rep(1))
 	recv(t, ctx, started, "the hanging write")
 	if err := clk.WaitPending(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
+	size := r.Stats().BufferedBytes
+	want := 2*time.Second + time.Duration(float64(size)/rate*float64(time.Second))
+	if at, _ := clk.Next(); !at.Equal(t0.Add(want)) || size == 0 {
+		t.Errorf("the write of %d bytes times out %s after it began, want %s", size, at.Sub(t0), want)
+	}
 	clk.Advance(time.Second)
 	if s := r.Stats(); s.Lag != time.Second || s.Buffered != 1 {
 		t.Errorf("lag %s, buffered %d during the write; want 1s, 1", s.Lag, s.Buffered)
 	}
-	clk.Advance(time.Second)
+	clk.Advance(want - time.Second - time.Nanosecond)
+	select {
+	case f := <-obs.failed:
+		t.Fatalf("the write failed (%v) before its timeout", f.err)
+	default:
+	}
+	clk.Advance(time.Nanosecond)
 	f := recv(t, ctx, obs.failed, "the timed-out write")
 	if domain.ErrorCode(f.err) != domain.CodeUnavailable || !strings.Contains(f.err.Error(), "timed out") {
 		t.Errorf("timeout error %v", f.err)
@@ -168,6 +184,9 @@ func TestWriteTimeoutUsesTheClock(t *testing.T) {
 	}
 	clk.Advance(f.retryIn)
 	recv(t, ctx, obs.written, "the retried write")
+	if s := r.Stats(); s.Splits != 0 {
+		t.Errorf("%d splits of a one-report batch, want 0 (it cannot be split)", s.Splits)
+	}
 }
 
 func TestRejectedReportsAreDroppedNotRetried(t *testing.T) {
@@ -311,25 +330,50 @@ func TestBufferIsBoundedInBytes(t *testing.T) {
 		}
 		return r
 	}
-	perReport := 256 + 128*100 + len(wide(1).SourceInstanceID) + len(wide(1).Worker.Addr) // footprint, by hand
+	perReport := footprintOf(t, wide(1))
+	if perReport < 100*120 {
+		t.Fatalf("a report of 100 ranks counts %d bytes, less than its ranks alone (100 × 120)", perReport)
+	}
 	calls := make(chan []int, 10)
+	var logs strings.Builder // written by Close, read after it
 	r, err := recorder.New(recorder.Options{Store: recordingStore(calls), Clock: porttest.NewClock(t0),
-		BufferSize: 1000, BufferBytes: 10 * perReport, BatchSize: 1000, MaxDelay: time.Millisecond})
+		BufferSize: 1000, BufferBytes: 10 * perReport, BatchSize: 1000, MaxDelay: time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for s := 1; s <= 25; s++ { // not started: everything waits
 		r.Record(wide(s))
 	}
-	if s := r.Stats(); s.Buffered != 10 || s.Dropped != 15 {
-		t.Fatalf("buffered %d, dropped %d; want the newest 10 held, 15 dropped", s.Buffered, s.Dropped)
+	if s := r.Stats(); s.Buffered != 10 || s.Dropped != 15 || s.BufferedBytes != 10*perReport {
+		t.Fatalf("buffered %d (%d bytes), dropped %d; want the newest 10 held (%d bytes), 15 dropped",
+			s.Buffered, s.BufferedBytes, s.Dropped, 10*perReport)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := r.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := <-calls; !slices.Equal(got, span(16, 25)) {
+	var got []int
+	for len(got) < 10 {
+		got = append(got, recv(t, ctx, calls, "a batch")...)
+	}
+	if !slices.Equal(got, span(16, 25)) {
 		t.Fatalf("written %v, want 16..25", got)
 	}
+	// Close wrote everything it held; the log says what was lost before.
+	if want := "history: 15 of 25 recorded reports were not written: 15 dropped, oldest first, to stay within the buffer"; !strings.Contains(logs.String(), want) {
+		t.Errorf("the log does not say %q:\n%s", want, logs.String())
+	}
+}
+
+// footprintOf is what a recorder counts for r.
+func footprintOf(t *testing.T, r *domain.Report) int {
+	t.Helper()
+	probe, err := recorder.New(recorder.Options{Store: fakeStore{}, Clock: porttest.NewClock(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe.Record(r)
+	return probe.Stats().BufferedBytes
 }

@@ -2,6 +2,7 @@ package recorder_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -87,7 +88,7 @@ func TestRetriesWithCappedBackoffAndCatchesUp(t *testing.T) {
 		t.Errorf("final stats %+v", s)
 	}
 	checkBalance(t, s)
-	// Each failure has its line; so has the end of them, once.
+	// The end of the failures has its line, once.
 	if n := strings.Count(logs.String(), "history: writes succeed again"); n != 1 {
 		t.Errorf("%d recovery lines, want 1:\n%s", n, logs.String())
 	}
@@ -244,5 +245,111 @@ func TestCloseBetweenAFailureAndItsWaitRetriesAtOnce(t *testing.T) {
 	}
 	if s := r.Stats(); s.Written < 10 || s.Written+s.Dropped != int64(recorded) {
 		t.Fatalf("written %d, dropped %d of %d; want every report recorded before Close written", s.Written, s.Dropped, recorded)
+	}
+}
+
+// syncBuffer is a log destination written by the writer goroutine and
+// read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestAFailingStoreIsLoggedOncePerCausePerInterval: a store that keeps
+// failing the same way gets one line per LogEvery, saying how many
+// failures it stands for; a new cause gets its line at once; and when the
+// shutdown grace ends with the store still failing, one last line and
+// Close's error say what was lost and why. (Stopping serve with the
+// database down printed ten lines a second, each repeating the dial
+// error, and then only "context deadline exceeded".)
+func TestAFailingStoreIsLoggedOncePerCausePerInterval(t *testing.T) {
+	ctx := testCtx(t)
+	clk := porttest.NewClock(t0)
+	var mu sync.Mutex
+	cause := "dial tcp 127.0.0.1:5432: connect: connection refused"
+	store := fakeStore{append: func(context.Context, []*domain.Report) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return domain.Wrap(errors.New(cause), domain.CodeUnavailable, "history database unavailable (append)")
+	}}
+	obs := newObserver()
+	obs.failed = make(chan failure, 1000)
+	var logs syncBuffer
+	r := newRecorder(t, recorder.Options{
+		Store: store, Clock: clk, Observer: obs, BufferSize: 100, BatchSize: 10, MaxDelay: time.Hour,
+		MinBackoff: 100 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, LogEvery: 10 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	for s := 1; s <= 10; s++ {
+		r.Record(rep(s))
+	}
+	fail := func(n int) {
+		t.Helper()
+		for range n {
+			recv(t, ctx, obs.failed, "a failed write")
+			if err := clk.WaitPending(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(100 * time.Millisecond)
+		}
+	}
+	lines := func() []string {
+		var out []string
+		for l := range strings.SplitSeq(logs.String(), "\n") {
+			if strings.Contains(l, "history: write failed; retrying") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	fail(100) // 0 s to 9.9 s
+	if got := lines(); len(got) != 1 || !strings.Contains(got[0], "failures=1 ") || !strings.Contains(got[0], "connection refused") {
+		t.Fatalf("after 100 failures in 10 s, the log has %d failure lines, want 1 naming the cause:\n%s", len(got), logs.String())
+	}
+	fail(1) // 10 s: the interval has passed
+	if got := lines(); len(got) != 2 || !strings.Contains(got[1], "failures=100 ") || !strings.Contains(got[1], "failing_for=10s") {
+		t.Fatalf("at 10 s, want a second line standing for 100 failures over 10 s:\n%s", strings.Join(got, "\n"))
+	}
+	mu.Lock()
+	cause = "dial tcp 127.0.0.1:5432: connect: no route to host"
+	mu.Unlock()
+	fail(1)
+	if got := lines(); len(got) != 3 || !strings.Contains(got[2], "no route to host") || !strings.Contains(got[2], "failures=1 ") {
+		t.Fatalf("a new cause is not logged at once:\n%s", strings.Join(got, "\n"))
+	}
+	// The shutdown: the store still fails, and the grace ends.
+	grace, cancel := context.WithCancel(ctx)
+	closed := make(chan error, 1)
+	go func() { closed <- r.Close(grace) }()
+	recv(t, ctx, obs.failed, "the retry Close makes at once")
+	if err := clk.WaitPending(ctx, 1); err != nil { // waiting MinBackoff on a clock that stays still
+		t.Fatal(err)
+	}
+	cancel()
+	err := recv(t, ctx, closed, "Close")
+	for _, want := range []string{"history: 10 of 10 recorded reports were not written", "10 unwritten when the recorder closed",
+		"no route to host", "the grace to write them ended (context canceled)"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Close = %v; want it to say %q", err, want)
+		}
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Close = %v, want it to wrap the grace's end", err)
+	}
+	if got := lines(); len(got) != 3 || strings.Contains(logs.String(), "were not written") {
+		t.Errorf("by the end the log has %d failure lines, want still 3 (the shutdown's retries repeat the cause), and no line of "+
+			"the loss (Close's error says it):\n%s", len(got), logs.String())
 	}
 }

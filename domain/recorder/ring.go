@@ -28,13 +28,17 @@ func (r *ring) popFront() {
 	r.n--
 }
 
-// take removes and returns up to n items from the front.
-func (r *ring) take(n int) []item {
-	n = min(n, r.n)
-	out := make([]item, n)
-	for i := range out {
-		out[i] = r.front()
+// take removes and returns items from the front, up to n of them and
+// maxBytes of their sizes but at least one (when any waits), and their
+// bytes.
+func (r *ring) take(n, maxBytes int) ([]item, int) {
+	var out []item
+	size := 0
+	for r.n > 0 && len(out) < n && (len(out) == 0 || size+r.front().size <= maxBytes) {
+		it := r.front()
+		out = append(out, it)
+		size += it.size
 		r.popFront()
 	}
-	return out
+	return out, size
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,9 @@ func (s *Store) Append(ctx context.Context, reports []*domain.Report) error {
 		return wrapErr(ctx, "append", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	if err := s.limitWrite(ctx, tx); err != nil {
+		return wrapErr(ctx, "append", err)
+	}
 	inserted, err := insertReports(ctx, tx, rs)
 	if err != nil {
 		return wrapErr(ctx, "append", err)
@@ -45,6 +49,27 @@ func (s *Store) Append(ctx context.Context, reports []*domain.Report) error {
 		return wrapErr(ctx, "append: roll up", err)
 	}
 	return wrapErr(ctx, "append commit", tx.Commit(ctx))
+}
+
+// writeStatementTimeout bounds each statement of a write on the server
+// when the caller's context has no deadline (the recorder cancels its
+// writes itself): far above what a statement of a bounded batch takes, it
+// only ends a statement that went on after its client left.
+const writeStatementTimeout = time.Minute
+
+// limitWrite bounds tx on the server: its lock waits by lockTimeout (a
+// worker's lock held by a session whose client vanished is then named as
+// the cause, and the write retried), and each of its statements by what
+// is left of ctx, plus a second so that the caller's deadline, which says
+// more, comes first.
+func (s *Store) limitWrite(ctx context.Context, tx pgx.Tx) error {
+	lock, stmt := s.lockTimeout, writeStatementTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		stmt = max(time.Until(dl), 0) + time.Second
+	}
+	_, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)`,
+		strconv.FormatInt(max(lock.Milliseconds(), 1), 10), strconv.FormatInt(stmt.Milliseconds(), 10))
+	return err
 }
 
 // normalized copies reports the way the database keeps them

@@ -37,6 +37,13 @@
 // names and bounds, made from a date it formats itself, and the names of
 // its own tables.
 //
+// A session whose client vanished unseen (a partition) must not hold a
+// worker's lock for long: Open gives every session TCP keepalives at both
+// ends and an idle_in_transaction_session_timeout, so the server ends such
+// a session and frees its locks, and Append bounds its transaction's lock
+// waits (lock_timeout) and statements (statement_timeout), so a write
+// stuck behind another session fails with that cause and is retried.
+//
 // The store needs only transactions from its database (DB): a
 // *pgxpool.Pool fits, and Open makes one. Migrate hands goose a
 // database/sql view of a *pgxpool.Pool or *pgx.Conn.

@@ -87,7 +87,8 @@ func unavailable(err error) bool {
 			code == "57P01", code == "57P02", code == "57P03", // shutting down, cannot connect now
 			code == "55000",                  // object not in prerequisite state: a database not allowing connections
 			code == "40001", code == "40P01", // serialization failure, deadlock
-			code == "55P03": // lock not available (lock_timeout)
+			code == "55P03", // lock not available (lock_timeout)
+			code == "57014": // query cancelled (statement_timeout, a cancel request)
 			return true
 		}
 		return false

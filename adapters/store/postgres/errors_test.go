@@ -57,12 +57,12 @@ func TestErrorsKeepTheirCause(t *testing.T) {
 // TestErrorClasses: the data itself refused (class 22, e.g. invalid UTF-8
 // in a zone) is INVALID_ARGUMENT, which the history writer drops instead of
 // retrying for ever behind it; a database not taking connections is
-// UNAVAILABLE, worth a retry; other failures are INTERNAL. No message
-// holds the driver's text.
+// UNAVAILABLE, worth a retry, and so is a lock or statement timeout;
+// other failures are INTERNAL. No message holds the driver's text.
 func TestErrorClasses(t *testing.T) {
 	for code, want := range map[string]string{
 		"22021": domain.CodeInvalidArgument, "22003": domain.CodeInvalidArgument,
-		"55000": domain.CodeUnavailable, "08006": domain.CodeUnavailable,
+		"55000": domain.CodeUnavailable, "08006": domain.CodeUnavailable, "55P03": domain.CodeUnavailable, "57014": domain.CodeUnavailable,
 		"42703": domain.CodeInternal,
 	} {
 		err := postgres.WrapErr(context.Background(), "append", &pgconn.PgError{Code: code, Message: "secret detail"})

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,8 +25,12 @@ import (
 )
 
 // proxy is a TCP proxy on 127.0.0.1 between a pool and the database that
-// can cut connections in the middle of a message, swallow a response, or
-// refuse connections altogether.
+// can cut connections in the middle of a message, swallow a response,
+// refuse connections altogether, stall (stop forwarding, and reading,
+// without closing anything: a database host that froze), or partition
+// the connections open now (what either side sends is lost, a close
+// included, while new connections pass: a network path that died without
+// a word to either end).
 type proxy struct {
 	ln     net.Listener
 	target string
@@ -33,10 +39,17 @@ type proxy struct {
 	cutDown atomic.Bool // swallow the next response to a COMMIT and cut: the commit happened unseen
 	cuts    chan string
 
-	mu    sync.Mutex
-	down  bool
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu      sync.Mutex
+	down    bool
+	stalled chan struct{} // non-nil while stalled; closed when the stall ends
+	conns   map[net.Conn]*link
+	done    chan struct{} // closed by close
+	wg      sync.WaitGroup
+}
+
+// link is one proxied connection, both its sockets.
+type link struct {
+	partitioned atomic.Bool
 }
 
 func startProxy(t *testing.T, target string) *proxy {
@@ -45,7 +58,7 @@ func startProxy(t *testing.T, target string) *proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{ln: ln, target: target, cuts: make(chan string, 100), conns: map[net.Conn]struct{}{}}
+	p := &proxy{ln: ln, target: target, cuts: make(chan string, 100), conns: map[net.Conn]*link{}, done: make(chan struct{})}
 	p.wg.Go(p.accept)
 	t.Cleanup(p.close)
 	return p
@@ -64,39 +77,83 @@ func (p *proxy) accept() {
 			_ = c.Close()
 			continue
 		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns[c], p.conns[s] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		p.wg.Go(func() { p.pipe(s, c, true) })
-		p.wg.Go(func() { p.pipe(c, s, false) })
+		p.wg.Go(func() { p.connect(c) })
 	}
 }
 
-func (p *proxy) pipe(dst, src net.Conn, up bool) {
-	defer p.drop(dst, src)
+// connect dials the database for c, once any stall is over.
+func (p *proxy) connect(c net.Conn) {
+	if !p.waitStall() {
+		_ = c.Close()
+		return
+	}
+	s, err := net.Dial("tcp", p.target)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	l := &link{}
+	p.mu.Lock()
+	p.conns[c], p.conns[s] = l, l
+	p.mu.Unlock()
+	p.wg.Go(func() { p.pipe(l, s, c, true) })
+	p.wg.Go(func() { p.pipe(l, c, s, false) })
+}
+
+// waitStall blocks while the proxy is stalled; false once it closes.
+func (p *proxy) waitStall() bool {
+	p.mu.Lock()
+	stalled := p.stalled
+	p.mu.Unlock()
+	if stalled == nil {
+		return true
+	}
+	select {
+	case <-stalled:
+		return true
+	case <-p.done:
+		return false
+	}
+}
+
+func (p *proxy) pipe(l *link, dst, src net.Conn, up bool) {
 	buf := make([]byte, 64<<10)
 	for {
+		if !p.waitStall() {
+			p.drop(dst, src)
+			return
+		}
 		n, err := src.Read(buf)
+		if !p.waitStall() {
+			p.drop(dst, src)
+			return
+		}
+		if l.partitioned.Load() {
+			if err != nil { // the other end never learns
+				p.drop(src)
+				return
+			}
+			continue
+		}
 		if n > 0 {
 			switch {
 			case up && n > 4096 && p.cutUp.CompareAndSwap(true, false):
 				_, _ = dst.Write(buf[:n/2])
 				p.cuts <- fmt.Sprintf("cut a %d-byte request after %d bytes", n, n/2)
+				p.drop(dst, src)
 				return
 			case !up && bytes.Contains(buf[:n], []byte("COMMIT\x00")) && p.cutDown.CompareAndSwap(true, false):
 				p.cuts <- fmt.Sprintf("swallowed a %d-byte response to COMMIT", n)
+				p.drop(dst, src)
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
+				p.drop(dst, src)
 				return
 			}
 		}
 		if err != nil {
+			p.drop(dst, src)
 			return
 		}
 	}
@@ -126,8 +183,37 @@ func (p *proxy) setDown(down bool) {
 	p.drop(live...)
 }
 
+// stall stops all forwarding, on the connections open now and on new
+// ones (accepted, never answered), until the returned func ends it.
+func (p *proxy) stall() (resume func()) {
+	ch := make(chan struct{})
+	p.mu.Lock()
+	p.stalled = ch
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		p.stalled = nil
+		p.mu.Unlock()
+		close(ch)
+	}
+}
+
+// partition loses everything the connections open now carry, closes
+// included, and returns how many it cut off; new connections pass.
+func (p *proxy) partition() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	links := map[*link]bool{}
+	for _, l := range p.conns {
+		l.partitioned.Store(true)
+		links[l] = true
+	}
+	return len(links)
+}
+
 func (p *proxy) close() {
 	_ = p.ln.Close()
+	close(p.done)
 	p.setDown(true)
 	p.wg.Wait()
 }
@@ -136,6 +222,15 @@ func (p *proxy) close() {
 type faultObserver struct {
 	written, failures, dropped atomic.Int64
 	event                      chan struct{}
+	mu                         sync.Mutex
+	errs                       []string // of the failed writes
+}
+
+// failedWith says whether a failed write's error said s.
+func (o *faultObserver) failedWith(s string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.ContainsFunc(o.errs, func(e string) bool { return strings.Contains(e, s) })
 }
 
 func (o *faultObserver) signal() {
@@ -144,8 +239,12 @@ func (o *faultObserver) signal() {
 	default:
 	}
 }
-func (o *faultObserver) Written(n int, _ time.Duration) { o.written.Add(int64(n)); o.signal() }
-func (o *faultObserver) WriteFailed(error, time.Duration) {
+func (o *faultObserver) Written(n int, _, _ time.Duration) { o.written.Add(int64(n)); o.signal() }
+func (o *faultObserver) Split(int)                         {}
+func (o *faultObserver) WriteFailed(err error, _ time.Duration) {
+	o.mu.Lock()
+	o.errs = append(o.errs, err.Error())
+	o.mu.Unlock()
 	o.failures.Add(1)
 	o.signal()
 }
@@ -165,6 +264,7 @@ func proxiedURL(t *testing.T, proxyAddr, schema string) string {
 	}
 	q := url.Values{}
 	q.Set("search_path", schema)
+	q.Set("application_name", schema)
 	q.Set("connect_timeout", "5")
 	q.Set("sslmode", "disable")
 	u.RawQuery = q.Encode()
@@ -295,5 +395,374 @@ func TestWriterSurvivesCutConnections(t *testing.T) {
 	// The newest report is always kept (drops take the oldest).
 	if n := queryInt(t, direct, `SELECT count(*) FROM history_reports WHERE source_instance_id = 'fault-test' AND sequence_id = $1`, int64(seq)); n != 1 {
 		t.Errorf("the last report is stored %d times, want 1", n)
+	}
+}
+
+// proxiedStore returns a migrated store in a fresh schema, a proxy to the
+// database, and a store of the same schema that connects through it.
+func proxiedStore(t *testing.T, o postgres.Options) (direct *postgres.Store, p *proxy, proxied *postgres.Store, schema string) {
+	t.Helper()
+	direct, schema = newStore(t)
+	cfg, err := pgx.ParseConfig(pgtest.BaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = startProxy(t, net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
+	proxied, err = postgres.Open(proxiedURL(t, p.ln.Addr().String(), schema), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxied.Close)
+	return direct, p, proxied, schema
+}
+
+// wideReports are n reports of one worker with ranks ranks each, 10 ms
+// apart from start, numbered from first.
+func wideReports(source string, first, n, ranks int, start time.Time) []*domain.Report {
+	out := make([]*domain.Report, n)
+	for i := range out {
+		seq := first + i
+		at := start.Add(time.Duration(seq) * 10 * time.Millisecond)
+		r := &domain.Report{SourceInstanceID: source, SequenceID: uint64(seq), ReportTime: at,
+			Worker: domain.Worker{Addr: "10.0.0.9:30000", Type: domain.WorkerTypeRegular}, Status: domain.StatusHealthy,
+			Ranks: make([]domain.RankLoad, ranks)}
+		for dp := range r.Ranks {
+			r.Ranks[dp] = domain.RankLoad{DPRank: int64(dp), SnapshotTime: at, TokenUsage: float64((dp*7+seq)%100) / 100,
+				NumTotalTokens: 1 << 20, MaxTotalNumTokens: 1 << 20}
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// storedOnce checks that the database holds each of the n reports of
+// source with all its ranks, once, in the reports and in the rollups.
+func storedOnce(t *testing.T, direct *postgres.Store, source string, n, ranks int64) {
+	t.Helper()
+	reports := queryInt(t, direct, `SELECT count(*) FROM history_reports WHERE source_instance_id = $1`, source)
+	distinct := queryInt(t, direct, `SELECT count(DISTINCT sequence_id) FROM history_reports WHERE source_instance_id = $1`, source)
+	partial := queryInt(t, direct, `SELECT count(*) FROM history_reports WHERE source_instance_id = $1 AND length(ranks) <> $2`,
+		source, 100*ranks)
+	rolled := queryInt(t, direct, `SELECT coalesce(sum(reports), 0) FROM history_minutes WHERE worker_addr = '10.0.0.9:30000'`)
+	if reports != n || distinct != n || partial != 0 || rolled != n {
+		t.Errorf("the database holds %d reports (%d distinct, %d without all %d ranks), its rollups %d; want each of the %d once",
+			reports, distinct, partial, ranks, rolled, n)
+	}
+}
+
+// TestABacklogDrainsAfterAnOutage: reports of wide engines pile up while
+// the database refuses connections; once it is back, the recorder writes
+// them all, each once, although a batch of all of them cannot be written
+// within the write timeout. (Such a batch was retried whole, timing out,
+// for ever: history stopped until a restart.) With the default write
+// rate, the timeout grows with the batch's bytes; with a rate so high
+// that it does not, the timed-out batch is split until its pieces pass.
+func TestABacklogDrainsAfterAnOutage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rate int
+	}{{"timeout grows with the batch", 0}, {"timed-out batches split", 1 << 40}} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n, ranks = 1500, 256
+			direct, p, proxied, _ := proxiedStore(t, postgres.Options{MaxConns: 2})
+			ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+			defer cancel()
+			// A tenth of the backlog, written by another worker, says what
+			// this database (and this build: the race detector slows the
+			// store down many times) takes for it.
+			probe := wideReports("probe", 1, n/10, ranks, time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
+			for _, r := range probe {
+				r.Worker.Addr = "10.0.0.8:30000"
+			}
+			if err := direct.Append(ctx, probe[:1]); err != nil { // the day's partitions
+				t.Fatal(err)
+			}
+			began := time.Now()
+			if err := direct.Append(ctx, probe[1:]); err != nil {
+				t.Fatal(err)
+			}
+			tenth := time.Since(began)
+			obs := &faultObserver{event: make(chan struct{}, 1)}
+			rec, err := recorder.New(recorder.Options{
+				Store: proxied, Clock: clock.System{}, Observer: obs,
+				// The whole backlog in one batch, and a write timeout of a
+				// fifth of what it takes: what a slower or busier database
+				// makes of the 5 s default.
+				BatchBytes: 64 << 20, WriteTimeout: 2 * tenth, WriteRate: tc.rate,
+				MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			backlog := wideReports("backlog", 1, n, ranks, time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
+			p.setDown(true)
+			rec.Start()
+			for _, r := range backlog {
+				rec.Record(r)
+			}
+			for obs.failures.Load() < 2 {
+				select {
+				case <-obs.event:
+				case <-ctx.Done():
+					t.Fatalf("no failed write while the database is down: %v", ctx.Err())
+				}
+			}
+			held := rec.Stats()
+			p.setDown(false)
+			back := time.Now()
+			for obs.written.Load() < n {
+				select {
+				case <-obs.event:
+				case <-ctx.Done():
+					st := rec.Stats()
+					t.Fatalf("%s after the database came back, %d of %d reports written (%d failed attempts, last %v)",
+						time.Since(back).Round(time.Millisecond), st.Written, n, st.Failures, st.LastError)
+				}
+			}
+			drained := time.Since(back)
+			if err := rec.Close(ctx); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			st := rec.Stats()
+			t.Logf("a backlog of %d reports × %d ranks (%d MB held) drained in %s after the database came back "+
+				"(write timeout %s): %d batches, %d failed attempts, %d splits",
+				n, ranks, held.BufferedBytes>>20, drained.Round(time.Millisecond), 2*tenth.Round(time.Millisecond), st.Batches, st.Failures, st.Splits)
+			if st.Written != n || st.Dropped != 0 {
+				t.Errorf("written %d, dropped %d; want all %d written", st.Written, st.Dropped, n)
+			}
+			if tc.rate != 0 && st.Splits == 0 {
+				t.Error("no batch was split: the test did not exercise what it is for")
+			}
+			storedOnce(t, direct, "backlog", n, ranks)
+		})
+	}
+}
+
+// waitFor polls the database until cond's query counts at least one row,
+// or ctx ends.
+func waitFor(t *testing.T, ctx context.Context, direct *postgres.Store, what, sql string, args ...any) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for queryInt(t, direct, sql, args...) == 0 {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		}
+	}
+}
+
+// TestWritesResumeAfterAPartition: the network between the writer and
+// PostgreSQL dies in the middle of a write, after the write took its
+// worker's lock, without a word to either end: the server's session is
+// left idle in its transaction, holding the lock. The writer gives up on
+// it and writes on new connections, which wait behind the lock as long as
+// the lock timeout lets them; our sessions'
+// idle_in_transaction_session_timeout makes the server end the orphan and
+// free the lock, so writes resume within a bound, and nothing is stored
+// twice. (The orphan held the lock until the server's TCP keepalive gave
+// up, two hours by default, and every write of the worker timed out
+// behind it.)
+func TestWritesResumeAfterAPartition(t *testing.T) {
+	direct, p, proxied, schema := proxiedStore(t, postgres.Options{
+		MaxConns: 2, IdleInTransactionTimeout: 3 * time.Second, LockTimeout: 300 * time.Millisecond,
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	obs := &faultObserver{event: make(chan struct{}, 1)}
+	rec, err := recorder.New(recorder.Options{
+		Store: proxied, Clock: clock.System{}, Observer: obs, BatchSize: 10, MaxDelay: time.Millisecond,
+		WriteTimeout: time.Second, MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Start()
+	defer func() { _ = rec.Close(ctx) }()
+	start := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	reports := wideReports("partition", 1, 30, 8, start)
+	wrote := func(n int64, what string) {
+		t.Helper()
+		for obs.written.Load() < n {
+			select {
+			case <-obs.event:
+			case <-ctx.Done():
+				st := rec.Stats()
+				t.Fatalf("waiting for %s: %v (written %d of %d, %d failed attempts, last %v)", what, ctx.Err(), st.Written, n, st.Failures, st.LastError)
+			}
+		}
+	}
+	for _, r := range reports[:10] {
+		rec.Record(r)
+	}
+	wrote(10, "the writes before the partition")
+
+	// The next write stops, holding its worker's lock, at the rollups,
+	// which the test locks; the network then dies, and the rollups are
+	// let go: the server finishes the statement and waits, idle in its
+	// transaction, for a client that is gone.
+	locker, err := pgx.Connect(ctx, pgtest.WithSearchPath(pgtest.BaseURL(), schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = locker.Close(context.Background()) }()
+	lockTx, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lockTx.Exec(ctx, `LOCK TABLE history_minutes IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reports[10:20] {
+		rec.Record(r)
+	}
+	waitFor(t, ctx, direct, "the write to wait for the rollups with its worker's lock taken", `SELECT count(*) FROM pg_stat_activity a
+		WHERE application_name = $1 AND wait_event_type = 'Lock'
+		  AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'advisory' AND l.granted)`, schema)
+	if cut := p.partition(); cut == 0 {
+		t.Fatal("no connection to partition")
+	}
+	if err := lockTx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, direct, "the orphaned session to sit idle in its transaction", `SELECT count(*) FROM pg_stat_activity
+		WHERE application_name = $1 AND state LIKE 'idle in transaction%'`, schema)
+	cutAt := time.Now()
+
+	// The writer retries on new connections, behind the orphan's lock,
+	// until the server ends the orphan.
+	for _, r := range reports[20:] {
+		rec.Record(r)
+	}
+	wrote(30, "writes to resume after the partition")
+	resumed := time.Since(cutAt)
+	if err := rec.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	st := rec.Stats()
+	t.Logf("writes resumed %s after the partition left a session holding the worker's lock (%d failed attempts, last %v)",
+		resumed.Round(time.Millisecond), st.Failures, st.LastError)
+	if !obs.failedWith("SQLSTATE 55P03") {
+		t.Error("no write failed on the lock timeout: the test did not make writes wait behind the orphan's lock")
+	}
+	if orphans := queryInt(t, direct, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state LIKE 'idle in transaction%'`, schema); orphans != 0 {
+		t.Errorf("%d sessions still idle in a transaction", orphans)
+	}
+	storedOnce(t, direct, "partition", 30, 8)
+	p.setDown(true) // the pool's idle connections were cut off too: closing them would wait for answers that never come
+}
+
+// TestWritesResumeAfterAStall: the database stops answering without
+// closing anything (its host froze), on the connections open and on new
+// ones. Each write gives up at its timeout and the writer keeps the
+// reports; when the database answers again, they are written, each once.
+func TestWritesResumeAfterAStall(t *testing.T) {
+	direct, p, proxied, _ := proxiedStore(t, postgres.Options{MaxConns: 2})
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	obs := &faultObserver{event: make(chan struct{}, 1)}
+	rec, err := recorder.New(recorder.Options{
+		Store: proxied, Clock: clock.System{}, Observer: obs, BatchSize: 10, MaxDelay: time.Millisecond,
+		WriteTimeout: 300 * time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Start()
+	defer func() { _ = rec.Close(ctx) }()
+	reports := wideReports("stall", 1, 30, 8, time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
+	until := func(what string, done func() bool) {
+		t.Helper()
+		for !done() {
+			select {
+			case <-obs.event:
+			case <-ctx.Done():
+				st := rec.Stats()
+				t.Fatalf("waiting for %s: %v (written %d, %d failed attempts, last %v)", what, ctx.Err(), st.Written, st.Failures, st.LastError)
+			}
+		}
+	}
+	for _, r := range reports[:10] {
+		rec.Record(r)
+	}
+	until("the writes before the stall", func() bool { return obs.written.Load() == 10 })
+	resume := p.stall()
+	for _, r := range reports[10:] {
+		rec.Record(r)
+	}
+	until("writes to time out while the database is stalled", func() bool { return obs.failures.Load() >= 3 })
+	if !obs.failedWith("timed out") || obs.written.Load() != 10 {
+		t.Errorf("while stalled: %d written, and no write timed out", obs.written.Load())
+	}
+	resume()
+	until("writes to resume after the stall", func() bool { return obs.written.Load() == 30 })
+	if err := rec.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	storedOnce(t, direct, "stall", 30, 8)
+}
+
+// TestOurSessionsBoundWhatAVanishedClientHolds: every session the store
+// opens carries the settings that let the server end it when its client
+// is gone (keepalives, the idle-in-transaction timeout); what the URL
+// says wins.
+func TestOurSessionsBoundWhatAVanishedClientHolds(t *testing.T) {
+	dbURL, _ := pgtest.FreshSchema(t)
+	for _, tc := range []struct {
+		name, url string
+		o         postgres.Options
+		want      map[string]string
+	}{
+		{"defaults", dbURL, postgres.Options{}, map[string]string{
+			"idle_in_transaction_session_timeout": "30s", "tcp_keepalives_idle": "15", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3",
+		}},
+		{"options", dbURL, postgres.Options{IdleInTransactionTimeout: 1500 * time.Millisecond, KeepAlive: time.Minute}, map[string]string{
+			"idle_in_transaction_session_timeout": "1500ms", "tcp_keepalives_idle": "60", "tcp_keepalives_interval": "20",
+		}},
+		{"off", dbURL, postgres.Options{IdleInTransactionTimeout: -1}, map[string]string{"idle_in_transaction_session_timeout": "0"}},
+		{"the URL's own", dbURL + "&idle_in_transaction_session_timeout=7000", postgres.Options{}, map[string]string{
+			"idle_in_transaction_session_timeout": "7s",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := postgres.Open(tc.url, tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			tcp := queryInt(t, s, `SELECT count(inet_server_addr())`) == 1 // keepalives read 0 over a Unix socket
+			for name, want := range tc.want {
+				if strings.HasPrefix(name, "tcp_") && !tcp {
+					continue
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+				var got string
+				tx, err := s.DB().Begin(ctx)
+				if err == nil {
+					err = tx.QueryRow(ctx, `SELECT current_setting($1)`, name).Scan(&got)
+					_ = tx.Rollback(ctx)
+				}
+				cancel()
+				if err != nil || got != want {
+					t.Errorf("%s = %q (%v), want %q", name, got, err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestOpenRefusesBadBounds: a negative or sub-millisecond bound is named,
+// not sent to the server (which takes whole milliseconds).
+func TestOpenRefusesBadBounds(t *testing.T) {
+	for name, o := range map[string]postgres.Options{
+		"lock timeout":    {LockTimeout: -time.Second},
+		"keepalive":       {KeepAlive: time.Microsecond},
+		"connect timeout": {ConnectTimeout: -1},
+	} {
+		_, err := postgres.Open(pgtest.DefaultURL, o)
+		if domain.ErrorCode(err) != domain.CodeInvalidArgument || !strings.Contains(err.Error(), name) {
+			t.Errorf("Open with a bad %s: %v, want INVALID_ARGUMENT naming it", name, err)
+		}
 	}
 }

@@ -237,7 +237,10 @@ func NewRecorder(c Config, h *History, clk ports.Clock, b ports.Backoff, m *metr
 	if err != nil {
 		return nil, nil, err
 	}
-	m.WatchRecorder(func() (int, time.Duration) { s := r.Stats(); return s.Buffered, s.Lag })
+	m.WatchRecorder(func() metrics.Backlog {
+		s := r.Stats()
+		return metrics.Backlog{Reports: s.Buffered, Bytes: s.BufferedBytes, Lag: s.Lag, LimitBytes: r.BufferBytes()}
+	})
 	return r, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), c.ShutdownGrace)
 		defer cancel()

@@ -232,14 +232,9 @@ func (m *Main) close() error {
 	if m.recorder != nil {
 		flushCtx, cancelFlush := context.WithDeadline(context.Background(), start.Add(grace))
 		defer cancelFlush()
-		herr := m.recorder.Close(flushCtx)
-		// What the history lost over the whole run, said where it is
-		// read: once the process is gone, no one scrapes the counter.
-		if st := m.recorder.Stats(); herr != nil || st.Dropped > 0 {
-			m.log.Warn("history not fully written", "err", herr, "recorded", st.Recorded, "written", st.Written,
-				"dropped", st.Dropped, "last_write_error", st.LastError)
-		}
-		err = errors.Join(err, herr)
+		// What the history lost over the whole run and why: Close logs it,
+		// or returns it when the grace ended first.
+		err = errors.Join(err, m.recorder.Close(flushCtx))
 	}
 	if !m.history.CloseBy(start.Add(grace)) {
 		m.log.Warn("history store still closing when the grace ended; exiting without it (its database does not answer)",

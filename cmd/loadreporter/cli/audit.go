@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,12 +15,16 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/adapters/rpc"
+	"github.com/loadreporter/loadreporter/adapters/store/postgres"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/envflag"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports"
 	"github.com/loadreporter/loadreporter/web/audittable"
 )
+
+// DefaultQueryTimeout is audit's --query-timeout.
+const DefaultQueryTimeout = time.Minute
 
 // AuditConfig is what `loadreporter audit` can be told.
 type AuditConfig struct {
@@ -39,6 +44,10 @@ type AuditConfig struct {
 	Target      string
 	DatabaseURL string
 	AuthToken   string
+	// QueryTimeout bounds the whole audit: connecting and every query
+	// (0: no bound). A database that accepts connections and never answers
+	// would otherwise hold the command for ever.
+	QueryTimeout time.Duration
 	// Notes is where CSV and JSON output says what a limit left out,
 	// apart from the data (the table prints it below the rows); nil is
 	// os.Stderr.
@@ -69,7 +78,8 @@ func (l listFlag) Set(s string) error {
 
 // ParseAudit reads `audit <query> [flags]`.
 func ParseAudit(args []string, getenv func(string) string, out io.Writer) (AuditConfig, error) {
-	c := AuditConfig{Since: "1h", Format: "table", Target: "127.0.0.1:8080", Threshold: audittable.DefaultThreshold}
+	c := AuditConfig{Since: "1h", Format: "table", Target: "127.0.0.1:8080", Threshold: audittable.DefaultThreshold,
+		QueryTimeout: DefaultQueryTimeout}
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
 	fs.SetOutput(out)
 	var workers, statuses, ranks []string
@@ -89,6 +99,7 @@ func ParseAudit(args []string, getenv func(string) string, out io.Writer) (Audit
 	fs.StringVar(&c.Target, "target", c.Target, "HOST:PORT of a running loadreporter to ask (its HistoryService)")
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "query PostgreSQL directly instead of --target")
 	fs.StringVar(&c.AuthToken, "auth-token", c.AuthToken, "bearer token the target requires")
+	fs.DurationVar(&c.QueryTimeout, "query-timeout", c.QueryTimeout, "the longest the audit may take, connecting and every query included (0: no limit)")
 	extra := map[string]string{"database-url": "DATABASE_URL", "interval": envflag.CommandLineOnly}
 	fs.Usage = envflag.Usage(fs, out, "Usage: loadreporter audit <"+strings.Join(audittable.Names(), "|")+"> [flags]\n\n"+
 		"Answers audit queries over the recorded history.\n\n"+
@@ -125,6 +136,9 @@ func ParseAudit(args []string, getenv func(string) string, out io.Writer) (Audit
 		}
 		c.Ranks = append(c.Ranks, n)
 	}
+	if c.QueryTimeout < 0 {
+		return c, fmt.Errorf("--query-timeout %s: want a duration ≥ 0 (0: no limit)", c.QueryTimeout)
+	}
 	if !slices.Contains([]string{"table", "csv", "json"}, c.Format) {
 		return c, fmt.Errorf("--format %q: want table, csv or json", c.Format)
 	}
@@ -134,6 +148,18 @@ func ParseAudit(args []string, getenv func(string) string, out io.Writer) (Audit
 		}
 	}
 	return c, nil
+}
+
+// errQueryTimeout is the cause of the end of an audit's --query-timeout.
+var errQueryTimeout = errors.New("audit: --query-timeout ended")
+
+// source names what the audit asks: the database (its password hidden)
+// or the reporter.
+func (c AuditConfig) source() string {
+	if c.DatabaseURL != "" {
+		return "the database at " + envflag.RedactURL(c.DatabaseURL)
+	}
+	return "the reporter at " + c.Target
 }
 
 // wrap breaks text into lines of at most width bytes, between words.
@@ -189,6 +215,11 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if c.QueryTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, c.QueryTimeout, errQueryTimeout)
+		defer cancel()
+	}
 	var q ports.HistoryQuery
 	interval := c.Interval
 	if c.DatabaseURL != "" {
@@ -196,7 +227,13 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 			// Through --target, 0 lets the reporter apply its own.
 			interval = audittable.DefaultHistoryInterval
 		}
-		s, err := openStore(c.DatabaseURL)
+		// A connection attempt gives up within its usual bound, or after
+		// the --query-timeout, which then names itself.
+		o := postgres.Options{MaxConns: 1}
+		if c.QueryTimeout > 0 && c.QueryTimeout <= postgres.DefaultConnectTimeout {
+			o.ConnectTimeout = c.QueryTimeout + time.Second
+		}
+		s, err := openStore(c.DatabaseURL, o)
 		if err != nil {
 			return err
 		}
@@ -224,6 +261,14 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 	note := ""
 	for t, err := range audittable.Pages(ctx, q, query) {
 		if err != nil {
+			if errors.Is(context.Cause(ctx), errQueryTimeout) {
+				return fmt.Errorf("audit %s: no answer from %s within --query-timeout %s (raise it for a long window; 0: no limit)",
+					c.Query, c.source(), c.QueryTimeout)
+			}
+			if c.DatabaseURL != "" && connectTimedOut(err) {
+				return fmt.Errorf("audit %s: %s did not answer while connecting (connect_timeout %s): %s",
+					c.Query, c.source(), connectTimeout(c.DatabaseURL), dbError(err, c.DatabaseURL))
+			}
 			if c.DatabaseURL != "" {
 				return fmt.Errorf("audit %s: %s", c.Query, dbError(err, c.DatabaseURL))
 			}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loadreporter/loadreporter/adapters/store/postgres"
 	"github.com/loadreporter/loadreporter/adapters/store/postgres/pgtest"
 	"github.com/loadreporter/loadreporter/domain"
 )
@@ -191,7 +192,7 @@ func TestAuditSaysOnStderrWhatALimitCut(t *testing.T) {
 	if err := Migrate(ctx, dbURL, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	s, err := openStore(dbURL)
+	s, err := openStore(dbURL, postgres.Options{MaxConns: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -12,13 +13,13 @@ import (
 	"github.com/loadreporter/loadreporter/domain"
 )
 
-// openStore opens the database at dbURL for a command. A dbURL the
-// driver cannot parse is named with RedactURL's redaction, not the
+// openStore opens the database at dbURL for a command, as o says. A dbURL
+// the driver cannot parse is named with RedactURL's redaction, not the
 // driver's: that one hides a password only as far as a malformed string
 // lets it (of a quoted password that never closes, it shows all but the
 // first word).
-func openStore(dbURL string) (*postgres.Store, error) {
-	s, err := postgres.Open(dbURL, postgres.Options{MaxConns: 1})
+func openStore(dbURL string, o postgres.Options) (*postgres.Store, error) {
+	s, err := postgres.Open(dbURL, o)
 	if err == nil {
 		return s, nil
 	}
@@ -66,4 +67,21 @@ func hidePassword(s, dbURL string) string {
 		s = strings.ReplaceAll(s, pw, "xxxxx")
 	}
 	return s
+}
+
+// connectTimedOut says err is a connection attempt that ran out of time
+// (the database accepted the connection and never answered, or never
+// accepted it).
+func connectTimedOut(err error) bool {
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce) && pgconn.Timeout(err)
+}
+
+// connectTimeout is how long a connection attempt to dbURL may take: its
+// connect_timeout, or the store's default.
+func connectTimeout(dbURL string) time.Duration {
+	if cfg, err := pgconn.ParseConfig(dbURL); err == nil && cfg.ConnectTimeout > 0 {
+		return cfg.ConnectTimeout
+	}
+	return postgres.DefaultConnectTimeout
 }

@@ -16,7 +16,7 @@ func Migrate(ctx context.Context, url string, out io.Writer) error {
 	if url == "" {
 		return errors.New("migrate needs --database-url (or DATABASE_URL)")
 	}
-	s, err := openStore(url)
+	s, err := openStore(url, postgres.Options{MaxConns: 1})
 	if err != nil {
 		return err
 	}
