@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -104,6 +105,9 @@ func Open(url string, o Options) (*Store, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	if err := CheckURL(url); err != nil {
+		return nil, err
+	}
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		return nil, domain.Errorf(domain.CodeInvalidArgument, "database-url: %v", err)
@@ -120,6 +124,21 @@ func Open(url string, o Options) (*Store, error) {
 		s.reads = make(chan struct{}, n)
 	}
 	return s, nil
+}
+
+// CheckURL refuses a URL of another database, which the driver would try
+// to read as key=value settings and fail on with a baffling message.
+func CheckURL(url string) error {
+	scheme, _, ok := strings.Cut(url, "://")
+	if !ok || strings.ContainsAny(scheme, " =") {
+		return nil // key=value settings (host=… dbname=…), read by the driver
+	}
+	if s := strings.ToLower(scheme); s != "postgres" && s != "postgresql" {
+		return domain.Errorf(domain.CodeInvalidArgument,
+			"database-url: a %s:// URL: want postgres://USER@HOST:PORT/DATABASE (or postgresql://, or key=value settings): the history is kept in PostgreSQL only",
+			domain.Shorten(scheme, 20))
+	}
+	return nil
 }
 
 // New returns a Store on db (for example a *pgxpool.Pool). Closing the

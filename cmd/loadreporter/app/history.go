@@ -2,8 +2,10 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +47,9 @@ func NewHistory(c Config, log *slog.Logger) (*History, func(), error) {
 	}
 	s, err := postgres.Open(c.DatabaseURL, postgres.Options{})
 	if err != nil {
+		if msg, ok := strings.CutPrefix(domain.ErrorMessage(err), "database-url: "); ok {
+			return nil, nil, errors.New("--database-url: " + msg) // the store names the URL's problem
+		}
 		return nil, nil, fmt.Errorf("--database-url: %w", err)
 	}
 	// A database that does not answer yet must not hold serve back

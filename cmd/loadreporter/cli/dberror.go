@@ -23,6 +23,9 @@ func openStore(dbURL string, o postgres.Options) (*postgres.Store, error) {
 	if err == nil {
 		return s, nil
 	}
+	if perr := postgres.CheckURL(dbURL); perr != nil {
+		return nil, errors.New("--" + domain.ErrorMessage(perr))
+	}
 	msg := err.Error()
 	var pce *pgconn.ParseConfigError
 	if _, perr := pgconn.ParseConfig(dbURL); errors.As(perr, &pce) {
