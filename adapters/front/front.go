@@ -178,6 +178,10 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == rt.Path && (r.Method == rt.Method || rt.Method == http.MethodGet && r.Method == http.MethodHead) {
 			if !f.admitted(r) {
 				// The engine's own refusal, in its shape.
+				if isGRPC(r) && f.errs.IsSupported(r) {
+					_ = f.errs.Write(w, r, connect.NewError(connect.CodeUnauthenticated, errors.New("missing or wrong bearer token (the engine's API key)")))
+					return
+				}
 				writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized"})
 				return
 			}

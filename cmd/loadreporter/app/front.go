@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/loadreporter/loadreporter/adapters/front"
 	"github.com/loadreporter/loadreporter/adapters/metrics"
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
@@ -92,6 +94,9 @@ func NewFront(c Config, poll *pollapi.Handler, m *metrics.Metrics, log *slog.Log
 		Answered: []front.Route{
 			{Method: http.MethodGet, Path: "/v1/loads", Handler: poll},
 			{Method: http.MethodGet, Path: "/get_load", Handler: http.HandlerFunc(poll.ServeGetLoad)},
+			// A gRPC engine's poll (SMG's gRPC mode); the rest of its
+			// scheduler service is passed through.
+			{Method: http.MethodPost, Path: pollapi.GetLoadsProcedure, Handler: poll.GetLoadsHandler(connect.WithReadMaxBytes(MaxRequestBytes))},
 		},
 		APIKey:                c.EngineAPIKey,
 		MetricsMaxAge:         pollAge(c),

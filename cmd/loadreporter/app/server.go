@@ -97,6 +97,7 @@ func NewHandler(c Config, loop *fireloop.Loop, monitor *rpc.Monitor, watch *rpc.
 	mux.Handle(stalls.Wrap(orcaSvc.Handler(limit)))
 	mux.Handle(pollapi.Route, poll)
 	mux.HandleFunc(pollapi.GetLoadRoute, poll.ServeGetLoad)
+	mux.Handle(pollapi.GetLoadsProcedure, poll.GetLoadsHandler(limit))
 	mux.Handle(grpchealth.NewHandler(health, limit))
 	reflector := grpcreflect.NewStaticReflector(loadmonitorv1connect.LoadMonitorServiceName,
 		loadreporterv1connect.WatchServiceName, loadreporterv1connect.AdminServiceName,
