@@ -2,10 +2,12 @@ package tests
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"runtime"
 	"strings"
 	"sync"
@@ -20,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/enginesim"
 	schedulerpb "github.com/loadreporter/loadreporter/gen/sglang/grpc/scheduler"
 	"github.com/loadreporter/loadreporter/gen/sglang/grpc/scheduler/schedulerconnect"
@@ -344,5 +347,39 @@ func TestGRPCFrontWithTheEngineDown(t *testing.T) {
 	err = cc.Invoke(ctx, schedulerconnect.SglangSchedulerGetLoadsProcedure, &schedulerpb.GetLoadsRequest{Include: []string{"core"}}, &loads)
 	if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "UNREACHABLE") {
 		t.Fatalf("GetLoads with the engine down: %v", err)
+	}
+}
+
+// TestTheFrontOverTLS: with --front-tls the worker's address speaks TLS,
+// HTTP/1.1 and HTTP/2 (gRPC over TLS too), with the reporter's
+// certificate, while the engine behind stays plaintext.
+func TestTheFrontOverTLS(t *testing.T) {
+	pki := newTestPKI(t)
+	e := newStandInEngine(t)
+	c := testConfig()
+	c.Source, c.EngineURL, c.Front.Listen, c.Front.TLS = "sglang-http", e.srv.URL, "127.0.0.1:0", true
+	c.TLSCert, c.TLSKey = pki.certFile, pki.keyFile
+	m := startMain(t, c, nil)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool}, ForceAttemptHTTP2: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	resp, err := (&http.Client{Transport: tr}).Get("https://" + m.FrontAddr() + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 || !strings.Contains(string(b), "stand-in") {
+		t.Fatalf("over TLS: HTTP/%d %d %q", resp.ProtoMajor, resp.StatusCode, b)
+	}
+	// A plaintext client is not served on a TLS front.
+	if resp, err := http.Get("http://" + m.FrontAddr() + "/v1/models"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("plaintext on a TLS front: %d", resp.StatusCode)
+		}
+	}
+	if _, err := app.ParseServe([]string{"--front-listen", ":30000", "--engine-url", "http://127.0.0.1:1", "--source", "sglang-http", "--front-tls"},
+		func(string) string { return "" }, io.Discard); err == nil || !strings.Contains(err.Error(), "--front-tls needs --tls-cert") {
+		t.Fatalf("--front-tls without a certificate: %v", err)
 	}
 }

@@ -115,6 +115,10 @@ type FrontConfig struct {
 	// ResponseHeaderTimeout bounds the wait for the engine's headers (0:
 	// none, as a generation that does not stream answers when done).
 	ResponseHeaderTimeout time.Duration
+	// TLS serves the front over TLS with --tls-cert and --tls-key (the
+	// client CA too, when set), for routers that reach the worker by
+	// https:// or TLS gRPC.
+	TLS bool
 }
 
 // DefaultConfig is the embedded default: a simulated engine on localhost.
@@ -216,6 +220,7 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.IntVar(&c.MaxStreamsPerConn, "max-streams-per-conn", c.MaxStreamsPerConn, "HTTP/2 streams one connection may hold open, registered or not")
 	fs.StringVar(&c.Front.Listen, "front-listen", c.Front.Listen, "front mode: the worker's public address (e.g. 0.0.0.0:30000); every request there is passed to the engine unchanged but GET /v1/loads and /get_load, answered from the shared pull, and GET /metrics, the engine's own served from one scrape per --poll-max-age (empty: off)")
 	fs.StringVar(&c.Front.EngineURL, "front-engine-url", c.Front.EngineURL, "front mode: where requests are passed (empty: --engine-url); http://HOST:PORT, or grpc://HOST:PORT for an engine's gRPC server")
+	fs.BoolVar(&c.Front.TLS, "front-tls", c.Front.TLS, "front mode: serve the worker's address over TLS with --tls-cert and --tls-key (and mutual TLS with --tls-client-ca), for routers that reach workers by https:// or TLS gRPC; the engine behind stays plaintext on loopback")
 	fs.DurationVar(&c.Front.ResponseHeaderTimeout, "front-response-header-timeout", c.Front.ResponseHeaderTimeout, "front mode: how long a proxied request waits for the engine's response headers (0: as long as the client waits; a generation that does not stream answers when it is done)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")

@@ -39,6 +39,9 @@ func (f FrontConfig) validate(c Config) error {
 	if f.Listen == c.Listen && port != "0" {
 		return fmt.Errorf("--front-listen %s: must differ from --listen (the reporter's own port)", f.Listen)
 	}
+	if f.TLS && c.TLSCert == "" {
+		return fmt.Errorf("--front-tls needs --tls-cert and --tls-key")
+	}
 	if f.ResponseHeaderTimeout < 0 {
 		return fmt.Errorf("--front-response-header-timeout %s: must not be negative (0: no bound)", f.ResponseHeaderTimeout)
 	}
@@ -109,7 +112,11 @@ func NewFront(c Config, poll *pollapi.Handler, m *metrics.Metrics, log *slog.Log
 	}
 	var p http.Protocols
 	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
+	if c.Front.TLS {
+		p.SetHTTP2(true)
+	} else {
+		p.SetUnencryptedHTTP2(true)
+	}
 	srv := &http.Server{
 		Handler:           h,
 		Protocols:         &p,
@@ -121,6 +128,11 @@ func NewFront(c Config, poll *pollapi.Handler, m *metrics.Metrics, log *slog.Log
 			SendPingTimeout:      30 * time.Second,
 			PingTimeout:          15 * time.Second,
 		},
+	}
+	if c.Front.TLS {
+		if srv.TLSConfig, err = serverTLS(c, log); err != nil {
+			return nil, err
+		}
 	}
 	return &Front{server: srv, engine: engine.Redacted(), listen: c.Front.Listen}, nil
 }

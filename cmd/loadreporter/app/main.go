@@ -140,14 +140,20 @@ func (m *Main) Start() error {
 	}()
 	if m.front != nil {
 		m.frontDone = make(chan error, 1)
+		frontTLS := m.front.server.TLSConfig != nil
 		go func() {
-			err := m.front.server.Serve(m.frontLn)
+			var err error
+			if frontTLS {
+				err = m.front.server.ServeTLS(m.frontLn, "", "")
+			} else {
+				err = m.front.server.Serve(m.frontLn)
+			}
 			if errors.Is(err, http.ErrServerClosed) {
 				err = nil
 			}
 			m.frontDone <- err
 		}()
-		m.log.Info("front serving the worker's address", "addr", m.frontLn.Addr().String(), "engine", m.front.engine)
+		m.log.Info("front serving the worker's address", "addr", m.frontLn.Addr().String(), "engine", m.front.engine, "tls", frontTLS)
 	}
 	close(m.ready.ready)
 	if m.cfg.AuthToken != "" && !useTLS && !isLoopback(ln.Addr()) {

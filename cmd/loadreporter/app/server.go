@@ -204,11 +204,19 @@ func NewServer(c Config, h http.Handler, log *slog.Logger) (*http.Server, error)
 	if c.TLSCert == "" {
 		return srv, nil
 	}
+	var err error
+	srv.TLSConfig, err = serverTLS(c, log)
+	return srv, err
+}
+
+// serverTLS is the TLS of a port: --tls-cert and --tls-key, reloaded when
+// the files change, and client certificates with --tls-client-ca.
+func serverTLS(c Config, log *slog.Logger) (*tls.Config, error) {
 	certs, err := newCertReloader(c.TLSCert, c.TLSKey, time.Second, log)
 	if err != nil {
 		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 	}
-	srv.TLSConfig = &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12}
 	if c.TLSClientCA != "" {
 		pem, err := os.ReadFile(c.TLSClientCA)
 		if err != nil {
@@ -218,10 +226,10 @@ func NewServer(c Config, h http.Handler, log *slog.Logger) (*http.Server, error)
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("--tls-client-ca %s: no PEM certificate found", c.TLSClientCA)
 		}
-		srv.TLSConfig.ClientCAs = pool
-		srv.TLSConfig.ClientAuth = tls.RequireAndVerifyClientCert
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
-	return srv, nil
+	return cfg, nil
 }
 
 // splitList reads a comma-separated flag value.
