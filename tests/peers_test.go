@@ -137,7 +137,9 @@ func (p *peerProcess) alive(t testing.TB) {
 func (p *peerProcess) line(t testing.TB, prefix string, d time.Duration) string {
 	t.Helper()
 	var found string
-	waitUntil(t, d, func() string { return fmt.Sprintf("%s printing %q; output:\n%s", p.name, prefix, tail(p.out.String(), 4000)) },
+	waitUntil(t, d, func() string {
+		return fmt.Sprintf("%s printing %q; output:\n%s", p.name, prefix, tail(p.out.String(), 4000))
+	},
 		func() bool {
 			p.alive(t)
 			for _, l := range strings.Split(p.out.String(), "\n") {
