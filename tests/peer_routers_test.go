@@ -170,6 +170,18 @@ func (r *runningRouter) polled(t *testing.T, w *peerWorker, status string, from,
 	}, func() bool { return w.reports(t, status) >= from+n })
 }
 
+// phaseCheck reads the router's metrics after a phase's requests.
+type phaseCheck func(t *testing.T, r *runningRouter, fams map[string]*dto.MetricFamily)
+
+// byWorker sums a family of the router's by worker name.
+func (r *runningRouter) byWorker(f *dto.MetricFamily) map[string]float64 {
+	out := map[string]float64{}
+	for label, v := range byLabel(f, "worker", nil) {
+		out[whose(label, r.workers)] += v
+	}
+	return out
+}
+
 // peerPhase is one state of the two workers and what the router should
 // conclude from it.
 type peerPhase struct {
@@ -183,7 +195,7 @@ type peerPhase struct {
 	// tried, when set, at least one attempt (a retry's first try counts).
 	want, tried string
 	// check, when set, reads the router's metrics after the requests.
-	check func(t *testing.T, fams map[string]*dto.MetricFamily)
+	check phaseCheck
 }
 
 var (
@@ -198,9 +210,14 @@ var (
 // worker twice in its new state, 20 requests sent one after another all
 // succeed for the client and go where the phase wants them.
 func runPhases(t *testing.T, spec peerRouter, phases []peerPhase) {
+	runPhasesWith(t, spec, heavyLoad, phases)
+}
+
+// runPhasesWith is runPhases with B's load given.
+func runPhasesWith(t *testing.T, spec peerRouter, heavy peerLoad, phases []peerPhase) {
 	needPeer(t, spec.name) // skip before starting anything
 	a := startPeerWorker(t, "A", spec.flavour, lightLoad)
-	b := startPeerWorker(t, "B", spec.flavour, heavyLoad)
+	b := startPeerWorker(t, "B", spec.flavour, heavy)
 	ws := map[string]*peerWorker{"A": a, "B": b}
 	r := startRouter(t, spec, []*peerWorker{a, b})
 	// Registered and polled: both fronts have answered two polls.
@@ -226,7 +243,7 @@ func runPhases(t *testing.T, spec peerRouter, phases []peerPhase) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ph.check(t, fams)
+			ph.check(t, r, fams)
 		}
 		if w != nil {
 			from := w.reports(t, "HEALTHY")
@@ -255,7 +272,7 @@ func fmtCounts(m map[string]int) string {
 // heavyPhases are the phases every router goes through, B (heavy)
 // healthy, STALE and down, each with the light worker A taking the
 // requests; sglang-based ones then check each's checks.
-func heavyPhases(checks ...func(*testing.T, map[string]*dto.MetricFamily)) []peerPhase {
+func heavyPhases(checks ...phaseCheck) []peerPhase {
 	ps := []peerPhase{
 		{name: "A idle, B heavy", want: "A"},
 		{name: "B's report STALE", which: "B", status: "STALE", degrade: stale, mend: fresh, want: "A"},
@@ -268,8 +285,8 @@ func heavyPhases(checks ...func(*testing.T, map[string]*dto.MetricFamily)) []pee
 }
 
 // smgOverloaded checks SMG's count of overloaded workers.
-func smgOverloaded(want float64) func(*testing.T, map[string]*dto.MetricFamily) {
-	return func(t *testing.T, fams map[string]*dto.MetricFamily) {
+func smgOverloaded(want float64) phaseCheck {
+	return func(t *testing.T, _ *runningRouter, fams map[string]*dto.MetricFamily) {
 		t.Helper()
 		var got float64
 		for _, v := range byLabel(fams["smg_workers_overloaded"], "model", nil) {
@@ -319,6 +336,31 @@ func TestSMGOverloadProtectionOnTheFront(t *testing.T) {
 func TestSMGLeastLoadOnTheFront(t *testing.T) {
 	t.Parallel()
 	runPhases(t, smgRouter("least_load", "--disable-worker-overload-protection"), heavyPhases())
+}
+
+// TestSMGRoutesOnAnUnknownCapacity: before two vLLM workers, B heavy but
+// publishing no vllm:cache_config_info, the fronts' /v1/loads say
+// max_total_num_tokens 0 for B, which SMG reads as "no absolute token
+// data" (crates/protocols/src/worker.rs:1325 has_absolute_token_data): B
+// is left out of SMG's DP-rank cache, yet its waiting requests and KV
+// usage still score it, and SMG sends the requests to A.
+func TestSMGRoutesOnAnUnknownCapacity(t *testing.T) {
+	t.Parallel()
+	spec := smgRouter("power_of_two", "--disable-worker-overload-protection")
+	spec.flavour, spec.path = "vllm", "/v1/completions"
+	runPhasesWith(t, spec, heavyUnknownCapacity, []peerPhase{{name: "A idle, B heavy of unknown capacity", want: "A",
+		check: func(t *testing.T, r *runningRouter, fams map[string]*dto.MetricFamily) {
+			if v, ranks := smgProbe(t, r.workers[1].url); v != smgUsed || len(ranks) != 1 || ranks[0].MaxTotalNumTokens != 0 {
+				t.Fatalf("B's front: %s %+v, want one rank of max_total_num_tokens 0", v, ranks)
+			}
+			// What SMG believes B holds: the front's numbers all the same.
+			if got := r.byWorker(fams["smg_engine_waiting_requests"]); got["B"] != 30 || got["A"] != 0 {
+				t.Errorf("SMG's smg_engine_waiting_requests %v, want A 0, B 30", got)
+			}
+			if got := r.byWorker(fams["smg_engine_token_usage"]); got["B"] != 0.9 {
+				t.Errorf("SMG's smg_engine_token_usage %v, want B 0.9", got)
+			}
+		}}})
 }
 
 // TestSGLangRouterRoutesOnTheFront: sglang-router 0.3.2's power_of_two

@@ -19,6 +19,9 @@ import (
 type peerLoad struct {
 	Running, Waiting, Used, Capacity int64
 	GenThroughput                    float64 // tokens/s
+	// Usage is the KV usage when Capacity is 0: a vLLM engine that
+	// publishes no vllm:cache_config_info, whose capacity nobody knows.
+	Usage float64
 }
 
 // Loads the router tests give their two workers: one idle, one heavily
@@ -27,6 +30,9 @@ type peerLoad struct {
 var (
 	lightLoad = peerLoad{Running: 0, Waiting: 0, Used: 0, Capacity: 100000}
 	heavyLoad = peerLoad{Running: 50, Waiting: 30, Used: 90000, Capacity: 100000, GenThroughput: 1500}
+	// heavyUnknownCapacity is heavyLoad on a vLLM engine that does not say
+	// its capacity: the reporter's max_total_num_tokens is 0.
+	heavyUnknownCapacity = peerLoad{Running: 50, Waiting: 30, Usage: 0.9, GenThroughput: 1500}
 )
 
 // peerEngine stands in for an inference engine behind a front: SGLang's
@@ -68,7 +74,10 @@ func (e *peerEngine) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	l := *e.load.Load()
-	usage := float64(l.Used) / float64(l.Capacity)
+	usage := l.Usage
+	if l.Capacity > 0 {
+		usage = float64(l.Used) / float64(l.Capacity)
+	}
 	owner := "sglang"
 	if e.flavour == "vllm" {
 		owner = "vllm"
@@ -111,9 +120,12 @@ func (e *peerEngine) serve(w http.ResponseWriter, r *http.Request) {
 		if e.flavour == "vllm" {
 			fmt.Fprintf(w, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\",model_name=%q} %d\n"+
 				"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{engine=\"0\",model_name=%q} %d\n"+
-				"# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{engine=\"0\",model_name=%q} %g\n"+
-				"# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"16\",engine=\"0\",num_gpu_blocks=\"%d\"} 1\n",
-				peerModel, l.Running, peerModel, l.Waiting, peerModel, usage, l.Capacity/16)
+				"# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{engine=\"0\",model_name=%q} %g\n",
+				peerModel, l.Running, peerModel, l.Waiting, peerModel, usage)
+			if l.Capacity > 0 {
+				fmt.Fprintf(w, "# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"16\",engine=\"0\",num_gpu_blocks=\"%d\"} 1\n",
+					l.Capacity/16)
+			}
 			return
 		}
 		fmt.Fprintf(w, "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name=%q} %d\n"+

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -221,5 +222,44 @@ func waitUntil(t testing.TB, d time.Duration, what func() string, cond func() bo
 			t.Fatalf("not within %s: %s", d, what())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestReadmeNamesThePeerTests: every test the README's table of real
+// routers names exists, and every test of the peer files is in the table.
+func TestReadmeNamesThePeerTests(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := bytes.Index(readme, []byte("| router | version | what it reads | verified by |"))
+	end := bytes.Index(readme[max(start, 0):], []byte("\n\n"))
+	if start < 0 || end < 0 {
+		t.Fatal("README lacks the table of real routers")
+	}
+	named := map[string]bool{}
+	for _, m := range regexp.MustCompile("`(Test\\w+)`").FindAllSubmatch(readme[start:start+end], -1) {
+		named[string(m[1])] = true
+	}
+	defined := map[string]bool{}
+	files, _ := filepath.Glob("peer_*_test.go")
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`(?m)^func (Test\w+)\(t \*testing\.T\)`).FindAllSubmatch(src, -1) {
+			defined[string(m[1])] = true
+		}
+	}
+	for name := range named {
+		if !defined[name] {
+			t.Errorf("the README names %s, which no peer_*_test.go defines", name)
+		}
+	}
+	for name := range defined {
+		if !named[name] {
+			t.Errorf("%s is not in the README's table of real routers", name)
+		}
 	}
 }
