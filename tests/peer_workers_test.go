@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,7 +25,13 @@ type peerLoad struct {
 
 // Loads the router tests give their two workers: one idle, one heavily
 // loaded by every measure a router reads (requests, tokens, KV usage 0.9,
-// more waiting than SMG's overload threshold of 8).
+// more waiting than SMG's overload threshold of 8). The heavy one
+// generates, and says so in /v1/loads and /metrics alike: SMG's expected
+// wait divides the queued tokens by gen_throughput (2000 when 0) and adds
+// 1024 tokens per request it sent since the last poll
+// (smg-project/smg@f8daa88 policies/least_load.rs:181-231), so a /metrics
+// without sglang:gen_throughput made B, read from it, cheaper than an idle
+// A after two requests.
 var (
 	lightLoad = peerLoad{Running: 0, Waiting: 0, Used: 0, Capacity: 100000}
 	heavyLoad = peerLoad{Running: 50, Waiting: 30, Used: 90000, Capacity: 100000, GenThroughput: 1500}
@@ -39,30 +44,25 @@ var (
 // HTTP API (flavour "sglang": /v1/loads, /metrics in SGLang's names,
 // /server_info, /model_info, /generate) or vLLM's (flavour "vllm": /metrics
 // in vLLM's names, /version, /v1/completions), with the discovery and
-// health routes the routers call at registration. Its load is set by the
-// test; stale stamps SGLang's per-rank snapshot time 5 s in the past (the
+// health routes the routers call at registration. Its load is the test's;
+// stale stamps SGLang's per-rank snapshot time 5 s in the past (the
 // scheduler stopped refreshing it); down drops every connection (the
 // engine process gone).
 type peerEngine struct {
 	flavour string
 	srv     *httptest.Server
-	load    atomic.Pointer[peerLoad]
+	load    peerLoad
 	stale   atomic.Bool
 	down    atomic.Bool
-	mu      sync.Mutex
-	served  int // generation requests answered
 }
 
 func newPeerEngine(t *testing.T, flavour string, load peerLoad) *peerEngine {
 	t.Helper()
-	e := &peerEngine{flavour: flavour}
-	e.load.Store(&load)
+	e := &peerEngine{flavour: flavour, load: load}
 	e.srv = httptest.NewServer(http.HandlerFunc(e.serve))
 	t.Cleanup(e.srv.Close)
 	return e
 }
-
-func (e *peerEngine) set(l peerLoad) { e.load.Store(&l) }
 
 const peerModel = "peer-model"
 
@@ -73,7 +73,7 @@ func (e *peerEngine) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	l := *e.load.Load()
+	l := e.load
 	usage := l.Usage
 	if l.Capacity > 0 {
 		usage = float64(l.Used) / float64(l.Capacity)
@@ -138,9 +138,6 @@ func (e *peerEngine) serve(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "POST only", http.StatusMethodNotAllowed)
 			return
 		}
-		e.mu.Lock()
-		e.served++
-		e.mu.Unlock()
 		writePeerJSON(w, map[string]any{
 			"text": "hi", "meta_info": map[string]any{"id": "x", "finish_reason": map[string]any{"type": "length", "length": 1},
 				"prompt_tokens": 1, "completion_tokens": 1, "cached_tokens": 0},
