@@ -16,10 +16,9 @@
 # .venv-peers/NAME/.stamp holds both). When an install fails the venv is
 # removed and .venv-peers/NAME.failed says why, first word "outside" (PyPI
 # unreachable, a machine other than the CPython 3.11 on x86_64 Linux the
-# pins are checked on, no python3) or "project" (anything else, a wrong
-# pin first): the tests skip naming it, and
-# under CI=true fail unless the cause is outside the project. The script
-# itself never fails the run.
+# pins are checked on, no python3) or "project" (anything else, a wrong pin
+# first): the tests skip naming it, and under CI=true fail unless the cause
+# is outside the project. The script itself never fails the run.
 #
 # PEERS_PYTHON picks the interpreter (default: python3 on PATH).
 set -u
