@@ -11,7 +11,7 @@ GO      ?= go
 BUF     := $(GO) tool -modfile=tools/go.mod buf
 LISTEN  ?= 127.0.0.1:8080
 
-.PHONY: run test fuzz soak test-short generate check-generate lint bench bench-zmq bench-front services image
+.PHONY: run test fuzz soak test-short generate check-generate lint bench bench-zmq bench-front services peers image
 
 run:
 	@echo "building loadreporter (the first build downloads modules, ~2 min)…"
@@ -21,7 +21,12 @@ run:
 services:
 	@./tests/services.sh
 
-test: services
+# peers makes the pinned venvs of the real routers and publishers
+# (tests/peers/*.txt into .venv-peers/), quiet when they are up to date.
+peers:
+	@bash tests/peers/setup.sh
+
+test: services peers
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 12m ./...
 

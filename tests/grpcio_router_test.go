@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -20,36 +21,24 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/loadreporter/loadreporter/domain"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 )
 
 // The tests of this file run a router built on another gRPC stack, Python's
-// grpcio (gRPC C-core, Debian's python3-grpcio), against the real service:
-// testdata/grpcio_router.py opens the Monitor stream with grpcio's defaults
-// and passes raw frames, which the test encodes and decodes with the
-// generated Go types.
-
-// debianPython is the interpreter python3-grpcio installs into.
-const debianPython = "/usr/bin/python3"
+// grpcio (gRPC C-core, pinned in tests/peers/clients.txt), against the real
+// service: testdata/grpcio_router.py opens the Monitor stream with grpcio's
+// defaults and passes raw frames, which the test encodes and decodes with
+// the generated Go types.
 
 // grpcioWait bounds each wait for the grpcio router: its next frame, its exit.
 const grpcioWait = 5 * time.Second
 
-// needGrpcio skips the test when Debian's Python lacks grpcio, except under
-// CI=true, where the test must run.
-func needGrpcio(t *testing.T) {
+// needGrpcio returns the interpreter of the venv with grpcio
+// (.venv-peers/clients), or skips the test (fails under CI=true) as
+// needPeer does.
+func needGrpcio(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command(debianPython, "-c", "import grpc").CombinedOutput()
-	if err == nil {
-		return
-	}
-	why := fmt.Sprintf("%s cannot import grpc (%v: %s)", debianPython, err, domain.Shorten(string(out), 300))
-	const how = "run `apt-get install -y python3-grpcio` to test a grpcio router against the service"
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("the grpcio router tests must run under CI=true, but %s: %s", why, how)
-	}
-	t.Skipf("%s: %s", why, how)
+	return filepath.Join(needPeer(t, "clients"), "bin", "python")
 }
 
 // grpcioRouter is testdata/grpcio_router.py running: one Monitor stream. It
@@ -72,7 +61,7 @@ var _ router = (*grpcioRouter)(nil)
 // script's own ("gzip").
 func startGrpcioRouter(t *testing.T, target string, args ...string) *grpcioRouter {
 	t.Helper()
-	cmd := exec.Command(debianPython, append([]string{"testdata/grpcio_router.py", target}, args...)...)
+	cmd := exec.Command(needGrpcio(t), append([]string{"testdata/grpcio_router.py", target}, args...)...)
 	// grpcio's defaults, but no proxy from the environment in front of
 	// 127.0.0.1, and only its error logs (each one fails the test).
 	for _, kv := range os.Environ() {

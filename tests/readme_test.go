@@ -23,7 +23,7 @@ func TestReadmeGetsANewcomerStarted(t *testing.T) {
 	if setup < 0 || prereq < setup || prereq > firstSection {
 		t.Errorf("Prerequisites at %d: want it after the set-up commands (%d), before the first section (%d)", prereq, setup, firstSection)
 	}
-	for _, want := range []string{"Go 1.26", "PostgreSQL", "CI=true", "Chromium", "python3-zmq", "python3-msgpack", "python3-grpcio",
+	for _, want := range []string{"Go 1.26", "PostgreSQL", "CI=true", "Chromium", "tests/peers/setup.sh", ".venv-peers",
 		"tests/services.sh", "Node.js and npm", "make generate", "2 minutes",
 		"$(($(date +%s%3N) - 600000))", "ROUTERS=", "INTERVAL=", "--conns", "--measure", "--warmup", "--cpuprofile"} {
 		if !strings.Contains(readme, want) {

@@ -3,9 +3,10 @@
 # manager, and is quiet when all is already there:
 #   - PostgreSQL (Debian's postgresql): trust for loopback, the cluster started,
 #     the `test` database created;
-#   - Chromium (browser tests), Python's zmq and msgpack (a real SGLang-style
-#     ZMQ publisher) and grpcio (a router on gRPC's C core);
+#   - Chromium (browser tests);
 #   - with the argument `nginx`, nginx alone instead (`make bench-front`).
+# The Python peers (SMG, sglang-router, vllm-router, SGLang's publisher,
+# grpcio, pyzmq) come from PyPI, pinned, through tests/peers/setup.sh.
 # Run as root or with sudo. Tests that still lack a service skip with a message
 # saying how to run them — or fail under CI=true — so this script never fails
 # the run itself.
@@ -103,9 +104,6 @@ fi
 # Debian packages the tests use.
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
-/usr/bin/python3 -c 'import zmq' >/dev/null 2>&1 || missing+=(python3-zmq)
-/usr/bin/python3 -c 'import msgpack' >/dev/null 2>&1 || missing+=(python3-msgpack)
-/usr/bin/python3 -c 'import grpc' >/dev/null 2>&1 || missing+=(python3-grpcio)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "services: installing Debian's ${missing[*]} for the tests"
   apt_install "${missing[@]}"

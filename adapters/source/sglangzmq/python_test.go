@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -18,24 +19,37 @@ import (
 	"github.com/loadreporter/loadreporter/ports/porttest"
 )
 
-// python is Debian's interpreter, the one python3-zmq and python3-msgpack
-// install into.
-const python = "/usr/bin/python3"
+// peersVenv is the venv tests/peers/setup.sh makes from
+// tests/peers/clients.txt (pinned pyzmq and msgpack), seen from this
+// package; `make test` makes it.
+const peersVenv = "../../../.venv-peers/clients"
 
-// needPython skips the test when Debian's Python lacks zmq or msgpack,
-// except under CI=true, where the test must run.
-func needPython(t *testing.T) {
+// needPython returns the venv's interpreter, or skips the test when it
+// cannot import zmq and msgpack; under CI=true it fails instead, unless
+// setup.sh found the cause outside the project (PyPI or the network
+// unreachable, no wheel for this machine, no Python), which it writes in
+// .venv-peers/clients.failed.
+func needPython(t *testing.T) string {
 	t.Helper()
+	python := filepath.Join(peersVenv, "bin", "python")
 	out, err := exec.Command(python, "-c", "import zmq, msgpack").CombinedOutput()
 	if err == nil {
-		return
+		return python
 	}
 	why := fmt.Sprintf("%s cannot import zmq and msgpack (%v: %s)", python, err, domain.Shorten(string(out), 300))
-	const how = "run `apt-get install -y python3-zmq python3-msgpack` to test against a libzmq publisher"
+	failed, _ := os.ReadFile(peersVenv + ".failed")
+	if cause, reason, ok := strings.Cut(strings.TrimSpace(string(failed)), " "); ok {
+		why = "tests/peers/setup.sh could not install .venv-peers/clients: " + reason
+		if cause == "outside" {
+			t.Skip(why)
+		}
+	}
+	const how = "run `bash tests/peers/setup.sh` (`make test` does) to test against a libzmq publisher"
 	if os.Getenv("CI") == "true" {
 		t.Fatalf("the libzmq publisher test must run under CI=true, but %s: %s", why, how)
 	}
 	t.Skipf("%s: %s", why, how)
+	return ""
 }
 
 // pyPublisher is testdata/publisher.py running.
@@ -49,7 +63,7 @@ type pyPublisher struct {
 // until its sockets are bound.
 func startPython(t *testing.T, base, dpSize, gen int, firstSeq uint64) *pyPublisher {
 	t.Helper()
-	cmd := exec.Command(python, "testdata/publisher.py",
+	cmd := exec.Command(needPython(t), "testdata/publisher.py",
 		strconv.Itoa(base), strconv.Itoa(dpSize), strconv.Itoa(gen), strconv.FormatUint(firstSeq, 10))
 	out := &readyWriter{ready: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = out, out

@@ -1,6 +1,7 @@
 """A stand-in for SGLang's per-rank load publishers, on libzmq.
 
-Run with Debian's /usr/bin/python3 and its python3-zmq and python3-msgpack:
+Run with the venv tests/peers/setup.sh makes (.venv-peers/clients: pinned
+pyzmq and msgpack):
 
     publisher.py BASE_PORT DP_SIZE GENERATION FIRST_SEQ
 
