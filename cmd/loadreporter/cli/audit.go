@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -44,6 +45,9 @@ type AuditConfig struct {
 	Target      string
 	DatabaseURL string
 	AuthToken   string
+	// TLS dials Target with TLS; TLSInsecure skips checking its
+	// certificate.
+	TLS, TLSInsecure bool
 	// QueryTimeout bounds the whole audit: connecting and every query
 	// (0: no bound). A database that accepts connections and never answers
 	// would otherwise hold the command for ever.
@@ -99,6 +103,8 @@ func ParseAudit(args []string, getenv func(string) string, out io.Writer) (Audit
 	fs.StringVar(&c.Target, "target", c.Target, "HOST:PORT of a running loadreporter to ask (its HistoryService)")
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "query PostgreSQL directly instead of --target")
 	fs.StringVar(&c.AuthToken, "auth-token", c.AuthToken, "bearer token the target requires")
+	fs.BoolVar(&c.TLS, "tls", c.TLS, "dial --target with TLS (a reporter started with --tls-cert)")
+	fs.BoolVar(&c.TLSInsecure, "tls-insecure", c.TLSInsecure, "with --tls, do not verify the target's certificate")
 	fs.DurationVar(&c.QueryTimeout, "query-timeout", c.QueryTimeout, "the longest the audit may take, connecting and every query included (0: no limit)")
 	extra := map[string]string{"database-url": "DATABASE_URL", "interval": envflag.CommandLineOnly}
 	fs.Usage = envflag.Usage(fs, out, "Usage: loadreporter audit <"+strings.Join(audittable.Names(), "|")+"> [flags]\n\n"+
@@ -240,8 +246,12 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 		defer s.Close()
 		q = s
 	} else {
-		client := &http.Client{Timeout: 30 * time.Second}
-		q = rpc.NewHistoryClient(client, "http://"+c.Target, c.AuthToken)
+		client, base := &http.Client{Timeout: 30 * time.Second}, "http://"+c.Target
+		if c.TLS {
+			client.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: c.TLSInsecure}} //nolint:gosec // opt-in flag
+			base = "https://" + c.Target
+		}
+		q = rpc.NewHistoryClient(client, base, c.AuthToken)
 	}
 	query := audittable.Query{
 		Name: c.Query, Window: audit.Window{Since: since, Until: until},
@@ -273,7 +283,7 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 				return fmt.Errorf("audit %s: %s", c.Query, dbError(err, c.DatabaseURL))
 			}
 			// The reporter's message: it keeps its database's errors to itself.
-			return fmt.Errorf("audit %s: %s", c.Query, domain.ErrorMessage(err))
+			return fmt.Errorf("audit %s: %s%s", c.Query, domain.ErrorMessage(err), targetHint(err, c.TLS))
 		}
 		if err := enc.Encode(t); err != nil {
 			return err
@@ -293,4 +303,19 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 		fmt.Fprintf(notes, "loadreporter: audit %s: note: %s\n", c.Query, note)
 	}
 	return nil
+}
+
+// targetHint says what an operator likely got wrong when --target
+// refused the call: the token, or TLS on one side only.
+func targetHint(err error, withTLS bool) string {
+	msg := domain.ErrorMessage(err)
+	switch {
+	case domain.ErrorCode(err) == domain.CodeUnauthenticated:
+		return " (give the reporter's token with --auth-token, or LOADREPORTER_AUTH_TOKEN)"
+	case !withTLS && (strings.Contains(msg, "400 Bad Request") || strings.Contains(msg, "malformed HTTP response")):
+		return " (a TLS reporter answers plaintext with 400: add --tls)"
+	case withTLS && (strings.Contains(msg, "does not look like a TLS handshake") || strings.Contains(msg, "HTTP response to HTTPS client")):
+		return " (the reporter speaks plaintext: drop --tls)"
+	}
+	return ""
 }

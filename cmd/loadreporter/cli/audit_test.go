@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/loadreporter/loadreporter/adapters/rpc"
+	"github.com/loadreporter/loadreporter/adapters/store/memory"
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
 	"github.com/loadreporter/loadreporter/adapters/store/postgres/pgtest"
 	"github.com/loadreporter/loadreporter/domain"
@@ -227,6 +231,44 @@ func TestAuditSaysOnStderrWhatALimitCut(t *testing.T) {
 		onStderr := strings.Contains(notes.String(), "audit outages: note: the limit cut this result")
 		if format == "table" && (!inData || onStderr) || format != "table" && (inData || !onStderr) {
 			t.Errorf("--format %s: the note in the output %v, on stderr %v:\n%s\nstderr: %s", format, inData, onStderr, out.String(), notes.String())
+		}
+	}
+}
+
+// TestAuditReachesATLSReporterAndSaysWhatIsWrong: --tls asks a TLS
+// reporter; TLS on one side only, and a refused token, say what to fix.
+func TestAuditReachesATLSReporterAndSaysWhatIsWrong(t *testing.T) {
+	store := memory.New(memory.Options{})
+	history := rpc.NewHistory(store, time.Now, time.Second)
+	mux := http.NewServeMux()
+	mux.Handle(history.Handler())
+	tlsSrv := httptest.NewUnstartedServer(mux)
+	tlsSrv.EnableHTTP2 = true
+	tlsSrv.StartTLS()
+	defer tlsSrv.Close()
+	plain := httptest.NewServer(mux)
+	defer plain.Close()
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"code":"unauthenticated","message":"missing or wrong bearer token"}`)
+	}))
+	defer refusing.Close()
+	addr := func(s *httptest.Server) string { return s.Listener.Addr().String() }
+
+	if out, err := runAudit(t, "outages", "--since", "1h", "--target", addr(tlsSrv), "--tls", "--tls-insecure"); err != nil || !strings.Contains(out, "(no rows)") {
+		t.Fatalf("--tls to a TLS reporter: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--target", addr(tlsSrv)}, "add --tls"},
+		{[]string{"--target", addr(plain), "--tls"}, "drop --tls"},
+		{[]string{"--target", addr(refusing)}, "--auth-token"},
+	} {
+		if msg := auditErr(t, append([]string{"outages", "--since", "1h"}, tc.args...)...); !strings.Contains(msg, tc.want) {
+			t.Errorf("%q: %s, want a hint %q", tc.args, msg, tc.want)
 		}
 	}
 }

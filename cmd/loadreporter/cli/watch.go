@@ -121,11 +121,14 @@ func Watch(ctx context.Context, c WatchConfig, out io.Writer) error {
 				granted = v.Granted
 				fmt.Fprint(out, grantLine(c, v.Granted))
 			}
+		case refusedToken(v.Reason):
+			// A wrong token stays wrong: a retry cannot fix it.
+			return fmt.Errorf("%s refused us (%s): give the worker's token with --auth-token, or LOADREPORTER_AUTH_TOKEN", c.Target, v.Reason)
 		case v.Reason != down && v.Reason != dialing:
 			// Each retry that fails alike republishes the same reason:
 			// said once, it need not be said again until it changes.
 			granted, down = client.Grant{}, v.Reason
-			fmt.Fprintf(problems, "%s: disconnected (%s); retrying\n", c.Target, v.Reason)
+			fmt.Fprintf(problems, "%s: disconnected (%s)%s; retrying\n", c.Target, v.Reason, tlsHint(v.Reason, c.Router.TLS))
 		}
 		if v.Report == nil || v.Report == last {
 			continue
@@ -136,6 +139,23 @@ func Watch(ctx context.Context, c WatchConfig, out io.Writer) error {
 			return nil // the deferred Close sends stop
 		}
 	}
+}
+
+// refusedToken reports whether a stream ended for its credentials.
+func refusedToken(reason string) bool {
+	return strings.Contains(reason, "unauthenticated:") || strings.Contains(reason, "permission_denied:")
+}
+
+// tlsHint says when a failure looks like TLS on one side only.
+func tlsHint(reason string, withTLS bool) string {
+	switch {
+	case !withTLS && (strings.Contains(reason, "unexpected EOF") || strings.Contains(reason, "frame too large") ||
+		strings.Contains(reason, "could not be established")):
+		return " (a TLS port? add --tls)"
+	case withTLS && (strings.Contains(reason, "does not look like a TLS handshake") || strings.Contains(reason, "HTTP response to HTTPS client")):
+		return " (a plaintext port? drop --tls)"
+	}
+	return ""
 }
 
 // grantLine is the line watch prints when the worker acknowledges a

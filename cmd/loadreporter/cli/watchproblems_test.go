@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/routerflags"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
+	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 )
 
 // lines hands a test each line Watch writes (it writes one a Write).
@@ -101,7 +105,7 @@ func (w *scriptedWorker) Monitor(ctx context.Context, st *connect.BidiStream[pb.
 	}
 	switch {
 	case n <= 2, n == 6, n == 7:
-		return connect.NewError(connect.CodeUnauthenticated, errors.New("missing bearer token"))
+		return connect.NewError(connect.CodeUnavailable, errors.New("the reporter is starting"))
 	case n <= 4:
 		if _, err := st.Receive(); err != nil {
 			return err
@@ -152,7 +156,7 @@ func TestWatchSaysEachNewReasonOnce(t *testing.T) {
 	for line := range worker.said {
 		said = append(said, line)
 	}
-	want := []string{"unauthenticated: missing bearer token", "RESOURCE_EXHAUSTED: 10 sessions are live", "unavailable: going away", "unauthenticated: missing bearer token"}
+	want := []string{"unavailable: the reporter is starting", "RESOURCE_EXHAUSTED: 10 sessions are live", "unavailable: going away", "unavailable: the reporter is starting"}
 	if len(said) != len(want) {
 		t.Fatalf("watch said\n%s\nwant one line for each of %q", strings.Join(said, ""), want)
 	}
@@ -163,5 +167,65 @@ func TestWatchSaysEachNewReasonOnce(t *testing.T) {
 	}
 	if strings.Count(out.String(), "registered as ") != 2 || strings.Count(out.String(), " HEALTHY 1 ranks") != 2 {
 		t.Errorf("reports:\n%s", out.String())
+	}
+}
+
+// TestWatchStopsOnAWrongToken: a refused token cannot get better by
+// retrying; watch ends naming --auth-token.
+func TestWatchStopsOnAWrongToken(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.Handle(loadmonitorv1connect.NewLoadMonitorServiceHandler(refusingMonitor{}))
+	srv := httptest.NewUnstartedServer(mux)
+	srv.EnableHTTP2 = true
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv.Config.Protocols = &p
+	srv.Start()
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := Watch(ctx, watchConfig(srv.Listener.Addr().String(), make(lines, 100)), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--auth-token") || !strings.Contains(err.Error(), "missing or wrong bearer token") {
+		t.Fatalf("watch with a wrong token: %v", err)
+	}
+}
+
+type refusingMonitor struct {
+	loadmonitorv1connect.UnimplementedLoadMonitorServiceHandler
+}
+
+func (refusingMonitor) Monitor(context.Context, *connect.BidiStream[pb.RouterFrame, pb.WorkerFrame]) error {
+	return connect.NewError(connect.CodeUnauthenticated, errors.New("missing or wrong bearer token"))
+}
+
+// TestWatchHintsAtTLSOnOneSide: a plaintext watch of a TLS port says to
+// add --tls, and a --tls watch of a plaintext port to drop it.
+func TestWatchHintsAtTLSOnOneSide(t *testing.T) {
+	for _, tc := range []struct {
+		tls  bool
+		want string
+	}{{false, "add --tls)"}, {true, "(a plaintext port? drop --tls)"}} {
+		srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+		if tc.tls {
+			srv.Start()
+		} else {
+			srv.StartTLS()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		problems := make(lines, 100)
+		c := watchConfig(srv.Listener.Addr().String(), problems)
+		c.Router.TLS, c.Router.Insecure = tc.tls, true
+		go func() { _ = Watch(ctx, c, io.Discard) }()
+		select {
+		case line := <-problems:
+			if !strings.Contains(line, tc.want) {
+				t.Errorf("--tls %t: %q, want the hint %q", tc.tls, line, tc.want)
+			}
+		case <-ctx.Done():
+			t.Errorf("--tls %t: nothing said", tc.tls)
+		}
+		cancel()
+		srv.Close()
 	}
 }
