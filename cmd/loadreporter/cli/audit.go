@@ -42,6 +42,9 @@ type AuditConfig struct {
 	Interval    time.Duration
 	Limit       int
 	Format      string
+	// Wide keeps every column of a text table; by default it fits
+	// audittable.NarrowWidth columns.
+	Wide bool
 	Target      string
 	DatabaseURL string
 	AuthToken   string
@@ -97,9 +100,10 @@ func ParseAudit(args []string, getenv func(string) string, out io.Writer) (Audit
 		"serve's --history-interval, which it must match (a gap is a silence longer than twice it); "+
 		"0: with --target the reporter's own, with --database-url "+audittable.DefaultHistoryInterval.String()+", what serve records at unless told otherwise")
 	fs.DurationVar(&c.Interval, "interval", c.Interval, "deprecated spelling of --history-interval")
-	fs.IntVar(&c.Limit, "limit", c.Limit, fmt.Sprintf("reports: page size (0: %d; every page of the window is read, up to %d reports); "+
-		"others: rows at most (0: %d); at most %d", audit.DefaultPageSize, audittable.MaxReports, audit.DefaultResultLimit, audit.MaxLimit))
+	fs.IntVar(&c.Limit, "limit", c.Limit, fmt.Sprintf("reports: reports at most, the first of the window (0: every report of the window, up to %d); "+
+		"others: rows at most (0: %d); at most %d", audittable.MaxReports, audit.DefaultResultLimit, audit.MaxLimit))
 	fs.StringVar(&c.Format, "format", c.Format, "table, csv or json")
+	fs.BoolVar(&c.Wide, "wide", c.Wide, fmt.Sprintf("table: every column, and long text whole (default: the columns read first, fitting %d characters; csv and json always hold everything)", audittable.NarrowWidth))
 	fs.StringVar(&c.Target, "target", c.Target, "HOST:PORT of a running loadreporter to ask (its HistoryService)")
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "query PostgreSQL directly instead of --target")
 	fs.StringVar(&c.AuthToken, "auth-token", c.AuthToken, "bearer token the target requires")
@@ -257,7 +261,9 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 		Name: c.Query, Window: audit.Window{Since: since, Until: until},
 		Workers: c.Workers, Statuses: c.Statuses, Ranks: c.Ranks,
 		Threshold: c.Threshold, Interval: interval, Limit: c.Limit,
-		AllPages: true, // like the dashboard's CSV download
+		// Without a limit, every page, like the dashboard's CSV download;
+		// with one, that many reports.
+		AllPages: c.Limit == 0,
 	}
 	var enc audittable.Encoder
 	switch c.Format {
@@ -284,6 +290,9 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 			}
 			// The reporter's message: it keeps its database's errors to itself.
 			return fmt.Errorf("audit %s: %s%s", c.Query, domain.ErrorMessage(err), targetHint(err, c.TLS))
+		}
+		if c.Format == "table" && !c.Wide {
+			t = audittable.Narrow(t)
 		}
 		if err := enc.Encode(t); err != nil {
 			return err

@@ -272,3 +272,33 @@ func TestAuditReachesATLSReporterAndSaysWhatIsWrong(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditLimitIsALimit: --limit 3 prints three reports, not pages of
+// three until the window ends.
+func TestAuditLimitIsALimit(t *testing.T) {
+	store := memory.New(memory.Options{})
+	at := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	var reports []*domain.Report
+	for i := range 10 {
+		reports = append(reports, &domain.Report{SourceInstanceID: "i", SequenceID: uint64(i + 1), ReportTime: at.Add(time.Duration(i) * time.Second),
+			Worker: domain.Worker{Addr: "w:1", Type: domain.WorkerTypeRegular}, Status: domain.StatusUnreachable, LastError: "down"})
+	}
+	if err := store.Append(t.Context(), reports); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(rpc.NewHistory(store, time.Now, time.Second).Handler())
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	out, err := runAudit(t, "reports", "--since", "1h", "--limit", "3", "--format", "csv", "--target", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 1+3 {
+		t.Fatalf("--limit 3: %d lines\n%s", len(lines), out)
+	}
+	out, err = runAudit(t, "reports", "--since", "1h", "--format", "csv", "--target", srv.Listener.Addr().String())
+	if err != nil || len(strings.Split(strings.TrimSpace(out), "\n")) != 1+10 {
+		t.Fatalf("no limit: %v\n%s", err, out)
+	}
+}
