@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/loadreporter/loadreporter/adapters/front"
 	"github.com/loadreporter/loadreporter/adapters/metrics"
@@ -101,20 +100,6 @@ func NewFront(c Config, poll *pollapi.Handler, m *metrics.Metrics, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
-	var p http.Protocols
-	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{
-		Handler:           h,
-		Protocols:         &p,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          serverErrorLog(log, time.Second),
-		HTTP2: &http.HTTP2Config{
-			MaxConcurrentStreams: c.MaxStreamsPerConn,
-			SendPingTimeout:      30 * time.Second,
-			PingTimeout:          15 * time.Second,
-		},
-	}
+	srv := c.Port.NewServer(h, log, false)
 	return &Front{server: srv, engine: engine.Redacted(), listen: c.Front.Listen}, nil
 }
