@@ -15,6 +15,18 @@
 //     that sends every worker's view, then each view again when the
 //     fleet's subscription (client.Fleet.Subscribe) says it changed.
 //
+// Its port is bounded as serve's is, by the same code and flags
+// (cmd/loadreporter/internal/serving, adapters/rpc's Stalls): at most
+// --max-watch-sessions live WatchFleet streams (one more is refused with
+// RESOURCE_EXHAUSTED); a stream, page or answer whose reader stops reading
+// is cut after --stalled-write-timeout; HTTP/2 streams per connection,
+// pings, header and body timeouts and the 64 KiB request bound are
+// serve's. Shutting down ends every stream at once and cuts a reader that
+// does not read within --final-write-timeout, all within
+// --shutdown-grace; that is a clean exit. Its log is serve's
+// (--log-format, --log-level), and the lines about workers connecting and
+// losing their streams are bounded however many flap (workerLog).
+//
 // It judges nothing itself: State, Reason and staleness are the client's.
 // To serve each worker's report in the very /v1/loads shape the worker
 // serves, it borrows that code rather than copying it, so the two cannot

@@ -120,7 +120,7 @@ func ageText(ms int64) string {
 
 func (m *Main) servePage(w http.ResponseWriter, _ *http.Request) {
 	var sent fleetSent
-	msg, _ := sent.next(time.Now(), m.fleet.Views(), m.cfg.dashboard)
+	msg, _ := sent.next(time.Now(), entriesOf(m.fleet), m.cfg.dashboard)
 	web.PageHeaders(w.Header(), pageSecurityPolicy)
 	_ = page.Execute(w, pageModelOf(msg, m.script))
 }
