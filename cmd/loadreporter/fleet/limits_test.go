@@ -56,15 +56,25 @@ func stuckH2(t *testing.T, addr string) stuckReader {
 	t.Helper()
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
-	tr := &http.Transport{Protocols: &p, HTTP2: &http.HTTP2Config{MaxReceiveBufferPerStream: 16 << 10}}
+	conns := make(chan net.Conn, 1) // the reader's one connection, closed by close
+	tr := &http.Transport{Protocols: &p, HTTP2: &http.HTTP2Config{MaxReceiveBufferPerStream: 16 << 10},
+		DialContext: func(ctx context.Context, network, address string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, address)
+			if err == nil {
+				conns <- c
+			}
+			return c, err
+		}}
 	ctx, cancel := context.WithCancel(context.Background())
 	fc := loadreporterv1connect.NewFleetServiceClient(&http.Client{Transport: tr}, "http://"+addr, connect.WithGRPC())
 	st, err := fc.WatchFleet(ctx, connect.NewRequest(&lrv1.WatchFleetRequest{}))
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := <-conns
 	return stuckReader{close: func() {
 		cancel()
+		_ = c.Close()
 		_ = st.Close()
 		tr.CloseIdleConnections()
 	}}
