@@ -3,14 +3,21 @@ package tests
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"github.com/loadreporter/loadreporter/client"
 )
 
 // fleetRowJS is the state shown in the fleet page's row of a target.
@@ -105,7 +112,7 @@ func TestBrowserFleetPage(t *testing.T) {
 		ranks: r.querySelectorAll('[data-testid="rank"]').length,
 		inPlace: window.fleetRows.includes(r),
 	})`))
-	if reason, _ := row["reason"].(string); row["reasonShown"] != true || row["stateClass"] != "state unreachable" ||
+	if reason, _ := row["reason"].(string); row["reasonShown"] != true || row["stateClass"] != "status status-unreachable" ||
 		row["ranks"] != float64(0) || row["inPlace"] != true || !containsAll(reason, "UNREACHABLE", "simulated engine error") {
 		failWithScreenshot(t, tab, "%s's row while unreachable: %v", addrs[1], row)
 	}
@@ -135,4 +142,169 @@ func containsAll(s string, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+// TestBrowserFleetDashboard: the fleet page is the fleet's dashboard, in
+// the worker's pages' look. Over four workers (one of 32 ranks) it shows
+// the aggregate and, per worker, the figures a router picks on, its
+// engine address, model and zone, and a link to the worker's own
+// dashboard that answers; each KV chart holds every rank's bar on one line
+// (the 32-rank row is as tall as the others); the requests the fleet's
+// client dispatched to a worker whose snapshots stopped show as pending,
+// in its row and in the aggregate; sorting by pending puts that worker
+// first and sorting by worker undoes it; the filter finds a worker by its
+// model and by its state. The page is saved as a screenshot for a look.
+func TestBrowserFleetDashboard(t *testing.T) {
+	tab := newBrowser(t)
+	var addrs []string
+	models := []string{"llama-3.1-8b-instruct", "llama-3.1-8b-instruct", "qwen2.5-32b", "llama-3.1-8b-instruct"}
+	for i := range 4 {
+		c := testConfig()
+		c.WorkerAddr, c.Model, c.Zone = fmt.Sprintf("10.0.0.%d:30000", 11+i), models[i], []string{"eu-west-1a", "eu-west-1b"}[i%2]
+		c.SimSeed = uint64(i + 1)
+		if i == 2 {
+			c.DPSize = 32
+		}
+		addrs = append(addrs, startMain(t, c, nil).Addr())
+	}
+	f := startFleet(t, addrs)
+	navigate(t, tab, pageURL(f.Addr(), "/"))
+	for i, a := range addrs {
+		ranks := 4
+		if i == 2 {
+			ranks = 32
+		}
+		waitJS(t, tab, 10*time.Second, a+" fresh with its ranks", fleetRowJS(a, fmt.Sprintf(
+			`r.querySelector('[data-testid="state"]').textContent === "fresh" && r.querySelectorAll('[data-testid="rank"]').length === %d`, ranks)))
+	}
+	waitJS(t, tab, 5*time.Second, "the aggregate", `document.querySelector('[data-testid="agg-ranks"]').textContent === "44"`)
+
+	// The figures of each row and the page's look.
+	for i, a := range addrs {
+		row := evalJS[map[string]any](t, tab, fleetRowJS(a, `(() => {
+			const t = (id) => r.querySelector('[data-testid="' + id + '"]').textContent;
+			const chart = r.querySelector('[data-testid="kv-chart"]').getBoundingClientRect();
+			const bars = [...r.querySelectorAll('[data-testid="rank"]')].map((b) => b.getBoundingClientRect());
+			return { running: t("running"), waiting: t("waiting"), kv: t("kv"), throughput: t("throughput"), engine: t("engine"),
+				model: t("model"), zone: t("zone"), pending: t("pending"), link: r.querySelector('[data-testid="dashboard"]').href,
+				rowHeight: r.getBoundingClientRect().height, chartWidth: chart.width,
+				barsInside: bars.every((b) => b.left >= chart.left - 0.5 && b.right <= chart.right + 0.5 && Math.abs(b.bottom - chart.bottom) < 0.5) };
+		})()`))
+		running, _ := row["running"].(string)
+		if !strings.Contains(running, " / ") || !strings.HasSuffix(row["kv"].(string), " %") ||
+			!strings.HasSuffix(row["throughput"].(string), " tok/s") || row["engine"] != fmt.Sprintf("10.0.0.%d:30000", 11+i) ||
+			row["model"] != models[i] || row["pending"] != "0" || row["link"] != "http://"+a+"/" || row["barsInside"] != true ||
+			row["chartWidth"] != float64(96) {
+			failWithScreenshot(t, tab, "row of %s: %v", a, row)
+		}
+		if h, _ := row["rowHeight"].(float64); h > 60 {
+			failWithScreenshot(t, tab, "row of %s is %.0f px tall: its cells wrap", a, h)
+		}
+	}
+	look := evalJS[map[string]string](t, tab, `({
+		body: getComputedStyle(document.body).backgroundColor,
+		header: getComputedStyle(document.querySelector("header.site")).backgroundColor,
+		nav: document.querySelector('header.site nav a[aria-current="page"]').textContent,
+		pill: getComputedStyle(document.querySelector('[data-testid="state"]')).borderRadius,
+	})`)
+	if look["body"] != "rgb(246, 247, 249)" || look["header"] != "rgb(20, 32, 46)" || look["nav"] != "Fleet" || look["pill"] != "999px" {
+		failWithScreenshot(t, tab, "the page does not wear the worker's pages' stylesheet: %v", look)
+	}
+	resp, err := http.Get("http://" + addrs[0] + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `data-testid="rank-cards"`) {
+		t.Fatalf("a row's link, %s: %d", addrs[0], resp.StatusCode)
+	}
+
+	// Dispatches to a worker whose snapshots froze stay pending: no report
+	// counts them.
+	setSimMode(t, addrs[3], "stall")
+	w := f.Fleet().Worker(addrs[3])
+	for range 3 {
+		f.Fleet().Dispatch(w, client.Request{Tokens: 512})
+	}
+	waitJS(t, tab, 5*time.Second, addrs[3]+"'s pending dispatches", fleetRowJS(addrs[3],
+		`r.querySelector('[data-testid="pending"]').textContent === "3 req · 1,536 tok"`))
+	waitJS(t, tab, 5*time.Second, "the pending dispatches in the aggregate",
+		`document.querySelector('[data-testid="agg-pending"]').textContent === "3 req · 1,536 tok"`)
+	waitJS(t, tab, 10*time.Second, addrs[3]+" stale", fleetRowJS(addrs[3], `r.querySelector('[data-testid="state"]').textContent === "stale"`))
+
+	firstRow := `document.querySelector('tbody [data-testid="worker"]:not([hidden])').dataset.target`
+	evalJS[bool](t, tab, `(document.querySelector('[data-testid="sort-pending"]').click(), document.querySelector('[data-testid="sort-pending"]').click(), true)`)
+	if got := evalJS[string](t, tab, firstRow); got != addrs[3] {
+		failWithScreenshot(t, tab, "sorted by pending, descending: %s first, want %s", got, addrs[3])
+	}
+	if got := evalJS[string](t, tab, `document.querySelector('th[data-sort="pending"]').getAttribute("aria-sort")`); got != "descending" {
+		t.Errorf("aria-sort %q", got)
+	}
+	saveScreenshot(t, tab, "fleet-dashboard")
+
+	filter := func(text, state string) []string {
+		return evalJS[[]string](t, tab, fmt.Sprintf(`(() => {
+			const f = document.querySelector('[data-testid="fleet-filter"]');
+			f.value = %s; f.dispatchEvent(new Event("input"));
+			const s = document.querySelector('[data-testid="fleet-state-filter"]');
+			s.value = %s; s.dispatchEvent(new Event("change"));
+			return [...document.querySelectorAll('tbody [data-testid="worker"]:not([hidden])')].map((r) => r.dataset.target);
+		})()`, jsQuote(text), jsQuote(state)))
+	}
+	if got := filter("QWEN", ""); len(got) != 1 || got[0] != addrs[2] {
+		t.Errorf("filtered by model: %v, want %s", got, addrs[2])
+	}
+	if got := evalJS[string](t, tab, `document.querySelector('[data-testid="fleet-shown"]').textContent`); got != "1 of 4 workers shown" {
+		t.Errorf("shown: %q", got)
+	}
+	if got := filter("", "not-fresh"); len(got) != 1 || got[0] != addrs[3] {
+		t.Errorf("filtered by state: %v, want %s", got, addrs[3])
+	}
+	if got := filter("no such worker", ""); len(got) != 0 || !evalJS[bool](t, tab, `!document.querySelector('[data-testid="fleet-none-shown"]').hidden`) {
+		t.Errorf("a filter matching none: %v", got)
+	}
+	filter("", "")
+	evalJS[bool](t, tab, `(document.querySelector('[data-testid="sort-target"]').click(), true)`)
+	sorted := slices.Clone(addrs)
+	slices.Sort(sorted)
+	if got := evalJS[string](t, tab, firstRow); got != sorted[0] {
+		failWithScreenshot(t, tab, "sorted by worker: %s first, want %s", got, sorted[0])
+	}
+
+	// Without JavaScript the server-rendered table shows every worker, in
+	// the fleet's order, and no control that needs the script.
+	noScript := tab
+	var rows []*chromedp.Node
+	var controls, indicator chromedp.AttributeResult
+	err = within(noScript, 15*time.Second, func(ctx context.Context) error {
+		err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+			return err
+		}),
+			chromedp.Navigate(pageURL(f.Addr(), "/")))
+		if err != nil {
+			return err
+		}
+		if rows, err = chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll(`tbody [data-testid="worker"]`))); err != nil {
+			return err
+		}
+		if controls, err = chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(testid("fleet-controls")), "hidden")); err != nil {
+			return err
+		}
+		indicator, err = chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(testid("fleet-indicator")), "data-state"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown []string
+	for _, r := range rows {
+		shown = append(shown, r.AttributeValue("data-target"))
+	}
+	if !slices.Equal(shown, sorted) || !controls.Exists || indicator.Value != "off" {
+		saveScreenshot(t, noScript, "fleet-no-script")
+		t.Fatalf("without JavaScript: rows %v (want %v), controls hidden %t, indicator %q", shown, sorted, controls.Exists, indicator.Value)
+	}
+	saveScreenshot(t, noScript, "fleet-no-script")
 }

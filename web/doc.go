@@ -41,6 +41,10 @@
 // rank-waiting-tokens, rank-throughput, rank-cache-hit-rate and
 // rank-utilization.
 //
+// The fleet command's page is a view of this package too (views.Fleet,
+// its model made by cmd/loadreporter/fleet), in the same frame and
+// stylesheet with its own header (Page.Brand, Page.Nav).
+//
 // web must not know adapters, transports or the wiring: it imports domain,
 // ports, templ and its own packages only. It owns the LiveSource interface
 // it consumes; whoever composes the process adapts the fire loop to it.

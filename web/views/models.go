@@ -5,7 +5,7 @@ type Page struct {
 	// Title is the page's own title; the frame appends the product name.
 	Title string
 	// Active names the navigation entry of this page: "live", "history" or
-	// "audit".
+	// "audit" (or one of Nav's keys).
 	Active string
 	// StyleHref and ScriptHref are the versioned asset URLs; ScriptHref is
 	// empty on pages that need no JavaScript.
@@ -19,6 +19,24 @@ type Page struct {
 	Notice string
 	// Version is the build's one line, shown in the footer when set.
 	Version string
+	// Brand is the header's name, linking to /; empty is "loadreporter".
+	Brand string
+	// Nav is the header's navigation; nil is the worker's pages (Nav).
+	Nav []NavItem
+}
+
+func (p Page) brand() string {
+	if p.Brand == "" {
+		return "loadreporter"
+	}
+	return p.Brand
+}
+
+func (p Page) nav() []NavItem {
+	if p.Nav == nil {
+		return Nav
+	}
+	return p.Nav
 }
 
 // NavItem is one link of the header.
@@ -26,7 +44,7 @@ type NavItem struct {
 	Key, Label, Href string
 }
 
-// Nav is the header's navigation, in order.
+// Nav is the header's navigation of a worker's pages, in order.
 var Nav = []NavItem{
 	{Key: "live", Label: "Live", Href: "/"},
 	{Key: "history", Label: "History", Href: "/history"},
@@ -260,3 +278,100 @@ type Cell struct {
 	Text  string
 	Class string
 }
+
+// FleetPage is the fleet command's page: one row per worker as the
+// fleet's router-side client sees it, and the fleet as a whole.
+type FleetPage struct {
+	Page
+	// ServerTimeUnixMs is when the page was made, on the server's clock;
+	// the script measures ages against it.
+	ServerTimeUnixMs string
+	Summary          FleetSummary
+	Rows             []FleetRow
+	// EmptyRow is rendered into the <template> the script clones for
+	// workers added later, so the row's markup has one source.
+	EmptyRow FleetRow
+}
+
+// FleetSummary is the fleet as a whole: how many workers are fresh, and
+// the aggregate over their ranks.
+type FleetSummary struct {
+	// Fresh is "3 of 4 workers fresh".
+	Fresh string
+	Ranks string
+	// Running is "running / max running" requests; Waiting the waiting
+	// requests.
+	Running string
+	Waiting string
+	// KVUsage is the mean token_usage; KVBarWidth its bar in 0..100,
+	// KVLevel the bar's colour class; KVTokens "used / total" tokens.
+	KVUsage    string
+	KVBarWidth string
+	KVLevel    string
+	KVTokens   string
+	Throughput string
+	// Pending is the requests and tokens the fleet's router sent that no
+	// report counts yet, over every worker.
+	Pending string
+}
+
+// FleetRow is one worker, formatted; figures a report does not give are
+// "—".
+type FleetRow struct {
+	// Target is the worker's reporter as dialed; Dashboard its own live
+	// page.
+	Target    string
+	Dashboard string
+	// State is fresh, stale, unreachable or disconnected; StateClass the
+	// status pill's modifier (healthy, stale, unreachable, none).
+	State      string
+	StateClass string
+	// Reason says why the worker is not fresh.
+	Reason string
+	// Age is how long ago its report arrived; ReceivedUnixMs lets the
+	// script keep it current.
+	Age            string
+	ReceivedUnixMs string
+	Sequence       string
+	// EngineAddr, WorkerType, Model and Zone are the report's worker
+	// metadata.
+	EngineAddr string
+	WorkerType string
+	Model      string
+	Zone       string
+	Running    string
+	Waiting    string
+	// KVUsage is the mean over the ranks; KVBars one bar per rank.
+	KVUsage    string
+	KVBars     []KVBar
+	Throughput string
+	// Pending is the requests and tokens the fleet's router sent the
+	// worker that its report does not count yet.
+	Pending string
+	// Sort holds the raw values the script sorts on, as data-sort-*
+	// attributes.
+	Sort FleetSort
+}
+
+// FleetSort is a row's sort keys: numbers written as the script parses
+// them ("" sorts last).
+type FleetSort struct {
+	State, Age, Running, Waiting, KV, Throughput, Pending string
+}
+
+// KVBar is one rank's bar in a row's KV chart, in the chart's viewBox
+// (KVChartWidth × KVChartHeight).
+type KVBar struct {
+	Rank       string
+	X, Y, W, H string
+	Level      string
+	// Title is the bar's tooltip ("rank 3: 42.1 %").
+	Title string
+}
+
+// The KV chart of a row: a fixed-size box every rank's bar fits in,
+// however many ranks, so the row never wraps.
+const (
+	KVChartWidth  = 96
+	KVChartHeight = 20
+)

@@ -362,3 +362,40 @@ func TestAuditResultTable(t *testing.T) {
 		t.Errorf("form-error = %q", got)
 	}
 }
+
+// TestFleetPageFrame: a page served elsewhere (the fleet command's) wears
+// the same frame with its own name and navigation; the worker's pages keep
+// theirs. The fleet's rows and KV bars carry the data-testids fleet.js
+// fills, and the controls it works stay hidden without it.
+func TestFleetPageFrame(t *testing.T) {
+	nav := []NavItem{{Key: "fleet", Label: "Fleet", Href: "/"}, {Key: "loads", Label: "JSON", Href: "/v1/fleet/loads"}}
+	p := FleetPage{
+		Page:    Page{Title: "Fleet", Active: "fleet", StyleHref: "/static/style.css?v=1", ScriptHref: "/static/fleet.js?v=1", Brand: "loadreporter fleet", Nav: nav},
+		Summary: FleetSummary{Fresh: "1 of 1 workers fresh", KVBarWidth: "40.0", KVLevel: "low"},
+		Rows: []FleetRow{{Target: "a:1", Dashboard: "http://a:1/", State: "fresh", StateClass: "healthy", Model: "llama",
+			KVBars: []KVBar{{Rank: "0", X: "1", Y: "10", W: "8", H: "10", Level: "low", Title: "rank 0: 50.0 %"}}}},
+	}
+	doc := render(t, Fleet(p))
+	if got := doc.Find("header.site .brand").Text(); got != "loadreporter fleet" {
+		t.Errorf("brand %q", got)
+	}
+	if n, cur := doc.Find("header.site nav a").Length(), byID(doc, "nav-fleet").AttrOr("aria-current", ""); n != 2 || cur != "page" ||
+		byID(doc, "nav-history").Length() != 0 {
+		t.Errorf("nav: %d entries, fleet current %q", n, cur)
+	}
+	row := byID(doc, "workers").Find(`[data-testid="worker"]`)
+	if row.Length() != 1 || row.AttrOr("data-target", "") != "a:1" || text(byID(row, "model")) != "llama" ||
+		byID(row, "rank").AttrOr("height", "") != "10" || text(byID(row, "rank").Find("title")) != "rank 0: 50.0 %" {
+		t.Errorf("row: %d", row.Length())
+	}
+	if _, hidden := byID(doc, "fleet-controls").Attr("hidden"); !hidden {
+		t.Error("the controls show without the script")
+	}
+	if doc.Find("[style], style").Length() != 0 {
+		t.Error("an inline style: the page's policy allows none")
+	}
+	if live := render(t, Live(livePage())); live.Find("header.site .brand").Text() != "loadreporter" ||
+		live.Find("header.site nav a").Length() != len(Nav) {
+		t.Error("the worker's pages lost their frame")
+	}
+}

@@ -16,6 +16,8 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/source/sglangzmq"
 	"github.com/loadreporter/loadreporter/adapters/store/memory"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/envflag"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/logging"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/serving"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
@@ -74,14 +76,11 @@ type Config struct {
 	AuthScope string
 	// AllowedHosts are names, besides IPs, localhost and the --listen
 	// host, that requests may carry in Host when no token is set.
-	AllowedHosts      string
-	MaxStreamsPerConn int
-	// StalledWriteTimeout ends a stream (Watch, ORCA, Monitor) whose write
-	// has been blocked that long: its client stopped reading.
-	StalledWriteTimeout time.Duration
-	// RequestBodyTimeout is how long a request may take to send its body,
-	// but Monitor's.
-	RequestBodyTimeout time.Duration
+	AllowedHosts string
+	// Port bounds the port's peers, as fleet's: HTTP/2 streams per
+	// connection, a stalled write (Watch, ORCA, Monitor), a request body
+	// (but Monitor's).
+	serving.Port
 	// Monitor holds the limits of router streams (first frame, frame
 	// budget, final write); its Clock and Logger are set by the providers.
 	Monitor rpc.MonitorOptions
@@ -97,8 +96,7 @@ type Config struct {
 	// worker's public address.
 	Front FrontConfig
 
-	LogLevel  string
-	LogFormat string
+	logging.Flags
 
 	// warnings are said at start: settings that work but are likely not
 	// what the operator meant.
@@ -124,26 +122,24 @@ type FrontConfig struct {
 // DefaultConfig is the embedded default: a simulated engine on localhost.
 func DefaultConfig() Config {
 	return Config{
-		Listen:              "127.0.0.1:8080",
-		Source:              "sim",
-		StaleAfter:          3 * time.Second,
-		PullBudget:          fireloop.DefaultPullBudget,
-		Schedule:            "aligned",
-		PhaseSlots:          1,
-		Limits:              session.DefaultLimits(),
-		ShutdownGrace:       5 * time.Second,
-		Migrate:             true,
-		HistoryInterval:     time.Second,
-		HistoryRetention:    7 * 24 * time.Hour,
-		HistoryCapacity:     memory.DefaultCapacity,
-		WorkerType:          "regular",
-		AuthScope:           AuthScopeAll,
-		SimMode:             "normal",
-		PollMaxAge:          pollapi.DefaultMaxAge,
-		MaxStreamsPerConn:   1000,
-		StalledWriteTimeout: rpc.DefaultStalledWriteTimeout,
-		RequestBodyTimeout:  10 * time.Second,
-		MaxDPSize:           rpc.DefaultMaxDPSize,
+		Listen:           "127.0.0.1:8080",
+		Source:           "sim",
+		StaleAfter:       3 * time.Second,
+		PullBudget:       fireloop.DefaultPullBudget,
+		Schedule:         "aligned",
+		PhaseSlots:       1,
+		Limits:           session.DefaultLimits(),
+		ShutdownGrace:    serving.DefaultShutdownGrace,
+		Migrate:          true,
+		HistoryInterval:  time.Second,
+		HistoryRetention: 7 * 24 * time.Hour,
+		HistoryCapacity:  memory.DefaultCapacity,
+		WorkerType:       "regular",
+		AuthScope:        AuthScopeAll,
+		SimMode:          "normal",
+		PollMaxAge:       pollapi.DefaultMaxAge,
+		Port:             serving.DefaultPort(),
+		MaxDPSize:        rpc.DefaultMaxDPSize,
 		Monitor: rpc.MonitorOptions{
 			FirstFrameTimeout: rpc.DefaultFirstFrameTimeout, MaxFramesPerSecond: rpc.DefaultMaxFramesPerSecond,
 			FrameBurst: rpc.DefaultFrameBurst, FinalWriteTimeout: rpc.DefaultFinalWriteTimeout,
@@ -151,8 +147,7 @@ func DefaultConfig() Config {
 			MaxPendingStreams: rpc.DefaultMaxPendingStreams,
 		},
 		DetailInterval: sglangzmq.DefaultDetailInterval,
-		LogLevel:       "info",
-		LogFormat:      "text",
+		Flags:          logging.Defaults(),
 	}
 }
 
@@ -188,7 +183,7 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.DurationVar(&c.Limits.MinLease, "min-lease", c.Limits.MinLease, "shortest lease granted (shorter requests are raised)")
 	fs.DurationVar(&c.Limits.MaxLease, "max-lease", c.Limits.MaxLease, "longest lease granted (longer requests are lowered)")
 	fs.IntVar(&c.Limits.MaxSessions, "max-sessions", c.Limits.MaxSessions, "live router sessions at most: Monitor and ORCA streams (GET /v1/loads polls waiting for a report have a bound of this size of their own)")
-	fs.IntVar(&c.Limits.MaxWatchSessions, "max-watch-sessions", c.Limits.MaxWatchSessions, "live Watch streams (dashboards) at most, apart from --max-sessions so browsers never refuse a router")
+	serving.RegisterMaxWatchSessions(fs, &c.Limits.MaxWatchSessions)
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "bound on graceful shutdown")
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL URL for the history (empty: a bounded in-memory history)")
 	fs.BoolVar(&c.Migrate, "migrate", c.Migrate, "apply the schema migrations at start (with --database-url)")
@@ -213,17 +208,14 @@ func ParseServe(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.Float64Var(&c.Monitor.MaxPeerFramesPerSecond, "max-peer-frames-per-second", c.Monitor.MaxPeerFramesPerSecond, "router frames the Monitor streams of one peer host may send per second together, over all its connections; beyond it a stream ends with RESOURCE_EXHAUSTED (0: as if unset)")
 	fs.IntVar(&c.Monitor.MaxPendingStreams, "max-pending-streams", c.Monitor.MaxPendingStreams, "Monitor streams open but not registered yet, over all connections; one more ends at once with RESOURCE_EXHAUSTED (0: as if unset)")
 	fs.DurationVar(&c.Monitor.FinalWriteTimeout, "final-write-timeout", c.Monitor.FinalWriteTimeout, "how long a stream's last writes may wait for a peer that does not read: a Monitor stream's once its session ended, and at shutdown every stream's (Monitor, Watch, ORCA, page events; keep it below --shutdown-grace)")
-	fs.DurationVar(&c.RequestBodyTimeout, "request-body-timeout", c.RequestBodyTimeout, "how long a request may take to send its body (every request but Monitor's, which bounds itself); a client trickling a body is cut off")
-	fs.DurationVar(&c.StalledWriteTimeout, "stalled-write-timeout", c.StalledWriteTimeout, "a stream whose write stays blocked this long ends, giving back its session slot: a browser's Watch or an ORCA stream whose client stopped reading, or a router whose keep_alives arrive while its reports do not get through")
+	c.Port.Register(fs)
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "the only bearer token AdminService accepts (so routers' --auth-token cannot change the topology or the sim mode)")
 	fs.IntVar(&c.MaxDPSize, "max-dp-size", c.MaxDPSize, "largest DP size --dp-size and AdminService.SetTopology accept")
-	fs.IntVar(&c.MaxStreamsPerConn, "max-streams-per-conn", c.MaxStreamsPerConn, "HTTP/2 streams one connection may hold open, registered or not")
 	fs.StringVar(&c.Front.Listen, "front-listen", c.Front.Listen, "front mode: the worker's public address (e.g. 0.0.0.0:30000); every request there is passed to the engine unchanged but GET /v1/loads and /get_load, answered from the shared pull, and GET /metrics, the engine's own served from one scrape per --poll-max-age (empty: off)")
 	fs.StringVar(&c.Front.EngineURL, "front-engine-url", c.Front.EngineURL, "front mode: where requests are passed (empty: --engine-url); http://HOST:PORT, or grpc://HOST:PORT for an engine's gRPC server")
 	fs.BoolVar(&c.Front.TLS, "front-tls", c.Front.TLS, "front mode: serve the worker's address over TLS with --tls-cert and --tls-key (and mutual TLS with --tls-client-ca), for routers that reach workers by https:// or TLS gRPC; the engine behind stays plaintext on loopback")
 	fs.DurationVar(&c.Front.ResponseHeaderTimeout, "front-response-header-timeout", c.Front.ResponseHeaderTimeout, "front mode: how long a proxied request waits for the engine's response headers (0: as long as the client waits; a generation that does not stream answers when it is done)")
-	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
-	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
+	c.Flags.Register(fs)
 	fs.Usage = envflag.Usage(fs, out, "Usage: loadreporter serve [flags]\n\nServes per-rank engine load to routers (Monitor), browsers and operators.",
 		map[string]string{"database-url": "DATABASE_URL"})
 	if err := envflag.Parse(fs, args, getenv, map[string]string{"database-url": "DATABASE_URL"}); err != nil {
@@ -254,8 +246,8 @@ func (c Config) Validate() error {
 		}
 		return fmt.Errorf("--engine-url is required with --source %s", c.Source)
 	}
-	if c.MaxStreamsPerConn < 1 {
-		return fmt.Errorf("--max-streams-per-conn %d: want at least 1", c.MaxStreamsPerConn)
+	if err := c.Port.Check(); err != nil {
+		return err
 	}
 	if c.DetailInterval < 0 {
 		return fmt.Errorf("--detail-interval %s: must not be negative (0 turns the detail pull off)", c.DetailInterval)
@@ -268,12 +260,6 @@ func (c Config) Validate() error {
 	}
 	if err := c.Monitor.Validate(); err != nil {
 		return errors.New(domain.ErrorMessage(err))
-	}
-	if c.RequestBodyTimeout <= 0 {
-		return fmt.Errorf("--request-body-timeout %s: must be positive", c.RequestBodyTimeout)
-	}
-	if c.StalledWriteTimeout <= 0 {
-		return fmt.Errorf("--stalled-write-timeout %s: must be positive", c.StalledWriteTimeout)
 	}
 	if c.ShutdownGrace <= 0 {
 		return fmt.Errorf("--shutdown-grace %s: must be > 0", c.ShutdownGrace)
@@ -359,11 +345,5 @@ func (c Config) Validate() error {
 	if err := c.Front.validate(c); err != nil {
 		return err
 	}
-	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel) {
-		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
-	}
-	if !slices.Contains([]string{"text", "json"}, c.LogFormat) {
-		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
-	}
-	return nil
+	return c.Flags.Check()
 }

@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/loadreporter/loadreporter/adapters/front"
 	"github.com/loadreporter/loadreporter/adapters/metrics"
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/serving"
 )
 
 // Front is the front mode's server at the worker's public address; nil
@@ -99,7 +99,7 @@ func NewFront(c Config, poll *pollapi.Handler, m *metrics.Metrics, log *slog.Log
 			{Method: http.MethodGet, Path: "/get_load", Handler: http.HandlerFunc(poll.ServeGetLoad)},
 			// A gRPC engine's poll (SMG's gRPC mode); the rest of its
 			// scheduler service is passed through.
-			{Method: http.MethodPost, Path: pollapi.GetLoadsProcedure, Handler: poll.GetLoadsHandler(connect.WithReadMaxBytes(MaxRequestBytes))},
+			{Method: http.MethodPost, Path: pollapi.GetLoadsProcedure, Handler: poll.GetLoadsHandler(connect.WithReadMaxBytes(serving.MaxRequestBytes))},
 		},
 		APIKey:                c.EngineAPIKey,
 		MetricsMaxAge:         pollAge(c),
@@ -110,25 +110,7 @@ func NewFront(c Config, poll *pollapi.Handler, m *metrics.Metrics, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
-	var p http.Protocols
-	p.SetHTTP1(true)
-	if c.Front.TLS {
-		p.SetHTTP2(true)
-	} else {
-		p.SetUnencryptedHTTP2(true)
-	}
-	srv := &http.Server{
-		Handler:           h,
-		Protocols:         &p,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          serverErrorLog(log, time.Second),
-		HTTP2: &http.HTTP2Config{
-			MaxConcurrentStreams: c.MaxStreamsPerConn,
-			SendPingTimeout:      30 * time.Second,
-			PingTimeout:          15 * time.Second,
-		},
-	}
+	srv := c.Port.NewServer(h, log, c.Front.TLS)
 	if c.Front.TLS {
 		if srv.TLSConfig, err = serverTLS(c, log); err != nil {
 			return nil, err

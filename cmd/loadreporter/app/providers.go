@@ -30,28 +30,7 @@ import (
 )
 
 // NewLogger builds the process logger from the config.
-func NewLogger(c Config) *slog.Logger { return newLogger(c, os.Stderr) }
-
-func newLogger(c Config, w io.Writer) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(c.LogLevel))
-	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: oneLineErrors}
-	if c.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
-}
-
-// oneLineErrors writes an error on one line: pgx and the net package join
-// causes with "\n\t", which a text log escapes into one quoted blur.
-func oneLineErrors(_ []string, a slog.Attr) slog.Attr {
-	if a.Value.Kind() == slog.KindAny {
-		if err, ok := a.Value.Any().(error); ok {
-			return slog.String(a.Key, domain.OneLine(err.Error()))
-		}
-	}
-	return a
-}
+func NewLogger(c Config) *slog.Logger { return c.Flags.New(os.Stderr) }
 
 // Engine is the configured snapshot source, plus the simulator's controls
 // when the source is the simulator.

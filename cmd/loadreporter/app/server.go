@@ -20,6 +20,7 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/adapters/rpc"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/hostcheck"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/serving"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
@@ -76,18 +77,14 @@ func (r *Readiness) check(ctx context.Context) string {
 	return ""
 }
 
-// MaxRequestBytes bounds one RPC message (a router frame, a query).
-const MaxRequestBytes = 64 << 10
-
 // NewHandler assembles everything served on the one port.
 func NewHandler(c Config, loop *fireloop.Loop, monitor *rpc.Monitor, watch *rpc.Watch, admin *rpc.Admin, history *rpc.History,
 	orcaSvc *orca.Service, poll *pollapi.Handler, dashboard *web.Handler, health *Health, m *metrics.Metrics, ready *Readiness,
 	stalls *rpc.Stalls) http.Handler {
 	mux := http.NewServeMux()
 	// Every request of every service on the port, health and reflection
-	// included, is a few hundred bytes: refuse a peer that sends megabytes
-	// (or a gzip bomb that inflates to gigabytes) before it is buffered.
-	limit := connect.WithReadMaxBytes(MaxRequestBytes)
+	// included, is bounded alike.
+	limit := connect.WithReadMaxBytes(serving.MaxRequestBytes)
 	mux.Handle(monitor.Handler(limit))
 	// Browsers' and ORCA clients' streams hold no lease: a write blocked
 	// for --stalled-write-timeout ends them.
@@ -132,12 +129,10 @@ func NewHandler(c Config, loop *fireloop.Loop, monitor *rpc.Monitor, watch *rpc.
 	}
 	// Every stream, not only Monitor's, ends within the final-write bound
 	// once the reporter shuts down: a browser or ORCA client that stopped
-	// reading must not hold the shutdown to its grace.
-	h = rpc.BoundWritesAtShutdown(loop.ShuttingDown(), c.Monitor.FinalWriteTimeout, h)
-	h = boundRequestBodies(c.RequestBodyTimeout, h)
-	// Outermost, so the handlers can bound their sends with write deadlines
-	// and Admin can log the caller's client certificate.
-	return rpc.WithTransportInfo(h)
+	// reading must not hold the shutdown to its grace. Monitor's body lasts
+	// as long as the session, which bounds itself (a first frame in time, a
+	// frame budget, a lease).
+	return c.Port.Wrap(h, loop.ShuttingDown(), c.Monitor.FinalWriteTimeout, monitorRoute)
 }
 
 // answerUnknownRPCs answers a gRPC, gRPC-Web or Connect call to a method
@@ -156,51 +151,12 @@ func answerUnknownRPCs(mux *http.ServeMux) http.Handler {
 	})
 }
 
-// boundRequestBodies gives every request but Monitor's, whose body lasts
-// as long as the session (and which bounds itself: a first frame in time,
-// a frame budget, a lease), d to send its whole body; reflection's two-way
-// streams too, as a client asks a few questions and closes. Without it a
-// client trickling a body a byte at a time held its connection, goroutine
-// and file descriptor as long as it liked, and twenty thousand of them
-// took every descriptor (the probes stopped answering). Once the body is
-// read nothing reads the stream again, but net/http's own watch of an
-// HTTP/1.1 connection, which clears the deadline first.
-func boundRequestBodies(d time.Duration, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body != nil && r.Body != http.NoBody && !strings.HasPrefix(r.URL.Path, monitorRoute) {
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
 var monitorRoute = "/" + loadmonitorv1connect.LoadMonitorServiceName + "/"
 
 // NewServer returns the HTTP server for the one port: HTTP/1.1 and HTTP/2
 // (h2c without TLS), TLS and mutual TLS by flags.
 func NewServer(c Config, h http.Handler, log *slog.Logger) (*http.Server, error) {
-	var p http.Protocols
-	p.SetHTTP1(true)
-	p.SetHTTP2(true)
-	if c.TLSCert == "" {
-		p.SetUnencryptedHTTP2(true)
-	}
-	srv := &http.Server{
-		Handler:           h,
-		Protocols:         &p,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          serverErrorLog(log, time.Second),
-		HTTP2: &http.HTTP2Config{
-			// Bounds the streams one connection holds open, registered or
-			// not: a router fleet multiplexing on one connection fits, a
-			// peer opening streams it never registers does not grow.
-			MaxConcurrentStreams: c.MaxStreamsPerConn,
-			// Find dead peers (a pulled cable) so blocked sends end.
-			SendPingTimeout: 30 * time.Second,
-			PingTimeout:     15 * time.Second,
-		},
-	}
+	srv := c.Port.NewServer(h, log, c.TLSCert != "")
 	if c.TLSCert == "" {
 		return srv, nil
 	}

@@ -2,7 +2,6 @@ package app
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -78,23 +77,6 @@ func TestStatusLogFollowsKindsNotWordings(t *testing.T) {
 		t.Fatalf("the kind change: %s", lines[perHour])
 	}
 }
-
-// TestLogErrorsAreOneLine: a driver's error that joins its causes with
-// "\n\t" (pgx's dial errors) is logged on one line, in both formats.
-func TestLogErrorsAreOneLine(t *testing.T) {
-	err := errors.New("failed to connect to `user=postgres database=x`:\n\t127.0.0.1:1: connection refused\n\t[::1]:1: connection refused")
-	for _, format := range []string{"text", "json"} {
-		var out strings.Builder
-		c := DefaultConfig()
-		c.LogFormat = format
-		newLogger(c, &out).Warn("history: write failed", "err", err)
-		if got := out.String(); strings.Contains(got, `\n`) || strings.Contains(got, `\t`) ||
-			!strings.Contains(got, "database=x`: 127.0.0.1:1: connection refused [::1]:1: connection refused") {
-			t.Errorf("%s: %s", format, got)
-		}
-	}
-}
-
 // TestStatusLogSaysWhenTheCauseChanges: within one kind of failure, a new
 // cause (another rank, the discovery's real answer) is logged within
 // causeChangeHold, while measurements that change every fire are not.

@@ -39,12 +39,12 @@ type AuditConfig struct {
 	// Interval is gaps' history interval (--history-interval); 0 is the
 	// reporter's own through Target, DefaultHistoryInterval through
 	// DatabaseURL.
-	Interval    time.Duration
-	Limit       int
-	Format      string
+	Interval time.Duration
+	Limit    int
+	Format   string
 	// Wide keeps every column of a text table; by default it fits
 	// audittable.NarrowWidth columns.
-	Wide bool
+	Wide        bool
 	Target      string
 	DatabaseURL string
 	AuthToken   string
@@ -103,7 +103,7 @@ func ParseAudit(args []string, getenv func(string) string, out io.Writer) (Audit
 	fs.IntVar(&c.Limit, "limit", c.Limit, fmt.Sprintf("reports: reports at most, the first of the window (0: every report of the window, up to %d); "+
 		"others: rows at most (0: %d); at most %d", audittable.MaxReports, audit.DefaultResultLimit, audit.MaxLimit))
 	fs.StringVar(&c.Format, "format", c.Format, "table, csv or json")
-	fs.BoolVar(&c.Wide, "wide", c.Wide, fmt.Sprintf("table: every column, and long text whole (default: the columns read first, fitting %d characters; csv and json always hold everything)", audittable.NarrowWidth))
+	fs.BoolVar(&c.Wide, "wide", c.Wide, fmt.Sprintf("table: every column, and long text whole (without it: the columns read first, fitting %d characters; csv and json always hold everything)", audittable.NarrowWidth))
 	fs.StringVar(&c.Target, "target", c.Target, "HOST:PORT of a running loadreporter to ask (its HistoryService)")
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "query PostgreSQL directly instead of --target")
 	fs.StringVar(&c.AuthToken, "auth-token", c.AuthToken, "bearer token the target requires")

@@ -38,7 +38,7 @@ func watchFleet(ctx context.Context, c WatchConfig, out io.Writer, terminal bool
 			return nil
 		case <-tick.C:
 		}
-		table := FleetTable(time.Now(), f.Views())
+		table := FleetTable(time.Now(), fleetWorkers(f))
 		if terminal {
 			table = clearScreen + table
 		} else if tables > 0 {
@@ -53,22 +53,42 @@ func watchFleet(ctx context.Context, c WatchConfig, out io.Writer, terminal bool
 	}
 }
 
-// FleetTable renders views as of now: a header, then one line per worker
-// with its state, the age of its latest report and, per rank, running/max
-// requests, waiting requests and KV-cache usage; a worker that is not
-// Fresh also says why.
-func FleetTable(now time.Time, views []*client.View) string {
+// FleetWorker is one line of a FleetTable: a worker's view, and what the
+// fleet's router sent it that the view's report does not count yet.
+type FleetWorker struct {
+	View    *client.View
+	Pending client.Pending
+}
+
+// fleetWorkers is every worker of f, sorted by address.
+func fleetWorkers(f *client.Fleet) []FleetWorker {
+	ws := f.Workers()
+	out := make([]FleetWorker, len(ws))
+	for i, w := range ws {
+		out[i] = FleetWorker{View: w.View(), Pending: w.Pending()}
+	}
+	return out
+}
+
+// FleetTable renders workers as of now: a header, then one line per
+// worker with its state, the age of its latest report, the requests and
+// tokens pending on it (sent by this client since that report) and, per
+// rank, running/max requests, waiting requests and KV-cache usage; a
+// worker that is not Fresh also says why.
+func FleetTable(now time.Time, workers []FleetWorker) string {
 	var b strings.Builder
 	fresh := 0
-	for _, v := range views {
-		if v.StateAt(now) == client.Fresh {
+	for _, w := range workers {
+		if w.View.StateAt(now) == client.Fresh {
 			fresh++
 		}
 	}
-	fmt.Fprintf(&b, "fleet at %s: %d of %d workers fresh\n", now.UTC().Format("15:04:05"), fresh, len(views))
-	fmt.Fprintf(&b, "%-21s %-12s %8s  %s\n", "WORKER", "STATE", "AGE", "RANKS (running/max waiting kv)")
-	for _, v := range views {
-		fmt.Fprintf(&b, "%-21s %-12s %8s ", v.Addr, v.StateAt(now), reportAge(now, v))
+	fmt.Fprintf(&b, "fleet at %s: %d of %d workers fresh\n", now.UTC().Format("15:04:05"), fresh, len(workers))
+	fmt.Fprintf(&b, "%-21s %-12s %8s %15s  %s\n", "WORKER", "STATE", "AGE", "PENDING req/tok", "RANKS (running/max waiting kv)")
+	for _, w := range workers {
+		v := w.View
+		pending := fmt.Sprintf("%d/%d", w.Pending.Requests, w.Pending.Tokens)
+		fmt.Fprintf(&b, "%-21s %-12s %8s %15s ", v.Addr, v.StateAt(now), reportAge(now, v), pending)
 		for _, k := range v.Report.GetRanks() {
 			fmt.Fprintf(&b, " [%d] %d/%d w%d kv%.1f%%", k.GetDpRank(), k.GetNumRunningReqs(), k.GetMaxRunningRequests(),
 				k.GetNumWaitingReqs(), k.GetTokenUsage()*100)

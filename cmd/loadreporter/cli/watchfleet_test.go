@@ -53,19 +53,20 @@ func TestFleetTable(t *testing.T) {
 		return &pb.RankLoad{DpRank: r, NumRunningReqs: running, NumWaitingReqs: waiting, MaxRunningRequests: 256, TokenUsage: kv}
 	}
 	report := &pb.LoadReport{Status: pb.ReportStatus_REPORT_STATUS_HEALTHY, Ranks: []*pb.RankLoad{rank(0, 3, 1, 0.25), rank(1, 7, 0, 0.5)}}
-	views := []*client.View{
-		{Addr: "10.0.0.1:8080", State: client.Fresh, Report: report, ReceivedAt: now.Add(-120 * time.Millisecond), StaleAt: now.Add(time.Second)},
-		{Addr: "10.0.0.2:8080", State: client.Fresh, Report: report, ReceivedAt: now.Add(-5 * time.Second), StaleAt: now.Add(-2 * time.Second)},
-		{Addr: "10.0.0.3:8080", State: client.Disconnected, Reason: "no registered stream: connection refused"},
+	workers := []FleetWorker{
+		{View: &client.View{Addr: "10.0.0.1:8080", State: client.Fresh, Report: report, ReceivedAt: now.Add(-120 * time.Millisecond), StaleAt: now.Add(time.Second)},
+			Pending: client.Pending{Requests: 3, Tokens: 1536}},
+		{View: &client.View{Addr: "10.0.0.2:8080", State: client.Fresh, Report: report, ReceivedAt: now.Add(-5 * time.Second), StaleAt: now.Add(-2 * time.Second)}},
+		{View: &client.View{Addr: "10.0.0.3:8080", State: client.Disconnected, Reason: "no registered stream: connection refused"}},
 	}
-	lines := strings.Split(strings.TrimSuffix(FleetTable(now, views), "\n"), "\n")
-	if len(lines) != 5 || lines[0] != "fleet at 10:00:00: 1 of 3 workers fresh" {
+	lines := strings.Split(strings.TrimSuffix(FleetTable(now, workers), "\n"), "\n")
+	if len(lines) != 5 || lines[0] != "fleet at 10:00:00: 1 of 3 workers fresh" || !strings.Contains(lines[1], "PENDING req/tok  RANKS") {
 		t.Fatalf("table:\n%s", strings.Join(lines, "\n"))
 	}
 	for i, want := range [][]string{
-		{"10.0.0.1:8080", "fresh", "120ms", "[0] 3/256 w1 kv25.0%", "[1] 7/256 w0 kv50.0%"},
-		{"10.0.0.2:8080", "stale", "5s", "[1] 7/256 w0 kv50.0%", "(no report since 09:59:58.000)"},
-		{"10.0.0.3:8080", "disconnected", " - ", "(no registered stream: connection refused)"},
+		{"10.0.0.1:8080", "fresh", "120ms", " 3/1536  [0]", "[0] 3/256 w1 kv25.0%", "[1] 7/256 w0 kv50.0%"},
+		{"10.0.0.2:8080", "stale", "5s", " 0/0  [0]", "[1] 7/256 w0 kv50.0%", "(no report since 09:59:58.000)"},
+		{"10.0.0.3:8080", "disconnected", " - ", " 0/0   (no registered stream: connection refused)"},
 	} {
 		for _, w := range want {
 			if !strings.Contains(lines[i+2], w) {

@@ -35,48 +35,93 @@ type WorkerLoads struct {
 	AgeMs *int64 `json:"age_ms"`
 	// Dashboard is the worker's own live page.
 	Dashboard string `json:"dashboard"`
+	// Pending is what the fleet's router sent the worker that its report
+	// does not count yet.
+	Pending Pending `json:"pending"`
 	// Loads is the latest report in the /v1/loads envelope; null before the
 	// first. A disconnected or stale worker keeps its last one, for
 	// display: State says whether it means anything now.
 	Loads *pollapi.Envelope `json:"loads"`
 }
 
+// Pending is package client's Pending: the dispatches of the fleet's
+// router that a worker's report does not count yet. Always zero unless a
+// router picks through the fleet's client.
+type Pending struct {
+	Requests int64 `json:"requests"`
+	Tokens   int64 `json:"tokens"`
+}
+
 // Aggregate is pollapi's aggregate over every rank of the Fresh workers,
-// with the counts it was made from.
+// with the counts it was made from and the pending dispatches of every
+// worker.
 type Aggregate struct {
 	Workers      int `json:"workers"`
 	FreshWorkers int `json:"fresh_workers"`
 	DPRankCount  int `json:"dp_rank_count"`
 	pollapi.Aggregate
+	PendingRequests int64 `json:"pending_requests"`
+	PendingTokens   int64 `json:"pending_tokens"`
 }
 
-// answerOf is the answer for views at now.
-func answerOf(now time.Time, views []*client.View, dashboard func(string) string) Answer {
-	a := Answer{Timestamp: now.UTC().Format(time.RFC3339Nano), Workers: make([]WorkerLoads, len(views))}
-	a.Aggregate.Workers = len(views)
+// entry is one worker as the fleet shows it: its view, and what the
+// fleet's router sent it since that view's report.
+type entry struct {
+	view    *client.View
+	pending client.Pending
+}
+
+// entriesOf is every worker of f, sorted by address.
+func entriesOf(f *client.Fleet) []entry {
+	ws := f.Workers()
+	es := make([]entry, len(ws))
+	for i, w := range ws {
+		es[i] = entry{view: w.View(), pending: w.Pending()}
+	}
+	return es
+}
+
+// aggregateOf sums es at now; report(i) is es[i].view's report in domain
+// terms, asked of the Fresh workers only.
+func aggregateOf(now time.Time, es []entry, report func(i int) *domain.Report) Aggregate {
+	a := Aggregate{Workers: len(es)}
 	var fresh []domain.RankLoad
-	for i, v := range views {
+	for i, e := range es {
+		a.PendingRequests += e.pending.Requests
+		a.PendingTokens += e.pending.Tokens
+		if e.view.StateAt(now) != client.Fresh {
+			continue
+		}
+		a.FreshWorkers++
+		if r := report(i); r != nil {
+			fresh = append(fresh, r.Ranks...)
+		}
+	}
+	a.DPRankCount = len(fresh)
+	a.Aggregate = pollapi.AggregateOf(fresh)
+	return a
+}
+
+// answerOf is the answer for es at now.
+func answerOf(now time.Time, es []entry, dashboard func(string) string) Answer {
+	a := Answer{Timestamp: now.UTC().Format(time.RFC3339Nano), Workers: make([]WorkerLoads, len(es))}
+	reports := make([]*domain.Report, len(es)) // nil before the first report
+	for i, e := range es {
+		v := e.view
 		state := v.StateAt(now)
-		w := WorkerLoads{Target: v.Addr, State: state.String(), Dashboard: dashboard(v.Addr)}
+		w := WorkerLoads{Target: v.Addr, State: state.String(), Dashboard: dashboard(v.Addr),
+			Pending: Pending{Requests: e.pending.Requests, Tokens: e.pending.Tokens}}
 		if state != client.Fresh {
 			w.Reason = notFreshReason(v)
 		}
-		var report *domain.Report // nil before the first report
 		if v.Report != nil {
-			report = rpc.ReportFromProto(v.Report)
+			reports[i] = rpc.ReportFromProto(v.Report)
 			age := now.Sub(v.ReceivedAt).Milliseconds()
-			e := pollapi.EnvelopeOf(report)
-			w.AgeMs, w.Loads = &age, &e
-		}
-		if state == client.Fresh {
-			a.Aggregate.FreshWorkers++
-			if report != nil {
-				fresh = append(fresh, report.Ranks...)
-			}
+			env := pollapi.EnvelopeOf(reports[i])
+			w.AgeMs, w.Loads = &age, &env
 		}
 		a.Workers[i] = w
 	}
-	a.Aggregate.DPRankCount = len(fresh)
-	a.Aggregate.Aggregate = pollapi.AggregateOf(fresh)
+	a.Aggregate = aggregateOf(now, es, func(i int) *domain.Report { return reports[i] })
 	return a
 }

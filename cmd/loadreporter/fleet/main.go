@@ -4,15 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/hostcheck"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/loadreporter/loadreporter/adapters/rpc"
 	"github.com/loadreporter/loadreporter/client"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/hostcheck"
 	"github.com/loadreporter/loadreporter/web"
 )
 
@@ -21,14 +23,23 @@ import (
 type Main struct {
 	cfg    Config
 	fleet  *client.Fleet
+	style  string // style.css's versioned URL
 	script string // fleet.js's versioned URL
 	srv    *http.Server
 	ln     net.Listener
 	served chan error
 	log    *slog.Logger
+	stream *fleetStream
+	stalls *rpc.Stalls
+	// shutDown ends every stream and bounds the writes still in progress
+	// (serving.Port.Wrap).
+	shutDown context.CancelFunc
 	// stopWatch ends logWorkers; watched is closed once it returned.
 	stopWatch func()
 	watched   chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // New dials every target (returning at once: the views start
@@ -44,34 +55,41 @@ func New(c Config) (*Main, error) {
 			return nil, err
 		}
 	}
-	script, err := web.AssetURL("fleet.js")
+	m := &Main{cfg: c, fleet: f, log: c.Logger}
+	if m.style, err = web.AssetURL("style.css"); err == nil {
+		m.script, err = web.AssetURL("fleet.js")
+	}
 	if err != nil {
 		_ = f.Close()
 		return nil, err
 	}
-	m := &Main{cfg: c, fleet: f, script: script, log: c.Logger}
 	if m.log == nil {
-		m.log = slog.Default()
+		m.log = c.Flags.New(os.Stderr)
 	}
-	// HTTP/1.1 for browsers, unencrypted HTTP/2 for gRPC clients of
-	// WatchFleet.
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
-	m.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Protocols: &protocols}
-	stopping := make(chan struct{})
-	var stopOnce sync.Once
-	m.srv.RegisterOnShutdown(func() { stopOnce.Do(func() { close(stopping) }) })
-	stream := &fleetStream{fleet: f, dashboard: c.dashboard, now: time.Now, stopping: stopping}
+	// The port is bounded as serve's is, by the same code and flags: a
+	// reader that stops reading is cut after --stalled-write-timeout, and
+	// at shutdown after --final-write-timeout; HTTP/2 pings find dead
+	// peers; bodies and headers come in time.
+	m.stalls = rpc.NewStalls(c.StalledWriteTimeout, m.log)
+	shuttingDown, shutDown := context.WithCancel(context.Background())
+	m.shutDown = shutDown
+	m.stream = &fleetStream{fleet: f, dashboard: c.dashboard, now: time.Now, stopping: shuttingDown.Done(),
+		streams: newGate(c.MaxWatchSessions)}
 	mux := http.NewServeMux()
-	mux.HandleFunc(LoadsRoute, m.serveLoads)
-	mux.HandleFunc(PageRoute, m.servePage)
-	mux.Handle(stream.handler())
+	mux.Handle(m.stalls.Wrap(LoadsRoute, http.HandlerFunc(m.serveLoads)))
+	mux.Handle(m.stalls.Wrap(PageRoute, http.HandlerFunc(m.servePage)))
+	mux.Handle(m.stalls.Wrap(m.stream.handler()))
 	mux.Handle("GET /static/", web.Static())
 	// The fleet view has no token: only the names it was told about.
-	m.srv.Handler = hostcheck.Guard(c.Listen, strings.Split(c.AllowedHosts, ","), "add it with --allowed-host", mux)
+	h := hostcheck.Guard(c.Listen, strings.Split(c.AllowedHosts, ","), "add it with --allowed-host", mux)
+	m.srv = c.Port.NewServer(c.Port.Wrap(h, shuttingDown, c.FinalWriteTimeout), m.log, false)
 	return m, nil
 }
+
+// Fleet is the client fleet the view shows. A router that embeds the view
+// picks through it (client.Fleet.PickFor), and the page shows what it
+// sent each worker that the worker's report does not count yet.
+func (m *Main) Fleet() *client.Fleet { return m.fleet }
 
 // Start listens on Listen and serves in the background.
 func (m *Main) Start() error {
@@ -91,24 +109,22 @@ func (m *Main) Start() error {
 	return nil
 }
 
-// logWorkers writes a line each time a worker gets a registered stream or
-// loses it, with why: what an operator looks for when a row turns red.
-// Fresh and stale, which turn with every report, are left to the page.
+// logWorkers writes the workers' connects and losses through a workerLog
+// until changed is closed, then what it still held back.
 func (m *Main) logWorkers(changed <-chan struct{}) {
-	connected := map[string]bool{}
-	for range changed {
-		for _, v := range m.fleet.Views() {
-			up := v.State != client.Disconnected
-			was, seen := connected[v.Addr]
-			switch {
-			case up == was && seen:
-				continue
-			case up:
-				m.log.Info("fleet: worker connected", "worker", v.Addr)
-			case seen:
-				m.log.Warn("fleet: worker lost", "worker", v.Addr, "reason", v.Reason)
+	l := newWorkerLog(m.log)
+	window := time.NewTicker(workerLogWindow)
+	defer window.Stop()
+	for {
+		select {
+		case _, open := <-changed:
+			if !open {
+				l.endWindow(time.Now())
+				return
 			}
-			connected[v.Addr] = up
+			l.observe(m.fleet.Views())
+		case now := <-window.C:
+			l.endWindow(now)
 		}
 	}
 }
@@ -133,27 +149,53 @@ func (m *Main) Run(ctx context.Context) error {
 	return m.Close()
 }
 
-// Close stops serving (letting requests in flight finish, briefly) and
-// closes every worker's stream. It is safe to call more than once.
+// Close stops serving within --shutdown-grace and closes every worker's
+// stream. Streams end at once; a write still in progress may wait
+// --final-write-timeout for its reader, then the stream is cut. Cutting
+// readers that stopped reading is what shutting down is for, not a
+// failure: only the server failing, or a worker's stream failing to
+// close, is an error. It is safe to call more than once.
 func (m *Main) Close() error {
-	var err error
-	if m.ln != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		err = m.srv.Shutdown(ctx)
-		if serr := <-m.served; !errors.Is(serr, http.ErrServerClosed) {
-			err = errors.Join(err, serr)
-		}
-		m.served <- http.ErrServerClosed
-		m.stopWatch()
-		<-m.watched
+	m.closeOnce.Do(func() { m.closeErr = m.close() })
+	return m.closeErr
+}
+
+func (m *Main) close() error {
+	if m.ln == nil {
+		return m.fleet.Close()
 	}
-	return errors.Join(err, m.fleet.Close())
+	start := time.Now()
+	open, writing := m.stream.streams.count(), m.stream.sending.Load()
+	m.shutDown()
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownGrace)
+	defer cancel()
+	err := m.srv.Shutdown(ctx)
+	if err != nil {
+		// A connection still busy when the grace ends (a stream's handler
+		// that does not end) is closed under it.
+		m.log.Warn("fleet view: connections still busy when the grace ended; closing them", "grace", m.cfg.ShutdownGrace)
+		err = m.srv.Close()
+	}
+	err = errors.Join(err, ignoreClosed(<-m.served))
+	m.stopWatch()
+	<-m.watched
+	err = errors.Join(err, m.fleet.Close())
+	m.log.Info("fleet view stopped", "took", time.Since(start).Round(time.Millisecond), "streams_open", open,
+		"streams_writing", writing, "streams_cut_for_not_reading", m.stalls.Ended())
+	return err
+}
+
+// ignoreClosed is err unless it only says the server was closed.
+func ignoreClosed(err error) error {
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
 }
 
 // answer is the fleet's answer now.
 func (m *Main) answer() Answer {
-	return answerOf(time.Now(), m.fleet.Views(), m.cfg.dashboard)
+	return answerOf(time.Now(), entriesOf(m.fleet), m.cfg.dashboard)
 }
 
 func (m *Main) serveLoads(w http.ResponseWriter, _ *http.Request) {

@@ -1,106 +1,194 @@
 package fleet
 
 import (
+	"bytes"
 	"fmt"
-	"html/template"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/buildinfo"
 	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 	"github.com/loadreporter/loadreporter/web"
+	"github.com/loadreporter/loadreporter/web/humanize"
+	"github.com/loadreporter/loadreporter/web/views"
 )
 
 // PageRoute is where the live fleet page is served.
 const PageRoute = "GET /{$}"
 
-// pageModel is what the page renders: the fleet as the stream's first
-// message would send it, plus the script that keeps it current.
-type pageModel struct {
-	ServerTimeUnixMs int64
-	FreshWorkers     int32
-	Workers          []pageRow
-	// EmptyRow and EmptyRank are rendered into <template>s the script
-	// clones for workers and ranks that appear later, so the markup has
-	// one source.
-	EmptyRow  pageRow
-	EmptyRank pageRank
-	Script    string
+// pageRefreshSeconds is how often the page reloads itself when
+// JavaScript is off.
+const pageRefreshSeconds = 2
+
+// nav is the fleet page's header: the fleet view serves this page and its
+// JSON, nothing of a worker's (each row links to its worker's own pages).
+var nav = []views.NavItem{
+	{Key: "fleet", Label: "Fleet", Href: "/"},
+	{Key: "loads", Label: "JSON", Href: "/v1/fleet/loads"},
 }
 
-type pageRow struct {
-	Target, Dashboard, State, Reason, Age string
-	Sequence                              uint64
-	ReceivedUnixMs                        int64
-	Ranks                                 []pageRank
-}
-
-type pageRank struct {
-	Rank           int32
-	Width, Percent string
-}
-
-// page renders the fleet once on the server (so it works without
-// JavaScript, refreshed by a <noscript> meta refresh); fleet.js then
-// follows FleetService/WatchFleet and updates each row in place, finding
-// every element by the data-testid rendered here.
-var page = template.Must(template.New("fleet").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>loadreporter fleet</title>
-<noscript><meta http-equiv="refresh" content="2"></noscript>
-<style>
-body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}
-table{border-collapse:collapse}td,th{padding:.3em .8em;text-align:left;border-bottom:1px solid #ddd;vertical-align:top}
-.state{font-weight:600}.fresh{color:#17803d}.stale{color:#b7791f}.unreachable,.disconnected{color:#c53030}
-.bar{display:inline-block;width:80px;height:10px;background:#eee;margin-right:.4em;vertical-align:middle}
-.bar i{display:block;height:100%;background:#3182ce}.rank{white-space:nowrap;margin-right:.8em;font-size:12px}
-.reason{color:#666;font-size:12px}
-.indicator{font-size:12px;font-weight:400;margin-left:.6em;padding:.1em .5em;border-radius:1em;background:#eee;color:#555}
-.indicator[data-state=live]{background:#e6f4ea;color:#17803d}.indicator[data-state=reconnecting]{background:#fdecea;color:#c53030}
-</style></head>
-<body data-fleet-root data-server-time-unix-ms="{{.ServerTimeUnixMs}}">
-<h1>Fleet <span class="indicator" data-testid="fleet-indicator" data-state="off">not live</span></h1>
-<p data-testid="summary">{{.FreshWorkers}} of {{len .Workers}} workers fresh</p>
-<table><thead><tr><th>Worker</th><th>State</th><th>Report age</th><th>KV usage per rank</th></tr></thead>
-<tbody data-testid="workers">{{range .Workers}}{{template "row" .}}{{end}}</tbody></table>
-<template id="worker-row-template">{{template "row" .EmptyRow}}</template>
-<template id="rank-template">{{template "rank" .EmptyRank}}</template>
-<script src="{{.Script}}" defer></script>
-</body></html>
-{{define "row"}}<tr data-testid="worker" data-target="{{.Target}}" data-sequence="{{.Sequence}}">
-<td><a data-testid="dashboard" href="{{.Dashboard}}">{{.Target}}</a></td>
-<td><span class="state {{.State}}" data-testid="state">{{.State}}</span><div class="reason" data-testid="reason"{{if not .Reason}} hidden{{end}}>{{.Reason}}</div></td>
-<td data-testid="age" data-received-unix-ms="{{.ReceivedUnixMs}}">{{.Age}}</td>
-<td data-testid="ranks">{{range .Ranks}}{{template "rank" .}}{{end}}</td>
-</tr>{{end}}
-{{define "rank"}}<span class="rank" data-testid="rank" data-rank="{{.Rank}}">[<span data-testid="rank-id">{{.Rank}}</span>] <span class="bar"><i data-testid="rank-kv-bar" style="width:{{.Width}}%"></i></span><span data-testid="rank-kv">{{.Percent}}</span></span>{{end}}
-`))
+// The page is rendered from the stream's first message, so it shows what
+// the script then keeps current, formatted alike: fleet.ts formats every
+// figure as the functions below do (keep the two in step).
 
 // pageModelOf is the page for the stream's first message msg.
-func pageModelOf(msg *lrv1.WatchFleetResponse, script string) pageModel {
-	m := pageModel{ServerTimeUnixMs: msg.GetServerTimeUnixMs(), FreshWorkers: msg.GetFreshWorkers(), Script: script,
-		Workers: make([]pageRow, len(msg.GetWorkers()))}
-	for i, w := range msg.GetWorkers() {
-		m.Workers[i] = rowOf(w, msg.GetServerTimeUnixMs())
+func pageModelOf(msg *lrv1.WatchFleetResponse, style, script string) views.FleetPage {
+	now := msg.GetServerTimeUnixMs()
+	p := views.FleetPage{
+		Page: views.Page{Title: "Fleet", Active: "fleet", StyleHref: style, ScriptHref: script,
+			RefreshSeconds: pageRefreshSeconds, Version: buildinfo.String(), Brand: "loadreporter fleet", Nav: nav},
+		ServerTimeUnixMs: strconv.FormatInt(now, 10),
+		Summary:          summaryOf(msg),
+		Rows:             make([]views.FleetRow, len(msg.GetWorkers())),
+		EmptyRow:         rowOf(&lrv1.FleetWorker{}, now),
 	}
-	return m
+	for i, w := range msg.GetWorkers() {
+		p.Rows[i] = rowOf(w, now)
+	}
+	return p
 }
 
-func rowOf(w *lrv1.FleetWorker, nowMs int64) pageRow {
-	r := pageRow{Target: w.GetTarget(), Dashboard: w.GetDashboardUrl(), State: stateName(w.GetState()),
-		Reason: w.GetReason(), Age: "-", Sequence: w.GetReport().GetSequenceId(), ReceivedUnixMs: w.GetReceivedUnixMs()}
-	if w.GetReport() != nil {
-		r.Age = ageText(nowMs - w.GetReceivedUnixMs())
+// summaryOf is the fleet as a whole in msg.
+func summaryOf(msg *lrv1.WatchFleetResponse) views.FleetSummary {
+	a := msg.GetAggregate()
+	s := views.FleetSummary{
+		Fresh:   fmt.Sprintf("%d of %d workers fresh", msg.GetFreshWorkers(), len(msg.GetTargets())),
+		Ranks:   humanize.Thousands(int64(a.GetDpRankCount())),
+		Running: humanize.Thousands(a.GetTotalRunningReqs()), Waiting: humanize.Thousands(a.GetTotalWaitingReqs()),
+		KVUsage: dash, KVBarWidth: "0", KVLevel: "low", KVTokens: humanize.Thousands(a.GetTotalUsedTokens()) + " tokens",
+		Throughput: dash, Pending: pendingText(a.GetPendingRequests(), a.GetPendingTokens()),
 	}
-	for _, k := range w.GetReport().GetRanks() {
-		r.Ranks = append(r.Ranks, rankOf(k))
+	if a.GetTotalTokens() > 0 {
+		s.KVTokens = humanize.Thousands(a.GetTotalUsedTokens()) + " / " + humanize.Thousands(a.GetTotalTokens()) + " tokens"
 	}
+	if n := a.GetDpRankCount(); n > 0 {
+		s.KVUsage, s.KVBarWidth, s.KVLevel = humanize.Percent(a.GetAvgTokenUsage()), barWidth(a.GetAvgTokenUsage()), usageLevel(a.GetAvgTokenUsage())
+		s.Throughput = throughputText(a.GetAvgThroughput() * float64(n))
+	}
+	return s
+}
+
+// dash stands for a figure the worker's report does not give.
+const dash = "—"
+
+// rowOf is w's row at nowMs on the server's clock.
+func rowOf(w *lrv1.FleetWorker, nowMs int64) views.FleetRow {
+	state := stateName(w.GetState())
+	r := views.FleetRow{
+		Target: w.GetTarget(), Dashboard: w.GetDashboardUrl(), State: state, StateClass: stateClass(state),
+		Reason: w.GetReason(), Age: dash, ReceivedUnixMs: "0", Sequence: strconv.FormatUint(w.GetReport().GetSequenceId(), 10),
+		EngineAddr: dash, Model: dash, Zone: dash, Running: dash, Waiting: dash, KVUsage: dash, Throughput: dash,
+		Pending: pendingText(w.GetPendingRequests(), w.GetPendingTokens()),
+		Sort:    views.FleetSort{State: strconv.Itoa(stateOrder(state)), Pending: strconv.FormatInt(w.GetPendingRequests(), 10)},
+	}
+	rep := w.GetReport()
+	if rep == nil {
+		return r
+	}
+	r.Age, r.ReceivedUnixMs = ageText(nowMs-w.GetReceivedUnixMs()), strconv.FormatInt(w.GetReceivedUnixMs(), 10)
+	r.Sort.Age = strconv.FormatInt(nowMs-w.GetReceivedUnixMs(), 10)
+	r.EngineAddr, r.WorkerType = orDash(rep.GetWorker().GetWorkerAddr()), workerTypeName(rep.GetWorker().GetWorkerType())
+	r.Model, r.Zone = orDash(rep.GetWorker().GetModel()), orDash(rep.GetWorker().GetZone())
+	ranks := rep.GetRanks()
+	if len(ranks) == 0 {
+		return r
+	}
+	var running, maxRunning, waiting int64
+	var usage, throughput float64
+	for _, k := range ranks {
+		running += k.GetNumRunningReqs()
+		maxRunning += k.GetMaxRunningRequests()
+		waiting += k.GetNumWaitingReqs()
+		usage += k.GetTokenUsage()
+		throughput += k.GetGenThroughput()
+	}
+	usage /= float64(len(ranks))
+	r.Running = humanize.Thousands(running) + " / " + humanize.Thousands(maxRunning)
+	r.Waiting = humanize.Thousands(waiting)
+	r.KVUsage = humanize.Percent(usage)
+	r.Throughput = throughputText(throughput)
+	r.KVBars = kvBars(ranks)
+	r.Sort.Running, r.Sort.Waiting = strconv.FormatInt(running, 10), strconv.FormatInt(waiting, 10)
+	r.Sort.KV, r.Sort.Throughput = strconv.FormatFloat(usage, 'f', 4, 64), strconv.FormatFloat(throughput, 'f', 1, 64)
 	return r
 }
 
-func rankOf(k *pb.RankLoad) pageRank {
-	pct := min(max(k.GetTokenUsage()*100, 0), 100)
-	return pageRank{Rank: k.GetDpRank(), Width: fmt.Sprintf("%.1f", pct), Percent: fmt.Sprintf("%.1f%%", pct)}
+// kvBars is one bar per rank, side by side in the row's chart, each as
+// tall as the rank's KV usage: however many ranks, they share the chart's
+// width, so the row never wraps (fleet.ts's kvBar draws the same).
+func kvBars(ranks []*pb.RankLoad) []views.KVBar {
+	bars := make([]views.KVBar, len(ranks))
+	for i, k := range ranks {
+		x, y, w, h := kvBar(i, len(ranks), k.GetTokenUsage())
+		bars[i] = views.KVBar{Rank: strconv.Itoa(int(k.GetDpRank())), X: x, Y: y, W: w, H: h,
+			Level: usageLevel(k.GetTokenUsage()), Title: fmt.Sprintf("rank %d: %s", k.GetDpRank(), humanize.Percent(k.GetTokenUsage()))}
+	}
+	return bars
+}
+
+// kvBar is the geometry of bar i of n for usage, in the chart's viewBox:
+// a slot of width/n each, with a gap while bars are wide enough to tell
+// apart.
+func kvBar(i, n int, usage float64) (x, y, w, h string) {
+	slot := float64(views.KVChartWidth) / float64(n)
+	gap := 0.0
+	if n <= 32 {
+		gap = slot * 0.2
+	}
+	height := clamp01(usage) * views.KVChartHeight
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+	return f(float64(i)*slot + gap/2), f(views.KVChartHeight - height), f(slot - gap), f(height)
+}
+
+// clamp01 is f within [0, 1]; NaN is 0.
+func clamp01(f float64) float64 {
+	if !(f > 0) {
+		return 0
+	}
+	return min(f, 1)
+}
+
+// barWidth is a 0..1 fraction as a bar length in 0..100.
+func barWidth(f float64) string { return strconv.FormatFloat(clamp01(f)*100, 'f', 1, 64) }
+
+// usageLevel colours a KV usage bar as the worker's live page does: the
+// cache is comfortable, filling, or close to full.
+func usageLevel(f float64) string {
+	switch {
+	case f >= 0.9:
+		return "high"
+	case f >= 0.7:
+		return "mid"
+	}
+	return "low"
+}
+
+// throughputText is tokens generated per second, to the token: the
+// fleet's and a worker's sums run to tens of thousands.
+func throughputText(f float64) string {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return dash
+	}
+	return humanize.Thousands(int64(math.Round(f))) + " tok/s"
+}
+
+// pendingText is a worker's pending dispatches: "0", or "3 req · 1,536 tok".
+func pendingText(requests, tokens int64) string {
+	if requests == 0 && tokens == 0 {
+		return "0"
+	}
+	return humanize.Thousands(requests) + " req · " + humanize.Thousands(tokens) + " tok"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return dash
+	}
+	return s
 }
 
 // stateName is the state as the page and /v1/fleet/loads write it
@@ -109,8 +197,39 @@ func stateName(s lrv1.FleetWorkerState) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "FLEET_WORKER_STATE_"))
 }
 
-// ageText is a report age as the page shows it; fleet.js's ageText
-// writes the same.
+// stateClass is the status pill of a state, in the worker's pages' colours.
+func stateClass(state string) string {
+	switch state {
+	case "fresh":
+		return "healthy"
+	case "stale", "unreachable":
+		return state
+	}
+	return "none"
+}
+
+// stateOrder sorts the states from the one a router routes on to the one
+// it can do least with.
+func stateOrder(state string) int {
+	switch state {
+	case "fresh":
+		return 0
+	case "stale":
+		return 1
+	case "unreachable":
+		return 2
+	}
+	return 3
+}
+
+func workerTypeName(t pb.WorkerType) string {
+	if t == pb.WorkerType_WORKER_TYPE_UNSPECIFIED {
+		return ""
+	}
+	return strings.ToLower(strings.TrimPrefix(t.String(), "WORKER_TYPE_"))
+}
+
+// ageText is a report age as the page shows it.
 func ageText(ms int64) string {
 	if ms < 1000 {
 		return fmt.Sprintf("%d ms", max(ms, 0))
@@ -118,16 +237,20 @@ func ageText(ms int64) string {
 	return fmt.Sprintf("%.1f s", float64(ms)/1000)
 }
 
-func (m *Main) servePage(w http.ResponseWriter, _ *http.Request) {
+func (m *Main) servePage(w http.ResponseWriter, r *http.Request) {
 	var sent fleetSent
-	msg, _ := sent.next(time.Now(), m.fleet.Views(), m.cfg.dashboard)
+	msg, _ := sent.next(time.Now(), entriesOf(m.fleet), m.cfg.dashboard)
+	var buf bytes.Buffer
+	if err := views.Fleet(pageModelOf(msg, m.style, m.script)).Render(r.Context(), &buf); err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
 	web.PageHeaders(w.Header(), pageSecurityPolicy)
-	_ = page.Execute(w, pageModelOf(msg, m.script))
+	_, _ = w.Write(buf.Bytes())
 }
 
-// pageSecurityPolicy lets the page run only fleet.js from this origin, so
-// text a hostile worker sends (a reason, a target) can never become a
-// script even if escaping failed. Styles may be inline: the page carries
-// its own <style> and each bar's width.
-const pageSecurityPolicy = "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
-	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+// pageSecurityPolicy lets the page run only fleet.js and use only
+// style.css, both from this origin, so text a hostile worker sends (a
+// reason, a model name) can never become a script or a style even if
+// escaping failed; it posts no form.
+const pageSecurityPolicy = "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"

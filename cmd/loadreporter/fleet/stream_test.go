@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/PuerkitoBio/goquery"
-
 	"github.com/loadreporter/loadreporter/client"
 	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
@@ -19,6 +17,15 @@ func freshView(addr string, seq uint64, at time.Time) *client.View {
 	return &client.View{Addr: addr, State: client.Fresh, ReceivedAt: at, StaleAt: at.Add(3 * time.Second),
 		Report: &pb.LoadReport{SourceInstanceId: "i", SequenceId: seq, Status: pb.ReportStatus_REPORT_STATUS_HEALTHY,
 			Ranks: []*pb.RankLoad{{DpRank: 0, TokenUsage: 0.25}, {DpRank: 1, TokenUsage: 1.5}}}}
+}
+
+// entries are views with nothing pending.
+func entries(vs ...*client.View) []entry {
+	es := make([]entry, len(vs))
+	for i, v := range vs {
+		es[i] = entry{view: v}
+	}
+	return es
 }
 
 func targetsOf(ws []*lrv1.FleetWorker) []string {
@@ -42,7 +49,7 @@ func TestFleetSentSendsWhatChanged(t *testing.T) {
 	a, b := freshView("a:1", 7, now.Add(-100*time.Millisecond)), freshView("b:1", 3, now.Add(-200*time.Millisecond))
 	c := &client.View{Addr: "c:1", State: client.Disconnected, Reason: "no registered stream: connection refused"}
 	var s fleetSent
-	msg, news := s.next(now, []*client.View{a, b, c}, dashboardOf)
+	msg, news := s.next(now, entries(a, b, c), dashboardOf)
 	if !news || !slices.Equal(targetsOf(msg.GetWorkers()), []string{"a:1", "b:1", "c:1"}) ||
 		!slices.Equal(msg.GetTargets(), []string{"a:1", "b:1", "c:1"}) || msg.GetFreshWorkers() != 2 ||
 		msg.GetServerTimeUnixMs() != now.UnixMilli() {
@@ -58,72 +65,58 @@ func TestFleetSentSendsWhatChanged(t *testing.T) {
 		t.Fatalf("disconnected worker: %v", wc)
 	}
 
-	if msg, news := s.next(now.Add(time.Second), []*client.View{a, b, c}, dashboardOf); news || len(msg.GetWorkers()) != 0 {
+	if msg, news := s.next(now.Add(time.Second), entries(a, b, c), dashboardOf); news || len(msg.GetWorkers()) != 0 {
 		t.Fatalf("nothing changed, yet: %v", msg)
 	}
 	b2 := freshView("b:1", 4, now.Add(time.Second))
-	if msg, news := s.next(now.Add(time.Second), []*client.View{a, b2, c}, dashboardOf); !news ||
+	if msg, news := s.next(now.Add(time.Second), entries(a, b2, c), dashboardOf); !news ||
 		!slices.Equal(targetsOf(msg.GetWorkers()), []string{"b:1"}) || msg.GetWorkers()[0].GetReport().GetSequenceId() != 4 {
 		t.Fatalf("b's new report: %v", msg)
 	}
 	later := a.StaleAt.Add(time.Millisecond)
-	msg, news = s.next(later, []*client.View{a, b2, c}, dashboardOf)
+	msg, news = s.next(later, entries(a, b2, c), dashboardOf)
 	if !news || !slices.Equal(targetsOf(msg.GetWorkers()), []string{"a:1"}) || msg.GetFreshWorkers() != 1 ||
 		msg.GetWorkers()[0].GetState() != lrv1.FleetWorkerState_FLEET_WORKER_STATE_STALE ||
 		!strings.HasPrefix(msg.GetWorkers()[0].GetReason(), "no report since ") {
 		t.Fatalf("a aged past StaleAt: %v", msg)
 	}
-	msg, news = s.next(later, []*client.View{a, c}, dashboardOf)
+	msg, news = s.next(later, entries(a, c), dashboardOf)
 	if !news || len(msg.GetWorkers()) != 0 || !slices.Equal(msg.GetTargets(), []string{"a:1", "c:1"}) {
 		t.Fatalf("b removed: %v", msg)
 	}
-	if msg, news := s.next(later, []*client.View{a, b2, c}, dashboardOf); !news || !slices.Equal(targetsOf(msg.GetWorkers()), []string{"b:1"}) {
+	if msg, news := s.next(later, entries(a, b2, c), dashboardOf); !news || !slices.Equal(targetsOf(msg.GetWorkers()), []string{"b:1"}) {
 		t.Fatalf("b added back is sent again: %v", msg)
 	}
 }
 
-// The page renders each worker's row with the data-testids fleet.js
-// updates, the templates it clones, and the script's versioned URL.
-func TestPageRendersRows(t *testing.T) {
+// A worker whose pending dispatches changed is sent again with them, its
+// view unchanged; every message carries the aggregate, over the Fresh
+// workers' ranks and every worker's pending dispatches.
+func TestFleetSentSendsPendingAndAggregate(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	a, b := freshView("a:1", 7, now), freshView("b:1", 3, now)
+	c := &client.View{Addr: "c:1", State: client.Disconnected, Reason: "no registered stream"}
+	es := entries(a, b, c)
 	var s fleetSent
-	msg, _ := s.next(now, []*client.View{
-		freshView("a:1", 7, now.Add(-1500*time.Millisecond)),
-		{Addr: "b:1", State: client.Disconnected, Reason: "no registered stream"},
-	}, dashboardOf)
-	var b strings.Builder
-	if err := page.Execute(&b, pageModelOf(msg, "/static/fleet.js?v=abc")); err != nil {
-		t.Fatal(err)
+	msg, _ := s.next(now, es, dashboardOf)
+	if ag := msg.GetAggregate(); ag.GetDpRankCount() != 4 || ag.GetAvgTokenUsage() != 0.875 || ag.GetPendingRequests() != 0 {
+		t.Fatalf("first aggregate: %v", ag)
 	}
-	doc, err := goquery.NewDocumentFromReader(strings.NewReader(b.String()))
-	if err != nil {
-		t.Fatal(err)
+	es[0].pending = client.Pending{Requests: 2, Tokens: 900}
+	es[2].pending = client.Pending{Requests: 1, Tokens: 100}
+	msg, news := s.next(now, es, dashboardOf)
+	if !news || !slices.Equal(targetsOf(msg.GetWorkers()), []string{"a:1", "c:1"}) ||
+		msg.GetWorkers()[0].GetPendingRequests() != 2 || msg.GetWorkers()[0].GetPendingTokens() != 900 {
+		t.Fatalf("pending changed: %v", msg)
 	}
-	rows := doc.Find(`tbody [data-testid="worker"]`)
-	if rows.Length() != 2 || doc.Find(`[data-testid="summary"]`).Text() != "1 of 2 workers fresh" {
-		t.Fatalf("page:\n%s", b.String())
+	if ag := msg.GetAggregate(); ag.GetPendingRequests() != 3 || ag.GetPendingTokens() != 1000 || ag.GetDpRankCount() != 4 {
+		t.Fatalf("aggregate with pending: %v", ag)
 	}
-	a := rows.First()
-	if a.AttrOr("data-target", "") != "a:1" || a.AttrOr("data-sequence", "") != "7" ||
-		a.Find(`[data-testid="state"]`).Text() != "fresh" || a.Find(`[data-testid="age"]`).Text() != "1.5 s" ||
-		a.Find(`[data-testid="dashboard"]`).AttrOr("href", "") != "http://a:1/" {
-		t.Fatalf("row a: %s", b.String())
+	if msg, news := s.next(now, es, dashboardOf); news || msg.GetAggregate().GetPendingRequests() != 3 {
+		t.Fatalf("nothing changed: %v %v", news, msg)
 	}
-	var kv []string
-	a.Find(`[data-testid="rank-kv"]`).Each(func(_ int, r *goquery.Selection) { kv = append(kv, r.Text()) })
-	if !slices.Equal(kv, []string{"25.0%", "100.0%"}) {
-		t.Fatalf("rank KV %q", kv)
-	}
-	bRow := rows.Last()
-	if bRow.Find(`[data-testid="state"]`).Text() != "disconnected" || bRow.Find(`[data-testid="reason"]`).Text() != "no registered stream" ||
-		bRow.Find(`[data-testid="age"]`).Text() != "-" || bRow.Find(`[data-testid="rank"]`).Length() != 0 {
-		t.Fatalf("row b: %s", b.String())
-	}
-	if _, hidden := a.Find(`[data-testid="reason"]`).Attr("hidden"); !hidden {
-		t.Fatal("a fresh worker's reason is shown")
-	}
-	if doc.Find(`script[src="/static/fleet.js?v=abc"]`).Length() != 1 || doc.Find("#worker-row-template").Length() != 1 ||
-		doc.Find("#rank-template").Length() != 1 || doc.Find("[data-fleet-root]").AttrOr("data-server-time-unix-ms", "") == "" {
-		t.Fatalf("script and templates: %s", b.String())
+	a2 := answerOf(now, es, dashboardOf)
+	if a2.Aggregate.PendingRequests != 3 || a2.Workers[0].Pending != (Pending{Requests: 2, Tokens: 900}) || a2.Aggregate.FreshWorkers != 2 {
+		t.Fatalf("answer: %+v", a2)
 	}
 }

@@ -134,7 +134,10 @@ type WatchFleetResponse struct {
 	// Every worker of the fleet, sorted: a worker not listed has been removed.
 	Targets []string `protobuf:"bytes,3,rep,name=targets,proto3" json:"targets,omitempty"`
 	// How many of them are fresh now.
-	FreshWorkers  int32 `protobuf:"varint,4,opt,name=fresh_workers,json=freshWorkers,proto3" json:"fresh_workers,omitempty"`
+	FreshWorkers int32 `protobuf:"varint,4,opt,name=fresh_workers,json=freshWorkers,proto3" json:"fresh_workers,omitempty"`
+	// The fleet as a whole now, in every message: the sums GET
+	// /v1/fleet/loads answers.
+	Aggregate     *FleetAggregate `protobuf:"bytes,5,opt,name=aggregate,proto3" json:"aggregate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -197,6 +200,137 @@ func (x *WatchFleetResponse) GetFreshWorkers() int32 {
 	return 0
 }
 
+func (x *WatchFleetResponse) GetAggregate() *FleetAggregate {
+	if x != nil {
+		return x.Aggregate
+	}
+	return nil
+}
+
+// FleetAggregate sums the ranks of the fresh workers only (a router routes
+// on nothing else), and the dispatches pending on every worker.
+type FleetAggregate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ranks of the fresh workers.
+	DpRankCount      int32 `protobuf:"varint,1,opt,name=dp_rank_count,json=dpRankCount,proto3" json:"dp_rank_count,omitempty"`
+	TotalRunningReqs int64 `protobuf:"varint,2,opt,name=total_running_reqs,json=totalRunningReqs,proto3" json:"total_running_reqs,omitempty"`
+	TotalWaitingReqs int64 `protobuf:"varint,3,opt,name=total_waiting_reqs,json=totalWaitingReqs,proto3" json:"total_waiting_reqs,omitempty"`
+	TotalUsedTokens  int64 `protobuf:"varint,4,opt,name=total_used_tokens,json=totalUsedTokens,proto3" json:"total_used_tokens,omitempty"`
+	// The ranks' max_total_num_tokens summed; 0 when a rank does not know
+	// its own.
+	TotalTokens int64 `protobuf:"varint,5,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
+	// Means over the ranks.
+	AvgTokenUsage  float64 `protobuf:"fixed64,6,opt,name=avg_token_usage,json=avgTokenUsage,proto3" json:"avg_token_usage,omitempty"`
+	AvgThroughput  float64 `protobuf:"fixed64,7,opt,name=avg_throughput,json=avgThroughput,proto3" json:"avg_throughput,omitempty"`
+	AvgUtilization float64 `protobuf:"fixed64,8,opt,name=avg_utilization,json=avgUtilization,proto3" json:"avg_utilization,omitempty"`
+	// The fleet client's pending dispatches over every worker (see
+	// FleetWorker).
+	PendingRequests int64 `protobuf:"varint,9,opt,name=pending_requests,json=pendingRequests,proto3" json:"pending_requests,omitempty"`
+	PendingTokens   int64 `protobuf:"varint,10,opt,name=pending_tokens,json=pendingTokens,proto3" json:"pending_tokens,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *FleetAggregate) Reset() {
+	*x = FleetAggregate{}
+	mi := &file_loadreporter_v1_fleet_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FleetAggregate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FleetAggregate) ProtoMessage() {}
+
+func (x *FleetAggregate) ProtoReflect() protoreflect.Message {
+	mi := &file_loadreporter_v1_fleet_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FleetAggregate.ProtoReflect.Descriptor instead.
+func (*FleetAggregate) Descriptor() ([]byte, []int) {
+	return file_loadreporter_v1_fleet_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *FleetAggregate) GetDpRankCount() int32 {
+	if x != nil {
+		return x.DpRankCount
+	}
+	return 0
+}
+
+func (x *FleetAggregate) GetTotalRunningReqs() int64 {
+	if x != nil {
+		return x.TotalRunningReqs
+	}
+	return 0
+}
+
+func (x *FleetAggregate) GetTotalWaitingReqs() int64 {
+	if x != nil {
+		return x.TotalWaitingReqs
+	}
+	return 0
+}
+
+func (x *FleetAggregate) GetTotalUsedTokens() int64 {
+	if x != nil {
+		return x.TotalUsedTokens
+	}
+	return 0
+}
+
+func (x *FleetAggregate) GetTotalTokens() int64 {
+	if x != nil {
+		return x.TotalTokens
+	}
+	return 0
+}
+
+func (x *FleetAggregate) GetAvgTokenUsage() float64 {
+	if x != nil {
+		return x.AvgTokenUsage
+	}
+	return 0
+}
+
+func (x *FleetAggregate) GetAvgThroughput() float64 {
+	if x != nil {
+		return x.AvgThroughput
+	}
+	return 0
+}
+
+func (x *FleetAggregate) GetAvgUtilization() float64 {
+	if x != nil {
+		return x.AvgUtilization
+	}
+	return 0
+}
+
+func (x *FleetAggregate) GetPendingRequests() int64 {
+	if x != nil {
+		return x.PendingRequests
+	}
+	return 0
+}
+
+func (x *FleetAggregate) GetPendingTokens() int64 {
+	if x != nil {
+		return x.PendingTokens
+	}
+	return 0
+}
+
 // FleetWorker is one worker as the fleet's client sees it.
 type FleetWorker struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -212,14 +346,19 @@ type FleetWorker struct {
 	// When report arrived, on the fleet command's clock; 0 before the first.
 	ReceivedUnixMs int64 `protobuf:"varint,5,opt,name=received_unix_ms,json=receivedUnixMs,proto3" json:"received_unix_ms,omitempty"`
 	// The worker's own live page.
-	DashboardUrl  string `protobuf:"bytes,6,opt,name=dashboard_url,json=dashboardUrl,proto3" json:"dashboard_url,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DashboardUrl string `protobuf:"bytes,6,opt,name=dashboard_url,json=dashboardUrl,proto3" json:"dashboard_url,omitempty"`
+	// What the fleet's router sent the worker that its report does not count
+	// yet (package client's Worker.Pending): requests, and their tokens.
+	// Always 0 unless a router picks through the fleet's client.
+	PendingRequests int64 `protobuf:"varint,7,opt,name=pending_requests,json=pendingRequests,proto3" json:"pending_requests,omitempty"`
+	PendingTokens   int64 `protobuf:"varint,8,opt,name=pending_tokens,json=pendingTokens,proto3" json:"pending_tokens,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *FleetWorker) Reset() {
 	*x = FleetWorker{}
-	mi := &file_loadreporter_v1_fleet_proto_msgTypes[2]
+	mi := &file_loadreporter_v1_fleet_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -231,7 +370,7 @@ func (x *FleetWorker) String() string {
 func (*FleetWorker) ProtoMessage() {}
 
 func (x *FleetWorker) ProtoReflect() protoreflect.Message {
-	mi := &file_loadreporter_v1_fleet_proto_msgTypes[2]
+	mi := &file_loadreporter_v1_fleet_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -244,7 +383,7 @@ func (x *FleetWorker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FleetWorker.ProtoReflect.Descriptor instead.
 func (*FleetWorker) Descriptor() ([]byte, []int) {
-	return file_loadreporter_v1_fleet_proto_rawDescGZIP(), []int{2}
+	return file_loadreporter_v1_fleet_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *FleetWorker) GetTarget() string {
@@ -289,24 +428,53 @@ func (x *FleetWorker) GetDashboardUrl() string {
 	return ""
 }
 
+func (x *FleetWorker) GetPendingRequests() int64 {
+	if x != nil {
+		return x.PendingRequests
+	}
+	return 0
+}
+
+func (x *FleetWorker) GetPendingTokens() int64 {
+	if x != nil {
+		return x.PendingTokens
+	}
+	return 0
+}
+
 var File_loadreporter_v1_fleet_proto protoreflect.FileDescriptor
 
 const file_loadreporter_v1_fleet_proto_rawDesc = "" +
 	"\n" +
 	"\x1bloadreporter/v1/fleet.proto\x12\x0floadreporter.v1\x1a/sglang/router/loadmonitor/v1/load_monitor.proto\"\x13\n" +
-	"\x11WatchFleetRequest\"\xba\x01\n" +
+	"\x11WatchFleetRequest\"\xf9\x01\n" +
 	"\x12WatchFleetResponse\x12-\n" +
 	"\x13server_time_unix_ms\x18\x01 \x01(\x03R\x10serverTimeUnixMs\x126\n" +
 	"\aworkers\x18\x02 \x03(\v2\x1c.loadreporter.v1.FleetWorkerR\aworkers\x12\x18\n" +
 	"\atargets\x18\x03 \x03(\tR\atargets\x12#\n" +
-	"\rfresh_workers\x18\x04 \x01(\x05R\ffreshWorkers\"\x87\x02\n" +
+	"\rfresh_workers\x18\x04 \x01(\x05R\ffreshWorkers\x12=\n" +
+	"\taggregate\x18\x05 \x01(\v2\x1f.loadreporter.v1.FleetAggregateR\taggregate\"\xa9\x03\n" +
+	"\x0eFleetAggregate\x12\"\n" +
+	"\rdp_rank_count\x18\x01 \x01(\x05R\vdpRankCount\x12,\n" +
+	"\x12total_running_reqs\x18\x02 \x01(\x03R\x10totalRunningReqs\x12,\n" +
+	"\x12total_waiting_reqs\x18\x03 \x01(\x03R\x10totalWaitingReqs\x12*\n" +
+	"\x11total_used_tokens\x18\x04 \x01(\x03R\x0ftotalUsedTokens\x12!\n" +
+	"\ftotal_tokens\x18\x05 \x01(\x03R\vtotalTokens\x12&\n" +
+	"\x0favg_token_usage\x18\x06 \x01(\x01R\ravgTokenUsage\x12%\n" +
+	"\x0eavg_throughput\x18\a \x01(\x01R\ravgThroughput\x12'\n" +
+	"\x0favg_utilization\x18\b \x01(\x01R\x0eavgUtilization\x12)\n" +
+	"\x10pending_requests\x18\t \x01(\x03R\x0fpendingRequests\x12%\n" +
+	"\x0epending_tokens\x18\n" +
+	" \x01(\x03R\rpendingTokens\"\xd9\x02\n" +
 	"\vFleetWorker\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x127\n" +
 	"\x05state\x18\x02 \x01(\x0e2!.loadreporter.v1.FleetWorkerStateR\x05state\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12@\n" +
 	"\x06report\x18\x04 \x01(\v2(.sglang.router.loadmonitor.v1.LoadReportR\x06report\x12(\n" +
 	"\x10received_unix_ms\x18\x05 \x01(\x03R\x0ereceivedUnixMs\x12#\n" +
-	"\rdashboard_url\x18\x06 \x01(\tR\fdashboardUrl*\xbb\x01\n" +
+	"\rdashboard_url\x18\x06 \x01(\tR\fdashboardUrl\x12)\n" +
+	"\x10pending_requests\x18\a \x01(\x03R\x0fpendingRequests\x12%\n" +
+	"\x0epending_tokens\x18\b \x01(\x03R\rpendingTokens*\xbb\x01\n" +
 	"\x10FleetWorkerState\x12\"\n" +
 	"\x1eFLEET_WORKER_STATE_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fFLEET_WORKER_STATE_DISCONNECTED\x10\x01\x12\"\n" +
@@ -332,25 +500,27 @@ func file_loadreporter_v1_fleet_proto_rawDescGZIP() []byte {
 }
 
 var file_loadreporter_v1_fleet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_loadreporter_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_loadreporter_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_loadreporter_v1_fleet_proto_goTypes = []any{
 	(FleetWorkerState)(0),      // 0: loadreporter.v1.FleetWorkerState
 	(*WatchFleetRequest)(nil),  // 1: loadreporter.v1.WatchFleetRequest
 	(*WatchFleetResponse)(nil), // 2: loadreporter.v1.WatchFleetResponse
-	(*FleetWorker)(nil),        // 3: loadreporter.v1.FleetWorker
-	(*v1.LoadReport)(nil),      // 4: sglang.router.loadmonitor.v1.LoadReport
+	(*FleetAggregate)(nil),     // 3: loadreporter.v1.FleetAggregate
+	(*FleetWorker)(nil),        // 4: loadreporter.v1.FleetWorker
+	(*v1.LoadReport)(nil),      // 5: sglang.router.loadmonitor.v1.LoadReport
 }
 var file_loadreporter_v1_fleet_proto_depIdxs = []int32{
-	3, // 0: loadreporter.v1.WatchFleetResponse.workers:type_name -> loadreporter.v1.FleetWorker
-	0, // 1: loadreporter.v1.FleetWorker.state:type_name -> loadreporter.v1.FleetWorkerState
-	4, // 2: loadreporter.v1.FleetWorker.report:type_name -> sglang.router.loadmonitor.v1.LoadReport
-	1, // 3: loadreporter.v1.FleetService.WatchFleet:input_type -> loadreporter.v1.WatchFleetRequest
-	2, // 4: loadreporter.v1.FleetService.WatchFleet:output_type -> loadreporter.v1.WatchFleetResponse
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	4, // 0: loadreporter.v1.WatchFleetResponse.workers:type_name -> loadreporter.v1.FleetWorker
+	3, // 1: loadreporter.v1.WatchFleetResponse.aggregate:type_name -> loadreporter.v1.FleetAggregate
+	0, // 2: loadreporter.v1.FleetWorker.state:type_name -> loadreporter.v1.FleetWorkerState
+	5, // 3: loadreporter.v1.FleetWorker.report:type_name -> sglang.router.loadmonitor.v1.LoadReport
+	1, // 4: loadreporter.v1.FleetService.WatchFleet:input_type -> loadreporter.v1.WatchFleetRequest
+	2, // 5: loadreporter.v1.FleetService.WatchFleet:output_type -> loadreporter.v1.WatchFleetResponse
+	5, // [5:6] is the sub-list for method output_type
+	4, // [4:5] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_loadreporter_v1_fleet_proto_init() }
@@ -364,7 +534,7 @@ func file_loadreporter_v1_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_loadreporter_v1_fleet_proto_rawDesc), len(file_loadreporter_v1_fleet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,24 +23,7 @@ import {
   type RankLoad,
 } from "../gen/sglang/router/loadmonitor/v1/load_monitor_pb";
 import { byTestId, follow, setText, type IndicatorState } from "./dom";
-
-// Formatting, as in web/format.go.
-const intFmt = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
-const oneDecimal = new Intl.NumberFormat("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 });
-
-function thousands(n: bigint | number): string {
-  return intFmt.format(n);
-}
-
-function percent(f: number): string {
-  if (!Number.isFinite(f)) return "—";
-  return (f * 100).toFixed(1) + " %";
-}
-
-function decimal(f: number): string {
-  if (!Number.isFinite(f)) return "—";
-  return oneDecimal.format(f);
-}
+import { barWidth, decimal, percent, thousands, usageLevel } from "./format";
 
 function ago(ms: number): string {
   if (ms < 1000) return "just now";
@@ -86,17 +69,6 @@ function workerTypeName(t: WorkerType): string {
     default:
       return "unspecified";
   }
-}
-
-function usageLevel(f: number): string {
-  if (f >= 0.9) return "high";
-  if (f >= 0.7) return "mid";
-  return "low";
-}
-
-function barWidth(f: number): string {
-  if (!(f > 0)) return "0";
-  return (Math.min(f, 1) * 100).toFixed(1);
 }
 
 class LivePage {

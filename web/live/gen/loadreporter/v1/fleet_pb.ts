@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file loadreporter/v1/fleet.proto.
  */
 export const file_loadreporter_v1_fleet: GenFile = /*@__PURE__*/
-  fileDesc("Chtsb2FkcmVwb3J0ZXIvdjEvZmxlZXQucHJvdG8SD2xvYWRyZXBvcnRlci52MSITChFXYXRjaEZsZWV0UmVxdWVzdCKIAQoSV2F0Y2hGbGVldFJlc3BvbnNlEhsKE3NlcnZlcl90aW1lX3VuaXhfbXMYASABKAMSLQoHd29ya2VycxgCIAMoCzIcLmxvYWRyZXBvcnRlci52MS5GbGVldFdvcmtlchIPCgd0YXJnZXRzGAMgAygJEhUKDWZyZXNoX3dvcmtlcnMYBCABKAUiygEKC0ZsZWV0V29ya2VyEg4KBnRhcmdldBgBIAEoCRIwCgVzdGF0ZRgCIAEoDjIhLmxvYWRyZXBvcnRlci52MS5GbGVldFdvcmtlclN0YXRlEg4KBnJlYXNvbhgDIAEoCRI4CgZyZXBvcnQYBCABKAsyKC5zZ2xhbmcucm91dGVyLmxvYWRtb25pdG9yLnYxLkxvYWRSZXBvcnQSGAoQcmVjZWl2ZWRfdW5peF9tcxgFIAEoAxIVCg1kYXNoYm9hcmRfdXJsGAYgASgJKrsBChBGbGVldFdvcmtlclN0YXRlEiIKHkZMRUVUX1dPUktFUl9TVEFURV9VTlNQRUNJRklFRBAAEiMKH0ZMRUVUX1dPUktFUl9TVEFURV9ESVNDT05ORUNURUQQARIiCh5GTEVFVF9XT1JLRVJfU1RBVEVfVU5SRUFDSEFCTEUQAhIcChhGTEVFVF9XT1JLRVJfU1RBVEVfU1RBTEUQAxIcChhGTEVFVF9XT1JLRVJfU1RBVEVfRlJFU0gQBDJnCgxGbGVldFNlcnZpY2USVwoKV2F0Y2hGbGVldBIiLmxvYWRyZXBvcnRlci52MS5XYXRjaEZsZWV0UmVxdWVzdBojLmxvYWRyZXBvcnRlci52MS5XYXRjaEZsZWV0UmVzcG9uc2UwAWIGcHJvdG8z", [file_sglang_router_loadmonitor_v1_load_monitor]);
+  fileDesc("Chtsb2FkcmVwb3J0ZXIvdjEvZmxlZXQucHJvdG8SD2xvYWRyZXBvcnRlci52MSITChFXYXRjaEZsZWV0UmVxdWVzdCK8AQoSV2F0Y2hGbGVldFJlc3BvbnNlEhsKE3NlcnZlcl90aW1lX3VuaXhfbXMYASABKAMSLQoHd29ya2VycxgCIAMoCzIcLmxvYWRyZXBvcnRlci52MS5GbGVldFdvcmtlchIPCgd0YXJnZXRzGAMgAygJEhUKDWZyZXNoX3dvcmtlcnMYBCABKAUSMgoJYWdncmVnYXRlGAUgASgLMh8ubG9hZHJlcG9ydGVyLnYxLkZsZWV0QWdncmVnYXRlIowCCg5GbGVldEFnZ3JlZ2F0ZRIVCg1kcF9yYW5rX2NvdW50GAEgASgFEhoKEnRvdGFsX3J1bm5pbmdfcmVxcxgCIAEoAxIaChJ0b3RhbF93YWl0aW5nX3JlcXMYAyABKAMSGQoRdG90YWxfdXNlZF90b2tlbnMYBCABKAMSFAoMdG90YWxfdG9rZW5zGAUgASgDEhcKD2F2Z190b2tlbl91c2FnZRgGIAEoARIWCg5hdmdfdGhyb3VnaHB1dBgHIAEoARIXCg9hdmdfdXRpbGl6YXRpb24YCCABKAESGAoQcGVuZGluZ19yZXF1ZXN0cxgJIAEoAxIWCg5wZW5kaW5nX3Rva2VucxgKIAEoAyL8AQoLRmxlZXRXb3JrZXISDgoGdGFyZ2V0GAEgASgJEjAKBXN0YXRlGAIgASgOMiEubG9hZHJlcG9ydGVyLnYxLkZsZWV0V29ya2VyU3RhdGUSDgoGcmVhc29uGAMgASgJEjgKBnJlcG9ydBgEIAEoCzIoLnNnbGFuZy5yb3V0ZXIubG9hZG1vbml0b3IudjEuTG9hZFJlcG9ydBIYChByZWNlaXZlZF91bml4X21zGAUgASgDEhUKDWRhc2hib2FyZF91cmwYBiABKAkSGAoQcGVuZGluZ19yZXF1ZXN0cxgHIAEoAxIWCg5wZW5kaW5nX3Rva2VucxgIIAEoAyq7AQoQRmxlZXRXb3JrZXJTdGF0ZRIiCh5GTEVFVF9XT1JLRVJfU1RBVEVfVU5TUEVDSUZJRUQQABIjCh9GTEVFVF9XT1JLRVJfU1RBVEVfRElTQ09OTkVDVEVEEAESIgoeRkxFRVRfV09SS0VSX1NUQVRFX1VOUkVBQ0hBQkxFEAISHAoYRkxFRVRfV09SS0VSX1NUQVRFX1NUQUxFEAMSHAoYRkxFRVRfV09SS0VSX1NUQVRFX0ZSRVNIEAQyZwoMRmxlZXRTZXJ2aWNlElcKCldhdGNoRmxlZXQSIi5sb2FkcmVwb3J0ZXIudjEuV2F0Y2hGbGVldFJlcXVlc3QaIy5sb2FkcmVwb3J0ZXIudjEuV2F0Y2hGbGVldFJlc3BvbnNlMAFiBnByb3RvMw", [file_sglang_router_loadmonitor_v1_load_monitor]);
 
 /**
  * WatchFleetRequest has no options yet.
@@ -67,6 +67,14 @@ export type WatchFleetResponse = Message<"loadreporter.v1.WatchFleetResponse"> &
    * @generated from field: int32 fresh_workers = 4;
    */
   freshWorkers: number;
+
+  /**
+   * The fleet as a whole now, in every message: the sums GET
+   * /v1/fleet/loads answers.
+   *
+   * @generated from field: loadreporter.v1.FleetAggregate aggregate = 5;
+   */
+  aggregate?: FleetAggregate | undefined;
 };
 
 /**
@@ -75,6 +83,81 @@ export type WatchFleetResponse = Message<"loadreporter.v1.WatchFleetResponse"> &
  */
 export const WatchFleetResponseSchema: GenMessage<WatchFleetResponse> = /*@__PURE__*/
   messageDesc(file_loadreporter_v1_fleet, 1);
+
+/**
+ * FleetAggregate sums the ranks of the fresh workers only (a router routes
+ * on nothing else), and the dispatches pending on every worker.
+ *
+ * @generated from message loadreporter.v1.FleetAggregate
+ */
+export type FleetAggregate = Message<"loadreporter.v1.FleetAggregate"> & {
+  /**
+   * Ranks of the fresh workers.
+   *
+   * @generated from field: int32 dp_rank_count = 1;
+   */
+  dpRankCount: number;
+
+  /**
+   * @generated from field: int64 total_running_reqs = 2;
+   */
+  totalRunningReqs: bigint;
+
+  /**
+   * @generated from field: int64 total_waiting_reqs = 3;
+   */
+  totalWaitingReqs: bigint;
+
+  /**
+   * @generated from field: int64 total_used_tokens = 4;
+   */
+  totalUsedTokens: bigint;
+
+  /**
+   * The ranks' max_total_num_tokens summed; 0 when a rank does not know
+   * its own.
+   *
+   * @generated from field: int64 total_tokens = 5;
+   */
+  totalTokens: bigint;
+
+  /**
+   * Means over the ranks.
+   *
+   * @generated from field: double avg_token_usage = 6;
+   */
+  avgTokenUsage: number;
+
+  /**
+   * @generated from field: double avg_throughput = 7;
+   */
+  avgThroughput: number;
+
+  /**
+   * @generated from field: double avg_utilization = 8;
+   */
+  avgUtilization: number;
+
+  /**
+   * The fleet client's pending dispatches over every worker (see
+   * FleetWorker).
+   *
+   * @generated from field: int64 pending_requests = 9;
+   */
+  pendingRequests: bigint;
+
+  /**
+   * @generated from field: int64 pending_tokens = 10;
+   */
+  pendingTokens: bigint;
+};
+
+/**
+ * Describes the message loadreporter.v1.FleetAggregate.
+ * Use `create(FleetAggregateSchema)` to create a new message.
+ */
+export const FleetAggregateSchema: GenMessage<FleetAggregate> = /*@__PURE__*/
+  messageDesc(file_loadreporter_v1_fleet, 2);
 
 /**
  * FleetWorker is one worker as the fleet's client sees it.
@@ -124,6 +207,20 @@ export type FleetWorker = Message<"loadreporter.v1.FleetWorker"> & {
    * @generated from field: string dashboard_url = 6;
    */
   dashboardUrl: string;
+
+  /**
+   * What the fleet's router sent the worker that its report does not count
+   * yet (package client's Worker.Pending): requests, and their tokens.
+   * Always 0 unless a router picks through the fleet's client.
+   *
+   * @generated from field: int64 pending_requests = 7;
+   */
+  pendingRequests: bigint;
+
+  /**
+   * @generated from field: int64 pending_tokens = 8;
+   */
+  pendingTokens: bigint;
 };
 
 /**
@@ -131,7 +228,7 @@ export type FleetWorker = Message<"loadreporter.v1.FleetWorker"> & {
  * Use `create(FleetWorkerSchema)` to create a new message.
  */
 export const FleetWorkerSchema: GenMessage<FleetWorker> = /*@__PURE__*/
-  messageDesc(file_loadreporter_v1_fleet, 2);
+  messageDesc(file_loadreporter_v1_fleet, 3);
 
 /**
  * FleetWorkerState is how far a router may trust a worker's view.

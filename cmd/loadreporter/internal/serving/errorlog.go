@@ -1,4 +1,4 @@
-package app
+package serving
 
 import (
 	"log"
@@ -8,11 +8,11 @@ import (
 	"time"
 )
 
-// serverErrorLog routes net/http's own messages (TLS handshake failures,
+// errorLog routes net/http's own messages (TLS handshake failures,
 // malformed requests) through slog, at most one line per interval with the
 // number of lines held back, so a scanner hammering the port cannot flood
 // the log.
-func serverErrorLog(l *slog.Logger, every time.Duration) *log.Logger {
+func errorLog(l *slog.Logger, every time.Duration) *log.Logger {
 	return log.New(&rateLimitedWriter{log: l, every: every, now: time.Now}, "", 0)
 }
 
