@@ -55,17 +55,16 @@ func (c chart) svg() string {
 	if math.IsInf(lo, 1) {
 		lo, hi = 0.1, 1
 	}
-	lo = math.Pow(10, math.Floor(math.Log10(lo)))
-	hi = math.Pow(10, math.Ceil(math.Log10(hi)))
+	lo, hi = niceBelow(lo), niceAbove(hi)
 	if hi <= lo {
-		hi = lo * 10
+		hi = niceAbove(lo * 1.01)
 	}
 	legendRows := 0
 	if len(c.Panels) > 0 {
 		legendRows = (len(c.Panels[0].Series) + 1) / 2
 	}
 	w := len(c.Panels)*(panelW+marginL+marginR) + 20
-	h := marginTop + panelH + marginBot + 22*legendRows + 40
+	h := marginTop + panelH + marginBot + 22*legendRows + 24
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", w, h, w, h)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
@@ -84,11 +83,11 @@ func (c chart) svg() string {
 		}
 		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="13" font-weight="bold">%s</text>`+"\n", x0, marginTop-12, html.EscapeString(p.Title))
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#444"/>`+"\n", x0, marginTop, panelW, panelH)
-		for d := lo; d <= hi*1.0001; d *= 10 {
+		for d := math.Pow(10, math.Floor(math.Log10(lo))); d <= hi*1.0001; d *= 10 {
 			for _, m := range []float64{1, 2, 5} {
 				v := d * m
-				if v > hi*1.0001 {
-					break
+				if v < lo*0.9999 || v > hi*1.0001 {
+					continue
 				}
 				y := yOf(v)
 				fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", x0, x0+panelW, y, y)
@@ -137,6 +136,28 @@ func (c chart) svg() string {
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
+}
+
+// niceBelow is the largest of 1, 2 and 5 times a power of ten at most v.
+func niceBelow(v float64) float64 {
+	d := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{5, 2, 1} {
+		if d*m <= v {
+			return d * m
+		}
+	}
+	return d
+}
+
+// niceAbove is the smallest of 1, 2 and 5 times a power of ten at least v.
+func niceAbove(v float64) float64 {
+	d := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if d*m >= v {
+			return d * m
+		}
+	}
+	return 10 * d
 }
 
 // tick labels a value of the y axis (seconds).

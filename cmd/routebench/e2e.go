@@ -54,6 +54,9 @@ type e2eExtra struct {
 	Lag []float64
 	// Failed counts measured requests whose HTTP exchange failed.
 	Failed int
+	// Degraded counts the push rows' picks client.Fleet made with no
+	// fresh view (or none at all, then sent to a random engine).
+	Degraded int
 }
 
 // e2eRun is one row of the end-to-end mode, torn down by close.
@@ -69,6 +72,7 @@ type e2eRun struct {
 	views   [][]atomic.Pointer[pb.LoadReport]
 	http    *http.Client
 	reads   atomic.Int64 // oracle reads in the window
+	degr    atomic.Int64 // push picks without a fresh view
 	inWin   atomic.Bool
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
@@ -469,6 +473,7 @@ func (r *e2eRun) play(ctx context.Context, trace []request, win window) (result,
 	case r.pol.reporter():
 		res.Reads = (pullsAt[1] - pullsAt[0]) / float64(f.Engines) / span
 	}
+	ex.Degraded = int(r.degr.Load())
 	res.Wall = time.Since(start)
 	return res, ex, nil
 }
@@ -478,9 +483,13 @@ func (r *e2eRun) play(ctx context.Context, trace []request, win window) (result,
 func (r *e2eRun) pick(i int, q request) (int, func()) {
 	if r.pol.Kind == kindPush {
 		res := r.fleets[i].PickFor(client.Request{Tokens: q.tokens()}, 1)
+		if res.Degraded || len(res.Picks) == 0 {
+			r.degr.Add(1)
+		}
 		if len(res.Picks) == 0 {
-			// No worker to pick (none connected): any, and say so in the
-			// row's failures through the engine it lands on.
+			// No worker to pick from: any engine, counted as degraded.
+			r.rmu[i].Lock()
+			defer r.rmu[i].Unlock()
 			return r.routers[i].rng.IntN(len(r.engines)), func() {}
 		}
 		return r.byAddr[res.Picks[0].Worker.Addr()], res.Dispatch.Done

@@ -27,8 +27,8 @@ func checkServed(t *testing.T, name string, res result, ex e2eExtra) {
 	for _, n := range res.Dispatched {
 		sent += n
 	}
-	if res.Measured == 0 || res.Served != res.Measured || sent != res.Measured || ex.Failed != 0 {
-		t.Errorf("%s: measured %d, served %d, dispatched %v, failed %d", name, res.Measured, res.Served, res.Dispatched, ex.Failed)
+	if res.Measured == 0 || res.Served != res.Measured || sent != res.Measured || ex.Failed != 0 || ex.Degraded != 0 {
+		t.Errorf("%s: measured %d, served %d, dispatched %v, failed %d, degraded picks %d", name, res.Measured, res.Served, res.Dispatched, ex.Failed, ex.Degraded)
 	}
 	for i := range res.E2E {
 		if math.IsInf(res.E2E[i], 1) {

@@ -100,11 +100,22 @@ func TestAccountingSpreadsABurst(t *testing.T) {
 		if p := r.pend[0].current(countedUntil(src.reports[0])); p.Requests != 1 || p.Tokens != 200 {
 			t.Errorf("after Done of the first: %+v, want 1 request, 200 tokens", p)
 		}
-		if p := r.pend[1].current(countedUntil(loaded(13, snap.Add(time.Millisecond)))); p.Requests != 2 {
-			t.Errorf("a report stamped at the first dispatch: %+v, want both of worker 1's still counted (not before the snapshot)", p)
+		// client's rule: a report counts the dispatches made before its
+		// snapshot, not one made at the same millisecond.
+		var w1 []time.Time
+		for _, d := range r.pend[1].q[r.pend[1].head:] {
+			w1 = append(w1, d.at)
 		}
-		if p := r.pend[1].current(countedUntil(loaded(13, snap.Add(time.Second)))); p.Requests != 0 || p.Tokens != 0 {
-			t.Errorf("a report stamped after every dispatch still counts %+v", p)
+		if len(w1) != 2 {
+			t.Fatalf("worker 1 holds %d dispatches, want 2", len(w1))
+		}
+		for _, tc := range []struct {
+			stamp time.Time
+			want  int64
+		}{{w1[0], 2}, {w1[0].Add(time.Millisecond), 1}, {w1[1].Add(time.Millisecond), 0}} {
+			if p := r.pend[1].current(countedUntil(loaded(13, tc.stamp))); p.Requests != tc.want {
+				t.Errorf("a report stamped %v after the burst began counts %+v pending, want %d", tc.stamp.Sub(snap), p, tc.want)
+			}
 		}
 	}
 }
@@ -178,5 +189,15 @@ func TestRowKeys(t *testing.T) {
 	}
 	if _, err := rowKeys("push10"); err == nil || !strings.Contains(err.Error(), "push100-acct") {
 		t.Errorf("an unknown row: %v", err)
+	}
+}
+
+func TestNiceBounds(t *testing.T) {
+	for _, tc := range []struct{ v, below, above float64 }{
+		{0.923, 0.5, 1}, {4.474, 2, 5}, {1, 1, 1}, {0.03, 0.02, 0.05}, {7, 5, 10},
+	} {
+		if b, a := niceBelow(tc.v), niceAbove(tc.v); math.Abs(b-tc.below) > 1e-12 || math.Abs(a-tc.above) > 1e-12 {
+			t.Errorf("%g: %g and %g, want %g and %g", tc.v, b, a, tc.below, tc.above)
+		}
 	}
 }
