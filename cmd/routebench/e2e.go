@@ -337,8 +337,7 @@ func (r *e2eRun) play(ctx context.Context, trace []request, win window) (result,
 	reqCtx, cancelReqs := context.WithCancel(ctx)
 	defer cancelReqs()
 	var inflight sync.WaitGroup
-	var left sync.WaitGroup
-	left.Add(len(measured))
+	var left sync.WaitGroup // the measured requests sent and not answered
 	isMeasured := func(q request) bool { return q.At >= win.Warmup && q.At < win.end() }
 
 	start := time.Now()
@@ -389,6 +388,7 @@ func (r *e2eRun) play(ctx context.Context, trace []request, win window) (result,
 				q := trace[idx]
 				k, finish := r.pick(i, q)
 				if isMeasured(q) {
+					left.Add(1)
 					recMu.Lock()
 					res.Dispatched[k]++
 					ex.Lag = append(ex.Lag, time.Since(start.Add(q.At)).Seconds())
@@ -432,6 +432,9 @@ func (r *e2eRun) play(ctx context.Context, trace []request, win window) (result,
 	if err := ctx.Err(); err != nil {
 		return res, ex, err
 	}
+	// The engines' handlers take their unfinished requests out once the
+	// routers have gone, and only then report them.
+	r.quiesce(ctx, 10*time.Second)
 	for _, i := range measured {
 		o := outs[i]
 		res.TTFT = append(res.TTFT, o.ttft)
@@ -476,6 +479,33 @@ func (r *e2eRun) play(ctx context.Context, trace []request, win window) (result,
 	ex.Degraded = int(r.degr.Load())
 	res.Wall = time.Since(start)
 	return res, ex, nil
+}
+
+// quiesce waits, at most bound, until no engine holds a request.
+func (r *e2eRun) quiesce(ctx context.Context, bound time.Duration) {
+	deadline := time.NewTimer(bound)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		busy := 0
+		for _, m := range r.engines {
+			for _, l := range m.Live() {
+				busy += l.NumRunningReqs + l.NumWaitingReqs
+			}
+		}
+		if busy == 0 {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			r.s.log.Warn("engines still hold requests after the routers went; their stats are missing", "requests", busy)
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // pick chooses the worker for q on router i and returns what to call

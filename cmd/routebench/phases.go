@@ -521,6 +521,15 @@ func (b *bench) endToEnd(ctx context.Context) error {
 	_ = tw.Flush()
 	fmt.Fprintf(b.out, "load average after the end-to-end rows: %s\n\n", loadAvg())
 
+	if ref != nil {
+		var cells []string
+		for i, row := range o.e2eRows {
+			if row != rowOracle {
+				cells = append(cells, fmt.Sprintf("%s ×%.2f", policies[row].Name, p99(results[i])/ref.TTFT99))
+			}
+		}
+		b.goal = append(b.goal, fmt.Sprintf("end to end, workload %s, ρ %.2f, %v measured: p99 TTFT ÷ the oracle's: %s", w.Name, o.rho, win.Measure, strings.Join(cells, "; ")))
+	}
 	j := slices.Index(o.e2eRows, rowPush100Acct)
 	if j < 0 {
 		b.checks = append(b.checks, "end-to-end against model: not run (the push 100ms + accounting row was not among --e2e-rows)")
