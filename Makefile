@@ -6,12 +6,13 @@
 #   make check-generate  fail if regenerating changes anything committed
 #   make lint            go vet, staticcheck, gofmt, buf lint and buf format
 #   make image           the container image, built without a daemon, as bin/loadreporter-image.tar
+#   make bench-route     what fresh load buys a router: simulated engines, real reporters, routers (a few minutes)
 
 GO      ?= go
 BUF     := $(GO) tool -modfile=tools/go.mod buf
 LISTEN  ?= 127.0.0.1:8080
 
-.PHONY: run test fuzz soak test-short generate check-generate lint bench bench-zmq bench-front services peers image
+.PHONY: run test fuzz soak test-short generate check-generate lint bench bench-zmq bench-front bench-route services peers image
 
 run:
 	@echo "building loadreporter (the first build downloads modules, ~2 min)…"
@@ -110,6 +111,16 @@ bench-front:
 	$(GO) build -o bin/loadreporter ./cmd/loadreporter
 	$(GO) build -o bin/frontbench ./cmd/frontbench
 	./bin/frontbench --loadreporter bin/loadreporter $(FRONTBENCH_ARGS)
+
+# bench-route: SPEC §10's routing benchmark (cmd/routebench). The model mode's
+# sweeps in virtual time, then a few rows end to end (engine-sim, a loadreporter
+# child per engine, client.Fleet routers); writes the staleness chart to
+# bin/routebench-staleness.svg. ROUTEBENCH_ARGS adds flags, for example
+# ROUTEBENCH_ARGS='--e2e-rows all' for every row end to end.
+bench-route:
+	$(GO) build -o bin/loadreporter ./cmd/loadreporter
+	$(GO) build -o bin/routebench ./cmd/routebench
+	./bin/routebench --loadreporter bin/loadreporter $(ROUTEBENCH_ARGS)
 
 # image builds the container image without a daemon (cmd/loadimage: the
 # static binary alone on an empty base) and writes a tarball for

@@ -49,6 +49,13 @@ type Config struct {
 	// Clock drives the engine; nil is the machine's clock. Tests give a
 	// fake one.
 	Clock ports.Clock
+	// RequestDone, when set, hears every request's stats as it leaves the
+	// engine, finished or cancelled (not those Close aborts, nor health
+	// probes), on
+	// the engine's own times. It is called under the engine's lock: it
+	// must return quickly and never call back into Main. A benchmark
+	// reads queue waits from it, which no API response carries.
+	RequestDone func(model.RequestStats)
 	// Logger gets a line when the engine starts and stops; nil is
 	// slog.Default().
 	Logger *slog.Logger

@@ -69,9 +69,14 @@ func New(c Config) (*Main, error) {
 				m.pub.publish(rank, l)
 			}
 		},
-		metrics:   m.met.snapshot,
-		token:     m.met.token,
-		finished:  m.met.finished,
+		metrics: m.met.snapshot,
+		token:   m.met.token,
+		finished: func(f *flight, st model.RequestStats) {
+			m.met.finished(f, st)
+			if c.RequestDone != nil && !f.quiet {
+				c.RequestDone(st)
+			}
+		},
 		submitted: m.met.submitted,
 	})
 	for r := range c.Params.DPSize {
@@ -169,6 +174,11 @@ func (m *Main) LoadEndpoint(r int) string {
 	}
 	return m.pub.endpoint(r)
 }
+
+// Live is every rank's load as it stands now, as /get_load reports it
+// but in full and without a request: a benchmark's oracle reads it at
+// the instant of each dispatch.
+func (m *Main) Live() []model.Load { return m.drv.live() }
 
 // Run starts and serves until ctx ends or the server fails, then closes.
 func (m *Main) Run(ctx context.Context) error {
