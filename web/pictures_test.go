@@ -134,7 +134,7 @@ func TestLivePageSparklinesFromHistory(t *testing.T) {
 		t.Errorf("rank 1 peak = %q", got)
 	}
 	root := doc.Find("[data-live-root]")
-	if root.AttrOr("data-spark-window-ms", "") != "300000" || root.AttrOr("data-spark-step-ms", "") != "10000" || root.AttrOr("data-spark-ring", "") != "600" {
+	if root.AttrOr("data-spark-window-ms", "") != "300000" || root.AttrOr("data-spark-step-ms", "") != "10000" || root.AttrOr("data-spark-ring", "") != "400" {
 		t.Errorf("sparkline attributes: %v", root.Nodes[0].Attr)
 	}
 }

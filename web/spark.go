@@ -21,8 +21,10 @@ import (
 const (
 	sparkWindow  = 5 * time.Minute
 	sparkBuckets = 30
-	// sparkRing bounds the points the script keeps per rank.
-	sparkRing = 600
+	// sparkRing bounds the points the script keeps per rank: a point
+	// every 750 ms over sparkWindow, more than a card is wide, and
+	// reports at the page's 1 s are never merged.
+	sparkRing = 400
 	// sparkTimeout bounds the history query of one live page: past it
 	// the sparklines start from the report shown rather than wait on a
 	// slow store.

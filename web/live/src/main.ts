@@ -107,7 +107,7 @@ class LivePage {
     this.intervalMs = intervalMs;
     this.windowMs = Number(root.getAttribute("data-spark-window-ms")) || 300_000;
     this.stepMs = Number(root.getAttribute("data-spark-step-ms")) || 10_000;
-    this.ringSize = Number(root.getAttribute("data-spark-ring")) || 600;
+    this.ringSize = Number(root.getAttribute("data-spark-ring")) || 400;
     // The server's points, which the live ones continue.
     for (const card of Array.from(root.querySelectorAll<HTMLElement>("[data-rank]"))) {
       const spark = byTestId(card, "rank-spark");
