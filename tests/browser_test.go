@@ -112,6 +112,10 @@ func TestBrowserLivePage(t *testing.T) {
 			t.Logf("report #%d → #%d; rank 0: %q → %q", s1, s2, first.Values[0], second.Values[0])
 			saveScreenshot(t, tab, "live")
 			if tc.engine == nil {
+				if *updateScreenshots {
+					// Sparklines worth showing: 20 s of the rank cards' 30.
+					hold(t, testCtx(t, 30*time.Second), 20*time.Second)
+				}
 				saveReadmeScreenshot(t, tab, "live")
 			}
 		})

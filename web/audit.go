@@ -168,6 +168,9 @@ func (h *Handler) serveAudit(w http.ResponseWriter, r *http.Request) {
 		res.NextHref = "/audit?" + v.Encode()
 	}
 	p.Result = &res
+	if args.Name == audittable.RankStats {
+		p.Bars = rankBars(t)
+	}
 	// The whole window from its start, whichever page is shown.
 	p.CSVHref = "/audit.csv?" + frozen().Encode()
 	h.render(w, r, http.StatusOK, views.Audit(p))

@@ -45,13 +45,35 @@ func rankColor(rank int64) string {
 	return palette[int(((rank%int64(len(palette)))+int64(len(palette)))%int64(len(palette)))]
 }
 
+// geom is a chart's viewBox and the plot area inside it.
+type geom struct {
+	width, height            int
+	left, right, top, bottom float64
+	maxTicks                 int // labelled time ticks at most
+}
+
+func (g geom) plotW() float64 { return g.right - g.left }
+func (g geom) plotH() float64 { return g.bottom - g.top }
+
+// wide is the history page's full-width charts and timeline; panel one
+// chart of a small multiple (one rank's waiting).
+var (
+	wide  = geom{width: chartWidth, height: chartHeight, left: padLeft, right: plotRight, top: padTop, bottom: plotBottom, maxTicks: maxChartTicks}
+	panel = geom{width: 320, height: 120, left: 36, right: 292, top: 8, bottom: 98, maxTicks: 3}
+)
+
 // series is the charts' view of a window: its buckets (audit.ChartQuery),
-// as the history store counted them.
+// as the history store counted them, and the outages drawn behind them.
 type series struct {
+	g       geom
 	w       audit.Window
 	bounds  []time.Time   // of the buckets: audit.ChartQuery.Bounds
 	silence time.Duration // the longest silence a line spans: 2 × the history interval
 	counted audit.ChartResult
+	// outages are shaded behind the charts; an ongoing one ends a history
+	// interval after its last report (ongoingTail).
+	outages     []audit.Outage
+	ongoingTail time.Duration
 }
 
 // chartQuery is the chart of w the page asks the store for.
@@ -60,7 +82,14 @@ func chartQuery(w audit.Window, workers []string) audit.ChartQuery {
 }
 
 func newSeries(w audit.Window, historyInterval time.Duration, counted audit.ChartResult) *series {
-	return &series{w: w, bounds: chartQuery(w, nil).Bounds(), silence: 2 * historyInterval, counted: counted}
+	return &series{g: wide, w: w, bounds: chartQuery(w, nil).Bounds(), silence: 2 * historyInterval, counted: counted, ongoingTail: historyInterval}
+}
+
+// in is s drawn in geometry g.
+func (s *series) in(g geom) *series {
+	c := *s
+	c.g = g
+	return &c
 }
 
 func (s *series) chart() audit.ChartResult { return s.counted }
@@ -83,7 +112,7 @@ func (s *series) joined(i, j int) bool {
 // x is the horizontal position of t.
 func (s *series) x(t time.Time) float64 {
 	f := nanosBetween(s.w.Since, t) / nanosBetween(s.w.Since, s.w.Until)
-	return padLeft + math.Max(0, math.Min(1, f))*plotW
+	return s.g.left + math.Max(0, math.Min(1, f))*s.g.plotW()
 }
 
 // nanosBetween is t − from in nanoseconds, also beyond the 292 years a
@@ -105,15 +134,23 @@ func num(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }
 // path is the SVG path of one rank: a subpath per run of joined points; a
 // lone point is a zero-length segment that round caps draw as a dot.
 func (s *series) path(rank int64, value func(*audit.ChartRank) (float64, bool), y func(float64) float64) string {
-	var b strings.Builder
-	prev, runLen := -1, 0
 	buckets := s.chart().Buckets
-	for i := range buckets {
+	return s.pathOf(func(i int) (float64, bool) {
 		a := rankIn(&buckets[i], rank)
 		if a == nil {
-			continue
+			return 0, false
 		}
-		v, ok := value(a)
+		return value(a)
+	}, y)
+}
+
+// pathOf is the SVG path of value over the buckets (false: nothing to
+// draw in bucket i), broken where recording stopped.
+func (s *series) pathOf(value func(i int) (float64, bool), y func(float64) float64) string {
+	var b strings.Builder
+	prev, runLen := -1, 0
+	for i := range s.chart().Buckets {
+		v, ok := value(i)
 		if !ok {
 			continue
 		}
@@ -154,17 +191,24 @@ func (s *series) sortedRanks() []int64 {
 func (s *series) frame(id, title string) views.Chart {
 	return views.Chart{
 		ID: id, Title: title,
-		Width: chartWidth, Height: chartHeight,
-		Left: num(padLeft), Right: num(plotRight), Top: num(padTop), Bottom: num(plotBottom),
+		Width: s.g.width, Height: s.g.height,
+		Left: num(s.g.left), Right: num(s.g.right), Top: num(s.g.top), Bottom: num(s.g.bottom),
+		PlotWidth: num(s.g.plotW()), PlotHeight: num(s.g.plotH()),
 		XTicks: s.xTicks(),
 		Empty:  len(s.sortedRanks()) == 0,
+		Bands:  s.outageSpans(),
 	}
+}
+
+// y is the vertical position of v on a scale from 0 to top.
+func (s *series) y(top float64) func(float64) float64 {
+	return func(v float64) float64 { return s.g.bottom - math.Max(0, math.Min(1, v/top))*s.g.plotH() }
 }
 
 // usageChart draws the mean token_usage of each rank per bucket.
 func (s *series) usageChart() views.Chart {
 	c := s.frame("chart-token-usage", "KV cache usage (token_usage) per rank")
-	y := func(v float64) float64 { return plotBottom - math.Max(0, math.Min(1, v))*plotH }
+	y := s.y(1)
 	for _, f := range []float64{0, 0.25, 0.5, 0.75, 1} {
 		c.YTicks = append(c.YTicks, views.Tick{Pos: num(y(f)), Label: strconv.Itoa(int(f*100)) + " %"})
 	}
@@ -185,21 +229,116 @@ func (s *series) usageChart() views.Chart {
 // (a peak matters more than an average for queues).
 func (s *series) waitingChart() views.Chart {
 	c := s.frame("chart-waiting", "Waiting requests per rank (peak per interval)")
+	step, hi := niceScale(s.peakWaiting())
+	y := s.y(float64(hi))
+	for v := int64(0); v <= hi; v += step {
+		c.YTicks = append(c.YTicks, views.Tick{Pos: num(y(float64(v))), Label: humanize.Thousands(v)})
+	}
+	for _, rk := range s.sortedRanks() {
+		c.Series = append(c.Series, s.line(rk, peakWaiting, y))
+	}
+	return c
+}
+
+func peakWaiting(a *audit.ChartRank) (float64, bool) { return float64(a.MaxWaitingReqs), true }
+
+// peakWaiting is the largest num_waiting_reqs of any rank in the window.
+func (s *series) peakWaiting() int64 {
 	var top int64
 	for _, b := range s.chart().Buckets {
 		for _, a := range b.Ranks {
 			top = max(top, a.MaxWaitingReqs)
 		}
 	}
-	step, hi := niceScale(top)
-	y := func(v float64) float64 { return plotBottom - math.Max(0, math.Min(1, v/float64(hi)))*plotH }
-	for v := int64(0); v <= hi; v += step {
-		c.YTicks = append(c.YTicks, views.Tick{Pos: num(y(float64(v))), Label: humanize.Thousands(v)})
+	return top
+}
+
+// Small multiples of the waiting chart.
+const (
+	// multiplesAbove is the rank count above which the waiting chart is
+	// drawn as one small chart per rank: past it, lines on one chart
+	// hide each other.
+	multiplesAbove = 4
+	// maxPanels bounds the small charts of one page.
+	maxPanels = 64
+)
+
+// waitingPanels is the waiting chart as one small chart per rank, on a
+// shared scale so that equal heights are equal queues; nil when there
+// are multiplesAbove ranks or fewer (the one chart reads well then). A
+// note says when ranks are left out (beyond maxPanels).
+func (s *series) waitingPanels() ([]views.Chart, string) {
+	ranks := s.sortedRanks()
+	if len(ranks) <= multiplesAbove {
+		return nil, ""
 	}
-	peak := func(a *audit.ChartRank) (float64, bool) { return float64(a.MaxWaitingReqs), true }
-	for _, rk := range s.sortedRanks() {
-		c.Series = append(c.Series, s.line(rk, peak, y))
+	note := ""
+	if len(ranks) > maxPanels {
+		note = "Ranks " + strconv.FormatInt(ranks[0], 10) + " to " + strconv.FormatInt(ranks[maxPanels-1], 10) +
+			" of " + strconv.Itoa(len(ranks)) + " are drawn; the audit page's per-rank statistics list every rank."
+		ranks = ranks[:maxPanels]
 	}
+	p := s.in(panel)
+	_, hi := niceScale(s.peakWaiting())
+	y := p.y(float64(hi))
+	out := make([]views.Chart, 0, len(ranks))
+	for _, rk := range ranks {
+		r := strconv.FormatInt(rk, 10)
+		c := p.frame("waiting-rank-"+r, "rank "+r)
+		c.YTicks = []views.Tick{{Pos: num(y(0)), Label: "0"}, {Pos: num(y(float64(hi))), Label: humanize.Thousands(hi)}}
+		c.Series = []views.Series{p.line(rk, peakWaiting, y)}
+		out = append(out, c)
+	}
+	return out, note
+}
+
+// spreadTops are the tops the imbalance chart's scale may take: each
+// cut in quarters at round percentages.
+var spreadTops = []float64{0.1, 0.2, 0.4, 0.6, 0.8, 1}
+
+// spreadChart draws the imbalance across ranks: per bucket, the largest
+// rank's mean token_usage minus the smallest's (the audit imbalance query
+// measures the same spread report by report), with threshold drawn and
+// the part of the plot above it shaded.
+func (s *series) spreadChart(threshold float64) views.Chart {
+	c := s.frame("chart-imbalance", "Imbalance: KV cache usage spread across ranks (max − min of the ranks' means per interval)")
+	buckets := s.chart().Buckets
+	spread := func(i int) (float64, bool) {
+		lo, hi, n := math.Inf(1), math.Inf(-1), 0
+		for _, a := range buckets[i].Ranks {
+			m := a.UsageSum / float64(a.Reports)
+			if a.Reports == 0 || math.IsNaN(m) || math.IsInf(m, 0) {
+				continue
+			}
+			lo, hi, n = math.Min(lo, m), math.Max(hi, m), n+1
+		}
+		return hi - lo, n >= 2
+	}
+	peak, drawn := threshold, false
+	for i := range buckets {
+		if v, ok := spread(i); ok {
+			peak, drawn = math.Max(peak, v), true
+		}
+	}
+	top := spreadTops[len(spreadTops)-1]
+	for _, t := range spreadTops {
+		if t >= peak*1.1 {
+			top = t
+			break
+		}
+	}
+	y := s.y(top)
+	for i := range 5 {
+		f := top * float64(i) / 4
+		c.YTicks = append(c.YTicks, views.Tick{Pos: num(y(f)), Label: humanize.Percent(f)})
+	}
+	c.Threshold = &views.Threshold{Pos: num(y(threshold)), Label: "threshold " + humanize.Percent(threshold), Above: num(y(threshold) - s.g.top)}
+	c.Empty = !drawn
+	if !drawn {
+		c.EmptyText = "No interval in this window holds two ranks or more: there is no spread to draw."
+		return c
+	}
+	c.Series = []views.Series{{Rank: "spread", Label: "spread (max − min)", Color: "#1b1f24", D: s.pathOf(spread, y)}}
 	return c
 }
 
@@ -239,7 +378,7 @@ func (s *series) xTicks() []views.Tick {
 	span := s.w.Until.Sub(s.w.Since)
 	step := tickSteps[len(tickSteps)-1]
 	for _, st := range tickSteps {
-		if span/st <= maxChartTicks {
+		if span/st <= time.Duration(s.g.maxTicks) {
 			step = st
 			break
 		}
@@ -256,18 +395,19 @@ func (s *series) xTicks() []views.Tick {
 	if t.Before(s.w.Since) {
 		t = t.Add(step)
 	}
-	for ; t.Before(s.w.Until) && len(out) <= maxChartTicks; t = t.Add(step) {
+	for ; t.Before(s.w.Until) && len(out) <= s.g.maxTicks; t = t.Add(step) {
 		out = append(out, views.Tick{Pos: num(s.x(t)), Label: t.UTC().Format(layout)})
 	}
 	return out
 }
 
 // timeline shows where reports were recorded and marks the outages.
-func (s *series) timeline(outages []audit.Outage, historyInterval time.Duration) views.Timeline {
+func (s *series) timeline() views.Timeline {
 	tl := views.Timeline{
-		Width: chartWidth, Height: timelineH,
-		Left: num(padLeft), PlotWidth: num(plotW),
-		XTicks: s.xTicks(),
+		Width: s.g.width, Height: timelineH,
+		Left: num(s.g.left), PlotWidth: num(s.g.plotW()),
+		XTicks:  s.xTicks(),
+		Outages: s.outageSpans(),
 	}
 	start, last := -1, -1
 	flush := func() {
@@ -275,7 +415,7 @@ func (s *series) timeline(outages []audit.Outage, historyInterval time.Duration)
 			return
 		}
 		from, to := s.bounds[start], s.bounds[last+1]
-		tl.Recorded = append(tl.Recorded, span(s.x(from), s.x(to), "", "recorded "+clock(from)+" – "+clock(to)))
+		tl.Recorded = append(tl.Recorded, s.span(s.x(from), s.x(to), "", "recorded "+clock(from)+" – "+clock(to)))
 	}
 	for i, b := range s.chart().Buckets {
 		if b.Reports == 0 {
@@ -289,10 +429,17 @@ func (s *series) timeline(outages []audit.Outage, historyInterval time.Duration)
 		start, last = i, i
 	}
 	flush()
-	for _, o := range outages {
+	return tl
+}
+
+// outageSpans are the outages' bands, on the timeline and behind the
+// charts.
+func (s *series) outageSpans() []views.Span {
+	var out []views.Span
+	for _, o := range s.outages {
 		end := o.End
 		if o.Ongoing {
-			end = o.LastSeen.Add(historyInterval)
+			end = o.LastSeen.Add(s.ongoingTail)
 		}
 		class := outageClass(o)
 		title := strings.ToUpper(class) + " " + clock(o.Start) + ", " + humanize.Duration(o.Duration)
@@ -302,17 +449,17 @@ func (s *series) timeline(outages []audit.Outage, historyInterval time.Duration)
 		if o.LastError != "" {
 			title += ": " + o.LastError
 		}
-		tl.Outages = append(tl.Outages, span(s.x(o.Start), s.x(end), class, title))
+		out = append(out, s.span(s.x(o.Start), s.x(end), class, title))
 	}
-	return tl
+	return out
 }
 
 // span is a band from x0 to x1, at least 2 units wide so a one-report
 // outage stays visible.
-func span(x0, x1 float64, class, title string) views.Span {
+func (s *series) span(x0, x1 float64, class, title string) views.Span {
 	w := math.Max(x1-x0, 2)
-	if x0+w > plotRight {
-		x0 = plotRight - w
+	if x0+w > s.g.right {
+		x0 = s.g.right - w
 	}
 	return views.Span{X: num(x0), W: num(w), Class: class, Title: title}
 }

@@ -73,7 +73,8 @@ func TestSeriesPaths(t *testing.T) {
 		t.Errorf("waiting axis top = %q, want 8", top)
 	}
 
-	tl := s.timeline([]audit.Outage{{Episode: audit.Episode{Span: audit.Span{Start: t0.Add(30 * time.Second), End: t0.Add(30 * time.Second)}}, Statuses: []domain.Status{domain.StatusStale}}}, time.Second)
+	s.outages = []audit.Outage{{Episode: audit.Episode{Span: audit.Span{Start: t0.Add(30 * time.Second), End: t0.Add(30 * time.Second)}}, Statuses: []domain.Status{domain.StatusStale}}}
+	tl := s.timeline()
 	if len(tl.Recorded) != 2 {
 		t.Errorf("recorded spans = %d, want 2", len(tl.Recorded))
 	}

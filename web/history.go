@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/loadreporter/loadreporter/domain/audit"
+	"github.com/loadreporter/loadreporter/web/audittable"
 	"github.com/loadreporter/loadreporter/web/humanize"
 
 	"github.com/loadreporter/loadreporter/domain"
@@ -148,9 +149,16 @@ func (h *Handler) fillHistory(ctx context.Context, p *views.HistoryPage, win aud
 	if err != nil {
 		return err
 	}
+	s.outages = out.Outages
 	p.Usage = s.usageChart()
 	p.Waiting = s.waitingChart()
-	p.Timeline = s.timeline(out.Outages, h.o.HistoryInterval)
+	p.WaitingPanels, p.WaitingNote = s.waitingPanels()
+	p.Imbalance = s.spreadChart(audittable.DefaultThreshold)
+	p.ImbalanceHref = "/audit?" + url.Values{
+		"query": {audittable.Imbalance}, "since": {isoTime(win.Since)}, "until": {isoTime(win.Until)},
+		"worker": {workerText}, "threshold": {strconv.FormatFloat(audittable.DefaultThreshold, 'g', -1, 64)},
+	}.Encode()
+	p.Timeline = s.timeline()
 	for _, o := range out.Outages {
 		p.Outages = append(p.Outages, outageRow(o))
 	}

@@ -75,6 +75,19 @@ type LivePage struct {
 	ReportTime    string
 	ReportTimeISO string
 	ReportUnixMs  string
+	// ServerTimeUnixMs is when the page was made, on the server's clock:
+	// the script keeps ages ticking on it, so a browser whose clock is
+	// off still shows them right.
+	ServerTimeUnixMs string
+	// SnapshotAge is how old the report's numbers are: its oldest rank's
+	// snapshot (what a STALE status measures), "—" without ranks.
+	// SnapshotLagMs is how much older than the report that snapshot is
+	// (the age is the lag plus the report's age); SnapshotTitle says when
+	// it was taken; SnapshotStale marks it as what made the report STALE.
+	SnapshotAge   string
+	SnapshotLagMs string
+	SnapshotTitle string
+	SnapshotStale bool
 	Sequence      string
 	SourceID      string
 	// LastError is empty for HEALTHY reports.
@@ -85,12 +98,36 @@ type LivePage struct {
 	Ranks []RankCard
 	// WatchIntervalMs is the report interval the script asks Watch for.
 	WatchIntervalMs string
+	// SparkWindowMs is the time the rank cards' sparklines span;
+	// SparkStepMs the spacing of the server's points (RankCard.SparkPoints);
+	// SparkRing the most points the script keeps per rank.
+	SparkWindowMs string
+	SparkStepMs   string
+	SparkRing     string
 }
 
 // RankCard is one rank's live numbers, formatted.
 type RankCard struct {
 	// Rank is the dp_rank; empty only in the script's card template.
 	Rank string
+	// Age is how old the rank's snapshot is; LagMs how much older than
+	// the report (the script adds the report's age); AgeTitle when it was
+	// taken. AgeStale marks the oldest rank of a STALE report.
+	Age      string
+	LagMs    string
+	AgeTitle string
+	AgeStale bool
+	// SparkKV and SparkWaiting are the sparklines' SVG paths (viewBox
+	// 0 0 100 20) of the last minutes of KV usage and waiting requests;
+	// SparkSpan says how long they span ("last 2 min"), SparkPeak labels
+	// the waiting scale; SparkPoints are the points
+	// drawn ("unixMs,usage,waiting" joined by spaces), which the script
+	// continues from.
+	SparkKV      string
+	SparkWaiting string
+	SparkSpan    string
+	SparkPeak    string
+	SparkPoints  string
 	// Running is "running / max running" requests.
 	Running string
 	Waiting string
@@ -137,9 +174,19 @@ type HistoryPage struct {
 	HasWindow bool
 	Usage     Chart
 	Waiting   Chart
-	Timeline  Timeline
-	Outages   []OutageRow
-	Reports   ReportsTable
+	// WaitingPanels, when set, draw Waiting as small multiples (one chart
+	// per rank on a shared scale) instead of one chart; WaitingNote says
+	// which ranks they leave out.
+	WaitingPanels []Chart
+	WaitingNote   string
+	// Imbalance is the spread of KV usage across ranks over time, with
+	// the threshold drawn; ImbalanceHref lists its spans over the
+	// threshold on the audit page.
+	Imbalance     Chart
+	ImbalanceHref string
+	Timeline      Timeline
+	Outages       []OutageRow
+	Reports       ReportsTable
 }
 
 // Chart is a server-rendered SVG line chart: one series per rank.
@@ -151,10 +198,20 @@ type Chart struct {
 	// [Left, Right] × [Top, Bottom].
 	Width, Height            int
 	Left, Right, Top, Bottom string
-	Series                   []Series
-	XTicks, YTicks           []Tick
-	// Empty says there was nothing to draw in the window.
-	Empty bool
+	// PlotWidth is Right − Left, PlotHeight Bottom − Top.
+	PlotWidth, PlotHeight string
+	Series                []Series
+	XTicks, YTicks        []Tick
+	// Bands are the outages, shaded behind the lines over the plot's
+	// height (the status timeline's spans).
+	Bands []Span
+	// Threshold, when set, is a horizontal line; the plot above it is
+	// shaded.
+	Threshold *Threshold
+	// Empty says there was nothing to draw in the window; EmptyText says
+	// why when it is not that nothing was recorded.
+	Empty     bool
+	EmptyText string
 	// Note is a remark under the chart (e.g. the data was truncated).
 	Note string
 }
@@ -166,6 +223,12 @@ type Series struct {
 	Color string
 	// D is the SVG path data (several subpaths where recording stopped).
 	D string
+}
+
+// Threshold is a horizontal line at Pos, labelled; Above is the height
+// of the plot above it (from Top to Pos).
+type Threshold struct {
+	Pos, Label, Above string
 }
 
 // Tick is an axis tick at Pos (an x or y in viewBox units).
@@ -238,6 +301,41 @@ type AuditPage struct {
 	Result *ResultTable
 	// CSVHref downloads the same query as CSV; empty when no query ran.
 	CSVHref string
+	// Bars draws a rank-stats result; nil for the other queries.
+	Bars *RankBars
+}
+
+// RankBars is rank-stats as a bar chart, one row per (worker, rank): KV
+// usage (avg as a bar, p95 as a lighter bar behind it) and max waiting,
+// in viewBox units.
+type RankBars struct {
+	Width, Height int
+	// Top and Bottom bound the rows; LabelX is where labels end.
+	Top, Bottom, LabelX string
+	// KVLeft…KVRight is the KV panel (0 to 100 %), KVText where its
+	// values are written; WaitLeft…WaitRight the waiting panel.
+	KVLeft, KVRight, KVText string
+	WaitLeft, WaitRight     string
+	// WaitTextX is where the waiting values are written.
+	WaitTextX          string
+	KVTicks, WaitTicks []Tick
+	Rows               []RankBarRow
+	// Note says which rows are not drawn.
+	Note string
+}
+
+// RankBarRow is one (worker, rank).
+type RankBarRow struct {
+	Rank, Worker, Label string
+	// Y is the row's top, TextY its text's baseline.
+	Y, TextY string
+	// The p95 and avg bars' tops and heights, and widths from KVLeft;
+	// Level colours the avg bar (low, mid, high).
+	P95Y, P95H, AvgY, AvgH string
+	AvgW, P95W, Level      string
+	KVText                 string
+	// WaitW is the waiting bar's width from WaitLeft.
+	WaitW, WaitText string
 }
 
 // AuditForm is the audit form's values, as typed.

@@ -399,3 +399,111 @@ func TestFleetPageFrame(t *testing.T) {
 		t.Error("the worker's pages lost their frame")
 	}
 }
+
+// TestLiveAgesAndSparklines: the status bar says how old the snapshot is
+// beside the report's age, each card its rank's, the oldest of a STALE
+// report marked; each card draws its sparklines, and the script's card
+// template carries the same elements empty, for the script to fill.
+func TestLiveAgesAndSparklines(t *testing.T) {
+	p := livePage()
+	p.Status, p.StatusClass, p.LastError = "STALE", "stale", "load snapshot stale by 12000 ms"
+	p.Age, p.SnapshotAge, p.SnapshotLagMs, p.SnapshotStale, p.SnapshotTitle = "just now", "12 s ago", "12000", true, "snapshot taken …"
+	p.Ranks[0].Age, p.Ranks[0].LagMs, p.Ranks[0].AgeStale = "12 s ago", "12000", true
+	p.Ranks[1].Age, p.Ranks[1].LagMs = "3 s ago", "3000"
+	p.Ranks[0].SparkKV, p.Ranks[0].SparkWaiting, p.Ranks[0].SparkSpan, p.Ranks[0].SparkPeak = "M0 10 L100 5", "M0 19 L100 1", "last 2 min", "peak 7 waiting"
+	p.Ranks[0].SparkPoints = "1795939200000,0.5000,3"
+	p.ServerTimeUnixMs = "1795939201000"
+	doc := render(t, Live(p))
+
+	snap := byID(doc, "snapshot-age")
+	if text(byID(doc, "report-age")) != "just now" || text(snap) != "12 s ago" || !snap.HasClass("stale") ||
+		snap.AttrOr("data-lag-ms", "") != "12000" || snap.AttrOr("title", "") != "snapshot taken …" {
+		t.Errorf("ages: report %q, snapshot %q (%s)", text(byID(doc, "report-age")), text(snap), snap.AttrOr("class", ""))
+	}
+	if got := byID(doc, "report-error").AttrOr("data-status", ""); got != "stale" {
+		t.Errorf("report-error data-status = %q", got)
+	}
+	if got := doc.Find("[data-live-root]").AttrOr("data-server-time-unix-ms", ""); got != "1795939201000" {
+		t.Errorf("data-server-time-unix-ms = %q", got)
+	}
+	c0, c1 := byID(doc, "rank-card-0"), byID(doc, "rank-card-1")
+	if a := byID(c0, "rank-age"); text(a) != "12 s ago" || !a.HasClass("stale") || a.AttrOr("data-lag-ms", "") != "12000" {
+		t.Errorf("rank 0 age %q (%s)", text(a), a.AttrOr("class", ""))
+	}
+	if a := byID(c1, "rank-age"); text(a) != "3 s ago" || a.HasClass("stale") {
+		t.Errorf("rank 1 age %q (%s)", text(a), a.AttrOr("class", ""))
+	}
+	spark := byID(c0, "rank-spark")
+	if byID(spark, "rank-spark-kv").AttrOr("d", "") != "M0 10 L100 5" || byID(spark, "rank-spark-waiting").AttrOr("d", "") != "M0 19 L100 1" ||
+		text(byID(spark, "rank-spark-span")) != "last 2 min" || text(byID(spark, "rank-spark-peak")) != "peak 7 waiting" ||
+		spark.AttrOr("data-points", "") != "1795939200000,0.5000,3" {
+		h, _ := spark.Html()
+		t.Errorf("rank 0 sparkline:\n%s", h)
+	}
+	tpl := doc.Find("template#rank-card-template")
+	for _, id := range []string{"rank-age", "rank-spark", "rank-spark-kv", "rank-spark-waiting", "rank-spark-span", "rank-spark-peak"} {
+		if tpl.Find(`[data-testid="`+id+`"]`).Length() != 1 {
+			t.Errorf("the card template lacks %s", id)
+		}
+	}
+	if doc.Find("[style], style").Length() != 0 {
+		t.Error("an inline style: the page's policy allows none")
+	}
+}
+
+// TestHistoryPictures: outages shaded behind a chart, a threshold drawn
+// and in the legend, and a chart drawn as small multiples.
+func TestHistoryPictures(t *testing.T) {
+	p := historyPage()
+	p.Usage.Bands = []Span{{X: "300", W: "20", Class: "unreachable", Title: "UNREACHABLE 08:03"}}
+	p.Usage.PlotHeight = "200"
+	p.Imbalance = p.Usage
+	p.Imbalance.ID, p.Imbalance.Series = "chart-imbalance", []Series{{Rank: "spread", Label: "spread", Color: "#000", D: "M56 100 L60 90"}}
+	p.Imbalance.Threshold = &Threshold{Pos: "172", Label: "threshold 20.0 %", Above: "160"}
+	p.ImbalanceHref = "/audit?query=imbalance"
+	panel := p.Waiting
+	panel.ID, panel.Title, panel.Series = "waiting-rank-5", "rank 5", panel.Series[:1]
+	p.WaitingPanels, p.WaitingNote = []Chart{panel, panel}, "Ranks 0 to 63 of 70 are drawn"
+	doc := render(t, History(p))
+
+	band := byID(byID(doc, "chart-token-usage"), "chart-outage")
+	if band.Length() != 1 || !band.HasClass("unreachable") || band.AttrOr("y", "") != "12" || band.AttrOr("height", "") != "200" {
+		t.Errorf("usage chart bands: %d", band.Length())
+	}
+	im := byID(doc, "chart-imbalance")
+	if byID(im, "chart-threshold").AttrOr("data-y", "") != "172" || text(byID(im, "chart-threshold-label")) != "threshold 20.0 %" ||
+		im.Find("rect.over").AttrOr("height", "") != "160" || byID(im, "series-spread").Length() != 1 {
+		t.Error("imbalance chart: threshold, its shading or the spread missing")
+	}
+	if href := byID(doc, "imbalance-link").AttrOr("href", ""); href != "/audit?query=imbalance" {
+		t.Errorf("imbalance-link = %q", href)
+	}
+	w := byID(doc, "chart-waiting")
+	if n := byID(w, "waiting-rank-5").Length(); n != 2 || w.Find("svg").Length() != 2 || text(byID(w, "panels-note")) != p.WaitingNote {
+		t.Errorf("small multiples: %d panels", n)
+	}
+	if byID(byID(doc, "chart-token-usage"), "chart-threshold").Length() != 0 {
+		t.Error("a threshold on a chart that has none")
+	}
+}
+
+// TestAuditRankBars: rank-stats drawn as bars above the table.
+func TestAuditRankBars(t *testing.T) {
+	p := auditPage()
+	p.Errors = nil
+	p.Result = &ResultTable{Query: "rank-stats", Columns: []string{"Rank"}, Rows: [][]Cell{{{Text: "0"}}}}
+	p.Bars = &RankBars{Width: 960, Height: 70, Rows: []RankBarRow{
+		{Rank: "0", Worker: "w:1", Label: "rank 0", AvgW: "100.0", P95W: "200.0", WaitW: "50.0", Level: "mid", KVText: "avg 25.0 % · p95 50.0 %", WaitText: "3"},
+	}}
+	doc := render(t, Audit(p))
+	row := byID(byID(doc, "rank-bars"), "rank-bar")
+	if row.Length() != 1 || row.AttrOr("data-rank", "") != "0" || byID(row, "rank-bar-avg").AttrOr("width", "") != "100.0" ||
+		!byID(row, "rank-bar-avg").HasClass("level-mid") || byID(row, "rank-bar-p95").AttrOr("width", "") != "200.0" ||
+		byID(row, "rank-bar-waiting").AttrOr("width", "") != "50.0" || !strings.Contains(text(row), "avg 25.0 % · p95 50.0 %") {
+		h, _ := row.Html()
+		t.Errorf("bar row:\n%s", h)
+	}
+	if byID(doc, "audit-table").Length() != 1 {
+		t.Error("the table went with the bars")
+	}
+}

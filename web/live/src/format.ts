@@ -34,3 +34,23 @@ export function barWidth(f: number): string {
   if (!(f > 0)) return "0";
   return (Math.min(f, 1) * 100).toFixed(1);
 }
+
+// duration is humanize.Duration: below a minute, seconds to the
+// millisecond ("12.034 s"); from a minute on, its two largest units
+// ("5 min 3 s").
+export function duration(ms: number): string {
+  ms = Math.max(0, Math.floor(ms));
+  if (ms < 60_000) return `${Math.floor(ms / 1000)}.${String(ms % 1000).padStart(3, "0")} s`;
+  const units: [number, string][] = [
+    [86_400_000, "d"],
+    [3_600_000, "h"],
+    [60_000, "min"],
+    [1000, "s"],
+  ];
+  let i = 0;
+  while (ms < units[i][0]) i++;
+  let s = `${thousands(Math.floor(ms / units[i][0]))} ${units[i][1]}`;
+  const small = Math.floor((ms % units[i][0]) / units[i + 1][0]);
+  if (small > 0) s += ` ${small} ${units[i + 1][1]}`;
+  return s;
+}
