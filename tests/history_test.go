@@ -133,12 +133,22 @@ func TestOutageAudit(t *testing.T) {
 			}
 			checkOutage(t, "csv", row)
 
-			table := audit("outages", "--since", "10m")
-			lines := strings.Split(strings.TrimSpace(table), "\n")
-			if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "Worker Start End Ongoing Duration Statuses Reports Last error" ||
-				!strings.Contains(lines[1], row["worker_addr"]) || !strings.Contains(lines[1], "UNREACHABLE") ||
-				!strings.Contains(lines[1], row["last_error"]) {
-				t.Fatalf("outages:\n%s", table)
+			// The text table fits a terminal, long text cut; --wide holds it whole.
+			for _, wide := range []bool{false, true} {
+				args := []string{"outages", "--since", "10m"}
+				lastError := row["last_error"]
+				if wide {
+					args = append(args, "--wide")
+				} else if r := []rune(lastError); len(r) > 21 {
+					lastError = string(r[:20]) + "…"
+				}
+				table := audit(args...)
+				lines := strings.Split(strings.TrimSpace(table), "\n")
+				if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "Worker Start End Ongoing Duration Statuses Reports Last error" ||
+					!strings.Contains(lines[1], row["worker_addr"]) || !strings.Contains(lines[1], "UNREACHABLE") ||
+					!strings.Contains(lines[1], lastError) {
+					t.Fatalf("outages (wide %t):\n%s", wide, table)
+				}
 			}
 
 			// gaps needs no interval: through --target the reporter applies
