@@ -745,3 +745,100 @@ func TestAnAnswerWithAContentLengthIsWrittenOnce(t *testing.T) {
 		t.Errorf("%d writes to the client for %d answers, want one each", got, requests)
 	}
 }
+
+// TestASmallBodyGoesToTheEngineWithItsHeaders: a request body of a known,
+// small length is written to the engine in the same write as the request's
+// headers; a body of unknown length still streams
+// (TestRequestBodiesStreamAndAHundredMegabytesPass), and one over the
+// bound passes intact.
+func TestASmallBodyGoesToTheEngineWithItsHeaders(t *testing.T) {
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%d %x", len(b), sha256.Sum256(b))
+	}))
+	defer engine.Close()
+	var writes atomic.Int64
+	dialer := &net.Dialer{}
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countedConn{c, &writes}, nil
+	}}
+	defer tr.CloseIdleConnections()
+	_, addr := startFront(t, Options{Engine: mustURL(t, engine.URL), Transport: tr})
+	post := func(body string) string {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(testCtx(t), http.MethodPost, addr+"/generate", strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if want := fmt.Sprintf("%d %x", len(body), sha256.Sum256([]byte(body))); string(b) != want {
+			t.Fatalf("engine saw %q, want %q", b, want)
+		}
+		return string(b)
+	}
+	const requests = 20
+	for range requests {
+		post(`{"text":"Say something short.","sampling_params":{"max_new_tokens":16}}`)
+	}
+	if got := writes.Load(); got != requests {
+		t.Errorf("%d writes to the engine for %d small requests, want one each", got, requests)
+	}
+	post(strings.Repeat("x", smallBodyMax))
+	post(strings.Repeat("y", smallBodyMax+1))
+}
+
+// roundTripFunc is a RoundTripper of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// closeRecorder is a body that says whether it was closed.
+type closeRecorder struct {
+	io.Reader
+	closed bool
+}
+
+func (c *closeRecorder) Close() error { c.closed = true; return nil }
+
+// A body shorter than its Content-Length (the client went away mid-body)
+// never reaches the engine as a request, and is closed; the request the
+// engine gets for a whole one is a copy, the caller's left as it was.
+func TestWholeSmallBodiesSendNoRequestCutShort(t *testing.T) {
+	calls := 0
+	var sent *http.Request
+	s := wholeSmallBodies{next: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		calls++
+		sent = r
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+	})}
+	short := &closeRecorder{Reader: strings.NewReader(`{"text":`)}
+	req, _ := http.NewRequest(http.MethodPost, "http://engine/generate", short)
+	req.ContentLength = 100
+	if _, err := s.RoundTrip(req); err == nil || !strings.Contains(err.Error(), "request body (100 bytes)") {
+		t.Errorf("a body cut short: %v, want an error naming it", err)
+	}
+	if calls != 0 || !short.closed {
+		t.Errorf("a body cut short: %d engine requests, closed %v; want none, and closed", calls, short.closed)
+	}
+	whole := &closeRecorder{Reader: strings.NewReader(`{"text":"hi"}`)}
+	req, _ = http.NewRequest(http.MethodPost, "http://engine/generate", whole)
+	req.ContentLength = 13
+	if _, err := s.RoundTrip(req); err != nil || calls != 1 {
+		t.Fatalf("a whole body: %v, %d engine requests", err, calls)
+	}
+	if sent == req || req.Body != whole || !whole.closed {
+		t.Errorf("the caller's request was changed, or its body left open")
+	}
+	b, _ := io.ReadAll(sent.Body)
+	again, _ := sent.GetBody()
+	b2, _ := io.ReadAll(again)
+	if string(b) != `{"text":"hi"}` || string(b2) != string(b) {
+		t.Errorf("the engine's body %q, again %q", b, b2)
+	}
+}
