@@ -2,9 +2,7 @@
 // routers send their load probe to the same URL as health checks, model
 // discovery and inference, so the front passes every request to the
 // engine unchanged (net/http/httputil's reverse proxy: bodies streamed
-// both ways, but for a request body of a known length up to 16 KiB, read
-// whole so that it goes with its headers; server-sent events and every
-// body of unknown length flushed per write; trailers, upgrades and
+// both ways, server-sent events flushed per event, trailers, upgrades and
 // cancellation carried through), except:
 //   - the routes it is given to answer itself (the pollers' load
 //     endpoints, answered from the shared pull), and

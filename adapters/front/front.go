@@ -1,13 +1,11 @@
 package front
 
 import (
-	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"log/slog"
 	"net"
@@ -138,7 +136,7 @@ func New(o Options) (*Front, error) {
 			pr.SetURL(o.Engine)
 			pr.SetXForwarded()
 		},
-		Transport: observed{next: wholeSmallBodies{next: tr}, f: f},
+		Transport: observed{next: tr, f: f},
 		// A streamed answer reaches the client write by write: the proxy
 		// flushes every write of a text/event-stream and of a body of
 		// unknown length (chunked, or HTTP/2 without Content-Length: every
@@ -292,38 +290,6 @@ func (o observed) RoundTrip(r *http.Request) (*http.Response, error) {
 		o.f.observe(ClassOf(r), resp.StatusCode, time.Since(start))
 	}
 	return resp, err
-}
-
-// smallBodyMax is the largest request body the front reads whole before it
-// sends the request on: a generation request's JSON is a few KiB.
-const smallBodyMax = 16 << 10
-
-// wholeSmallBodies reads a request body of a known length up to
-// smallBodyMax before passing the request on, so that the transport writes
-// headers and body to the engine in one write. It cannot tell the body
-// from a stream and writes the headers alone first otherwise (the reverse
-// proxy wraps every body), a write that was a tenth of the front's CPU per
-// non-streaming request. The engine reads the whole JSON before it answers
-// anyway; a body of unknown length (chunked) or larger, or one that waits
-// for 100 Continue, is streamed as it comes.
-type wholeSmallBodies struct{ next http.RoundTripper }
-
-func (s wholeSmallBodies) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Body == nil || r.ContentLength <= 0 || r.ContentLength > smallBodyMax || r.Header.Get("Expect") != "" {
-		return s.next.RoundTrip(r)
-	}
-	b := make([]byte, r.ContentLength)
-	_, err := io.ReadFull(r.Body, b)
-	_ = r.Body.Close() // a RoundTripper closes the body, even on errors
-	if err != nil {
-		return nil, fmt.Errorf("reading the client's request body (%d bytes): %w", r.ContentLength, err)
-	}
-	// A RoundTripper must not change the request it is given: a shallow
-	// copy takes the body instead. Body and GetBody are both in memory now.
-	whole := *r
-	whole.Body = io.NopCloser(bytes.NewReader(b))
-	whole.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
-	return s.next.RoundTrip(&whole)
 }
 
 // copyBuffers lends the proxy its response-copy buffers: without it each
