@@ -119,42 +119,47 @@ func TestAnsweredRoutesAreAnsweredAndTheRestPassedUnchanged(t *testing.T) {
 
 // TestAnEventStreamPassesEventByEvent: the engine writes its next event
 // only once the client has read the one before, so a proxy that buffered
-// would hang the test (bounded by its context).
+// would hang the test (bounded by its context). So does any stream of
+// unknown length (chunked), whatever its type.
 func TestAnEventStreamPassesEventByEvent(t *testing.T) {
-	next := make(chan struct{})
-	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		for i := range 5 {
-			fmt.Fprintf(w, "data: {\"token\": %d}\n\n", i)
-			w.(http.Flusher).Flush()
-			select {
-			case <-next:
-			case <-r.Context().Done():
-				return
+	for _, contentType := range []string{"text/event-stream", "application/x-ndjson"} {
+		t.Run(contentType, func(t *testing.T) {
+			next := make(chan struct{})
+			engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", contentType)
+				for i := range 5 {
+					fmt.Fprintf(w, "data: {\"token\": %d}\n\n", i)
+					w.(http.Flusher).Flush()
+					select {
+					case <-next:
+					case <-r.Context().Done():
+						return
+					}
+				}
+				fmt.Fprint(w, "data: [DONE]\n\n")
+			}))
+			defer engine.Close()
+			_, addr := startFront(t, Options{Engine: mustURL(t, engine.URL)})
+			req, _ := http.NewRequestWithContext(testCtx(t), http.MethodPost, addr+"/generate", strings.NewReader(`{"stream":true}`))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		fmt.Fprint(w, "data: [DONE]\n\n")
-	}))
-	defer engine.Close()
-	_, addr := startFront(t, Options{Engine: mustURL(t, engine.URL)})
-	req, _ := http.NewRequestWithContext(testCtx(t), http.MethodPost, addr+"/generate", strings.NewReader(`{"stream":true}`))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	var events []string
-	for sc.Scan() {
-		if line := sc.Text(); line != "" {
-			events = append(events, line)
-			if line != "data: [DONE]" {
-				next <- struct{}{}
+			defer resp.Body.Close()
+			sc := bufio.NewScanner(resp.Body)
+			var events []string
+			for sc.Scan() {
+				if line := sc.Text(); line != "" {
+					events = append(events, line)
+					if line != "data: [DONE]" {
+						next <- struct{}{}
+					}
+				}
 			}
-		}
-	}
-	if len(events) != 6 || events[5] != "data: [DONE]" {
-		t.Fatalf("events %q (scan: %v)", events, sc.Err())
+			if len(events) != 6 || events[5] != "data: [DONE]" {
+				t.Fatalf("events %q (scan: %v)", events, sc.Err())
+			}
+		})
 	}
 }
 
@@ -671,5 +676,72 @@ func TestAKeptAliveConnectionSurvivesAFailedProxy(t *testing.T) {
 		if resp.StatusCode != http.StatusBadGateway {
 			t.Fatalf("request %d: %d", i, resp.StatusCode)
 		}
+	}
+}
+
+// writeCounter counts the writes on the connections a listener accepts.
+type writeCounter struct {
+	net.Listener
+	writes atomic.Int64
+}
+
+func (l *writeCounter) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return countedConn{c, &l.writes}, nil
+}
+
+type countedConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countedConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// TestAnAnswerWithAContentLengthIsWrittenOnce: a non-streaming answer
+// reaches the client's connection in one write, headers and body
+// together; an event stream still goes event by event
+// (TestAnEventStreamPassesEventByEvent). Flushing every write cost each
+// request a header-only write and a timer goroutine that made it.
+func TestAnAnswerWithAContentLengthIsWrittenOnce(t *testing.T) {
+	answer := `{"text":"sixteen tokens","meta_info":{"completion_tokens":16}}`
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", fmt.Sprint(len(answer)))
+		_, _ = io.WriteString(w, answer)
+	}))
+	defer engine.Close()
+	f, err := New(Options{Engine: mustURL(t, engine.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(f)
+	counter := &writeCounter{Listener: srv.Listener}
+	srv.Listener = counter
+	srv.Start()
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	defer client.CloseIdleConnections()
+	const requests = 50
+	for i := range requests {
+		req, _ := http.NewRequestWithContext(testCtx(t), http.MethodPost, srv.URL+"/generate", strings.NewReader(`{"text":"hi"}`))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != answer || resp.ContentLength != int64(len(answer)) {
+			t.Fatalf("request %d: %q, Content-Length %d", i, b, resp.ContentLength)
+		}
+	}
+	if got := counter.writes.Load(); got != requests {
+		t.Errorf("%d writes to the client for %d answers, want one each", got, requests)
 	}
 }

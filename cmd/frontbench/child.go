@@ -95,10 +95,13 @@ func freePort() (string, error) {
 }
 
 // startFront starts the built loadreporter in front mode before the engine
-// (or, with profile set, this binary serving the same composition with
-// net/http/pprof beside it). It returns once the front answers a poll from
-// the shared pull, which needs the engine's /v1/loads read.
-func startFront(ctx context.Context, o options, engine string) (*child, string, error) {
+// (or, with --cpuprofile, this binary serving the same composition with
+// net/http/pprof beside it), named name. With grpcEngine set it passes
+// requests there, as an engine's gRPC server (--front-engine-url
+// grpc://…), and the engine's HTTP address only serves its loads. It
+// returns once the front answers a poll from the shared pull, which needs
+// the engine's /v1/loads read.
+func startFront(ctx context.Context, o options, name, engine, grpcEngine string) (*child, string, error) {
 	front, err := freePort()
 	if err != nil {
 		return nil, "", err
@@ -108,6 +111,9 @@ func startFront(ctx context.Context, o options, engine string) (*child, string, 
 		return nil, "", err
 	}
 	args := serveArgs(engine, front, own, o.window)
+	if grpcEngine != "" {
+		args = append(args, grpcFrontArgs(grpcEngine)...)
+	}
 	var cmd *exec.Cmd
 	if o.cpuProfile != "" {
 		self, err := os.Executable()
@@ -125,7 +131,7 @@ func startFront(ctx context.Context, o options, engine string) (*child, string, 
 			return nil, "", err
 		}
 	}
-	c, err := startProcess("front", cmd)
+	c, err := startProcess(name, cmd)
 	if err != nil {
 		return nil, "", err
 	}
@@ -134,7 +140,7 @@ func startFront(ctx context.Context, o options, engine string) (*child, string, 
 		addr, ok := strings.CutPrefix(strings.TrimSpace(line), "pprof ")
 		if err != nil || !ok {
 			c.stop(time.Second)
-			return nil, "", fmt.Errorf("front (profiling) did not say where its profile is served: %q %v", line, err)
+			return nil, "", fmt.Errorf("%s (profiling) did not say where its profile is served: %q %v", name, line, err)
 		}
 		c.profile = addr
 	}
@@ -152,6 +158,12 @@ func startFront(ctx context.Context, o options, engine string) (*child, string, 
 func serveArgs(engine, front, own string, window time.Duration) []string {
 	return []string{"serve", "--source", "sglang-http", "--engine-url", "http://" + engine,
 		"--front-listen", front, "--listen", own, "--poll-max-age", window.String(), "--log-level", "warn"}
+}
+
+// grpcFrontArgs are what the gRPC front adds to serveArgs: every request
+// passed to the engine's gRPC server over h2c.
+func grpcFrontArgs(grpcEngine string) []string {
+	return []string{"--front-engine-url", "grpc://" + grpcEngine}
 }
 
 // startNginx writes nginx's config into dir and starts it in the

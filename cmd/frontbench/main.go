@@ -58,9 +58,9 @@ func parse(args []string) (options, error) {
 	fs.DurationVar(&o.window, "window", time.Second, "the front's --poll-max-age: one engine /metrics scrape serves every scraper for this long")
 	fs.IntVar(&o.clients, "clients", 16, "concurrent clients in the latency rounds")
 	fs.IntVar(&o.rounds, "rounds", 6, "latency rounds per target, interleaved with the other targets' (order rotated each round)")
-	fs.IntVar(&o.postPer, "post", 150, "non-streaming requests per client per round")
-	fs.IntVar(&o.ssePer, "sse", 12, "SSE streams per client per round")
-	fs.IntVar(&o.events, "events", 256, "events of an SSE /generate")
+	fs.IntVar(&o.postPer, "post", 150, "non-streaming requests (and unary gRPC calls) per client per round")
+	fs.IntVar(&o.ssePer, "sse", 12, "SSE streams (and gRPC streams) per client per round")
+	fs.IntVar(&o.events, "events", 256, "events of an SSE /generate, and messages of a gRPC stream")
 	fs.IntVar(&o.holdStreams, "hold", 1000, "long-lived SSE streams held at once through each proxy")
 	fs.DurationVar(&o.holdEvery, "hold-every", time.Second, "between the events of a held stream")
 	fs.DurationVar(&o.holdFor, "hold-for", 10*time.Second, "how long all held streams stay open before the last memory sample")
@@ -129,17 +129,33 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		_ = srv.Shutdown(ctx)
 	}()
 	engineAddr := ln.Addr().String()
+	// Its gRPC server, on a port of its own.
+	gln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	gsrv := newGRPCEngine(o.events).server()
+	go func() { _ = gsrv.Serve(gln) }()
+	defer gsrv.Stop()
+	grpcAddr := gln.Addr().String()
 
 	dir, err := os.MkdirTemp("", "frontbench-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	fr, frontBase, err := startFront(ctx, o, engineAddr)
+	fr, frontBase, err := startFront(ctx, o, "front", engineAddr, "")
 	if err != nil {
 		return err
 	}
 	defer fr.stop(10 * time.Second) // the reporter's shutdown grace is 5 s
+	// The front of a gRPC engine is a front of its own: it passes every
+	// request to the engine's gRPC server.
+	frg, grpcFrontBase, err := startFront(ctx, o, "gRPC front", engineAddr, grpcAddr)
+	if err != nil {
+		return err
+	}
+	defer frg.stop(10 * time.Second)
 	ng, nginxBase, err := startNginx(ctx, o, dir, engineAddr)
 	if err != nil {
 		return err
@@ -152,19 +168,58 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{name: front, base: frontBase, proxy: fr, client: newClient(conns)},
 		{name: nginx, base: nginxBase, proxy: ng, client: newClient(conns)},
 	}
-	r := results{o: o, post: map[string]*tally{}, sse: map[string]*tally{}, hold: map[string]holdResult{}}
+	// One channel per target, shared by the clients, as a router holds
+	// one to each worker.
+	var grpcTargets []*target
+	for _, g := range []struct {
+		name, addr string
+		proxy      *child
+	}{{direct, grpcAddr, nil}, {front, strings.TrimPrefix(grpcFrontBase, "http://"), frg}} {
+		cc, err := dialGRPC(g.addr)
+		if err != nil {
+			return err
+		}
+		defer cc.Close()
+		grpcTargets = append(grpcTargets, &target{name: g.name, base: "grpc://" + g.addr, proxy: g.proxy, conn: cc})
+	}
+	r := results{o: o, post: map[string]*tally{}, sse: map[string]*tally{}, unary: map[string]*tally{},
+		stream: map[string]*tally{}, hold: map[string]holdResult{}}
 	for _, t := range targets {
 		r.post[t.name], r.sse[t.name] = &tally{}, &tally{}
 	}
-	fmt.Fprintf(os.Stderr, "frontbench: engine %s, front %s (pid %d), nginx %s (pid %d); warming up\n",
-		engineAddr, frontBase, fr.pid(), nginxBase, ng.pid())
-	for _, t := range targets {
-		var warm tally
-		round(ctx, t, kindPost, o.clients, 20, o.events, &warm)
-		round(ctx, t, kindSSE, o.clients, 2, o.events, &warm)
-		if warm.errors > 0 {
-			return fmt.Errorf("warming up %s: %d of %d requests failed, the first: %v", t.name, warm.errors, warm.requests, warm.firstErr)
+	for _, t := range grpcTargets {
+		r.unary[t.name], r.stream[t.name] = &tally{}, &tally{}
+	}
+	fmt.Fprintf(os.Stderr, "frontbench: engine %s (gRPC %s), front %s (pid %d), gRPC front %s (pid %d), nginx %s (pid %d); warming up\n",
+		engineAddr, grpcAddr, frontBase, fr.pid(), grpcFrontBase, frg.pid(), nginxBase, ng.pid())
+	warmUp := func(ts []*target, kinds ...kind) error {
+		for _, t := range ts {
+			var warm tally
+			round(ctx, t, kinds[0], o.clients, 20, o.events, &warm)
+			round(ctx, t, kinds[1], o.clients, 2, o.events, &warm)
+			if warm.errors > 0 {
+				return fmt.Errorf("warming up %s (%s): %d of %d requests failed, the first: %v", t.name, t.base, warm.errors, warm.requests, warm.firstErr)
+			}
 		}
+		return nil
+	}
+	if err := warmUp(targets, kindPost, kindSSE); err != nil {
+		return err
+	}
+	if err := warmUp(grpcTargets, kindUnary, kindStream); err != nil {
+		return err
+	}
+	// Each round sends every kind to every target of its protocol.
+	phases := []struct {
+		k       kind
+		targets []*target
+		per     int
+		into    map[string]*tally
+	}{
+		{kindPost, targets, o.postPer, r.post},
+		{kindSSE, targets, o.ssePer, r.sse},
+		{kindUnary, grpcTargets, o.postPer, r.unary},
+		{kindStream, grpcTargets, o.ssePer, r.stream},
 	}
 	if o.cpuProfile != "" {
 		if err := profileCall(fr.profile, "start", ""); err != nil {
@@ -173,14 +228,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(os.Stderr, "frontbench: %d latency rounds\n", o.rounds)
 	for i := range o.rounds {
-		for _, k := range []kind{kindPost, kindSSE} {
-			for j := range targets {
-				t := targets[(i+j)%len(targets)] // each round starts with the next target
-				if k == kindPost {
-					round(ctx, t, k, o.clients, o.postPer, o.events, r.post[t.name])
-				} else {
-					round(ctx, t, k, o.clients, o.ssePer, o.events, r.sse[t.name])
-				}
+		for _, p := range phases {
+			for j := range p.targets {
+				t := p.targets[(i+j)%len(p.targets)] // each round starts with the next target
+				round(ctx, t, p.k, o.clients, p.per, o.events, p.into[t.name])
 			}
 		}
 		if err := ctx.Err(); err != nil {
@@ -205,17 +256,17 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("interrupted, or over --timeout %v: %w", o.timeout, ctx.Err())
 	}
-	for _, c := range []*child{fr, ng} {
+	for _, c := range []*child{fr, frg, ng} {
 		if done, err := c.exited(); done {
 			return fmt.Errorf("%s exited during the run: %v", c.name, err)
 		}
 	}
-	printTable(out, r, header(o, date, loadStart, engineAddr))
+	printTable(out, r, header(o, date, loadStart, engineAddr, grpcAddr))
 	return nil
 }
 
 // header is the lines above the table: when, on what, and how.
-func header(o options, date time.Time, loadStart, engine string) []string {
+func header(o options, date time.Time, loadStart, engine, grpcEngine string) []string {
 	frontCmd := o.loadreporter
 	if o.cpuProfile != "" {
 		frontCmd = "frontbench --child-front (profiling)"
@@ -225,6 +276,8 @@ func header(o options, date time.Time, loadStart, engine string) []string {
 		fmt.Sprintf("machine: %d CPUs, %s; load average %s at the start, %s at the end", runtime.NumCPU(), runtime.Version(), loadStart, loadAvg()),
 		fmt.Sprintf("engine: a stand-in in the bench process on %s (answers at once)", engine),
 		fmt.Sprintf("front: %s %s", frontCmd, strings.Join(serveArgs("ENGINE", "127.0.0.1:P", "127.0.0.1:Q", o.window), " ")),
+		fmt.Sprintf("gRPC front: the same and %s (a front of its own); gRPC engine: grpc-go in the bench process on %s", strings.Join(grpcFrontArgs("ENGINE_GRPC"), " "), grpcEngine),
+		"gRPC client: grpc-go, one channel per target shared by the clients, the same clients and counts as the HTTP rows",
 		fmt.Sprintf("nginx: %d workers, HTTP/1.1 upstream keepalive, proxy_buffering and proxy_request_buffering off", o.nginxWorkers),
 		fmt.Sprintf("latency: %d rounds, each target in turn (order rotated each round); CPU is utime+stime from /proc over the proxy's own rounds", o.rounds),
 	}

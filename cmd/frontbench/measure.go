@@ -11,14 +11,18 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc"
 )
 
-// target is one way to reach the engine: direct, or through a proxy.
+// target is one way to reach the engine: direct, or through a proxy; over
+// HTTP/1.1 (base and client) or gRPC (conn).
 type target struct {
 	name   string
 	base   string // http://127.0.0.1:PORT
 	proxy  *child // nil: the engine direct
 	client *http.Client
+	conn   *grpc.ClientConn
 }
 
 // usage is the proxy's CPU and memory now (zero for the engine direct).
@@ -42,8 +46,10 @@ func newClient(conns int) *http.Client {
 type kind int
 
 const (
-	kindPost kind = iota // non-streaming POST /generate
-	kindSSE              // POST /generate with "stream": true
+	kindPost   kind = iota // non-streaming POST /generate
+	kindSSE                // POST /generate with "stream": true
+	kindUnary              // a unary gRPC call
+	kindStream             // a gRPC server stream
 )
 
 var requestBodies = map[kind][]byte{
@@ -90,7 +96,7 @@ func round(ctx context.Context, t *target, k kind, clients, perClient, events in
 					continue
 				}
 				r.total = append(r.total, total)
-				if k == kindSSE {
+				if k == kindSSE || k == kindStream {
 					r.first = append(r.first, first)
 				}
 			}
@@ -111,8 +117,12 @@ func round(ctx context.Context, t *target, k kind, clients, perClient, events in
 }
 
 // request sends one request and reads its answer to the end: the time to
-// the last byte and, for SSE, to the first event.
+// the last byte (a gRPC call's status) and, for SSE, to the first event (a
+// gRPC stream's first message).
 func request(ctx context.Context, t *target, k kind, events int) (total, first time.Duration, err error) {
+	if k == kindUnary || k == kindStream {
+		return grpcRequest(ctx, t.name, t.conn, k, events)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.base+pathGenerate, bytes.NewReader(requestBodies[k]))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -103,6 +104,8 @@ func sample() results {
 		o:      o,
 		post:   map[string]*tally{direct: tl(lat, nil, 0), front: tl(lat, nil, 3*time.Millisecond), nginx: tl(lat, nil, 3*time.Millisecond)},
 		sse:    map[string]*tally{direct: tl(lat, lat, 0), front: tl(lat, lat, 9*time.Millisecond), nginx: tl(lat, lat, 9*time.Millisecond)},
+		unary:  map[string]*tally{direct: tl(lat, nil, 0), front: tl(lat, nil, 3*time.Millisecond)},
+		stream: map[string]*tally{direct: tl(lat, lat, 0), front: tl(lat, lat, 9*time.Millisecond)},
 		hold:   map[string]holdResult{front: h, nginx: h},
 		scrape: scrapeResult{served: 2000, engineHits: 6, span: 5 * time.Second},
 	}
@@ -167,6 +170,45 @@ func TestPrintTableMarksVerdicts(t *testing.T) {
 	}
 	if !strings.Contains(out, goal) || !strings.Contains(out, "met 7 of 8; not met: POST: CPU per request ≤ nginx's") {
 		t.Errorf("summary missing or wrong:\n%s", out)
+	}
+}
+
+// The gRPC rows are figures beside the engine direct: nothing judged, and
+// no nginx figure, however the front did.
+func TestPrintTableJudgesNoGRPCRow(t *testing.T) {
+	r := sample()
+	r.unary[front].total = []time.Duration{ms(10), ms(20), ms(30)}
+	r.stream[front].cpu *= 100
+	r.stream[front].errors, r.stream[front].firstErr = 1, errors.New("stream cut")
+	var b bytes.Buffer
+	printTable(&b, r, nil)
+	out := b.String()
+	var section string
+	for line := range strings.Lines(out) {
+		if !strings.HasPrefix(line, " ") && strings.TrimSpace(line) != "" {
+			section = line
+		}
+		if !strings.HasPrefix(section, "gRPC ") || !strings.HasPrefix(line, "  ") {
+			continue
+		}
+		if strings.Contains(line, "met") {
+			t.Errorf("gRPC row judged: %q", line)
+		}
+		if f := strings.Fields(line); !slices.Contains(f, "—") {
+			t.Errorf("gRPC row %q has no empty nginx cell", line)
+		}
+	}
+	if l := lineWith(out, "added over direct, p99"); l == "" {
+		t.Fatal("no added p99 row")
+	}
+	if !strings.Contains(out, "met: all 8 parts") {
+		t.Errorf("the gRPC figures moved the verdicts:\n%s", out)
+	}
+	if !strings.Contains(out, "first gRPC stream failure through front: stream cut") {
+		t.Errorf("the gRPC stream's failure is not under the table:\n%s", out)
+	}
+	if l := lineWith(out, "front CPU per stream"); !strings.Contains(l, " 300000.0 ") {
+		t.Errorf("gRPC CPU per stream line %q, want 300000.0 µs for the front (9 ms × 100 over 3 streams)", l)
 	}
 }
 

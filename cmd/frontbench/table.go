@@ -22,10 +22,13 @@ const goal = "the front adds no more p99 latency and no more CPU per request tha
 // results is everything one run measured.
 type results struct {
 	o         options
-	post, sse map[string]*tally     // by target
-	hold      map[string]holdResult // front and nginx
-	scrape    scrapeResult          // through the front
-	profile   string                // where the front's CPU profile was written, if it was
+	post, sse map[string]*tally // by target
+	// unary and stream are the gRPC rows, by target: the engine direct
+	// and the gRPC front.
+	unary, stream map[string]*tally
+	hold          map[string]holdResult // front and nginx
+	scrape        scrapeResult          // through the front
+	profile       string                // where the front's CPU profile was written, if it was
 }
 
 // verdict is one part of the goal, met or not.
@@ -178,6 +181,42 @@ func printTable(out io.Writer, r results, header []string) {
 	line("RSS once all closed", "MiB", h(func(x holdResult) string { return mibCell(x.closed) }))
 	line("failed", "", h(func(x holdResult) string { return fmt.Sprint(x.errors) }))
 
+	// gRPC: the engine direct and the gRPC front; the issue asks for
+	// nothing more, so nginx has no figure and nothing is judged.
+	grpcOnly := func(f func(col string) string) func(string) string {
+		return func(col string) string {
+			if col == nginx {
+				return "—"
+			}
+			return f(col)
+		}
+	}
+	grpcNote := "nginx not measured for gRPC; no target, figures only"
+	section(fmt.Sprintf("gRPC unary call (an echo), via the gRPC front: %d clients, %d calls per target; %s", o.clients, r.unary[front].requests, grpcNote))
+	line("latency p50", "ms", grpcOnly(lat(r.unary, false, 50)))
+	line("latency p99", "ms", grpcOnly(lat(r.unary, false, 99)))
+	line("added over direct, p50", "ms", grpcOnly(added(r.unary, false, 50)))
+	line("added over direct, p99", "ms", grpcOnly(added(r.unary, false, 99)))
+	line("front CPU per call", "µs", grpcOnly(proxies(func(c string) string { return usCell(cpuPer(r.unary[c])) })))
+	line("calls per second (its rounds)", "/s", grpcOnly(func(c string) string { return rateCell(r.unary[c]) }))
+	line("failed", "", grpcOnly(func(c string) string { return failedCell(r.unary[c]) }))
+
+	section(fmt.Sprintf("gRPC server stream of %d messages, via the gRPC front: %d clients, %d streams per target; %s", o.events, o.clients, r.stream[front].requests, grpcNote))
+	line("first message p50", "ms", grpcOnly(lat(r.stream, true, 50)))
+	line("first message p99", "ms", grpcOnly(lat(r.stream, true, 99)))
+	line("whole stream p50", "ms", grpcOnly(lat(r.stream, false, 50)))
+	line("whole stream p99", "ms", grpcOnly(lat(r.stream, false, 99)))
+	line("added over direct, first message p50", "ms", grpcOnly(added(r.stream, true, 50)))
+	line("added over direct, first message p99", "ms", grpcOnly(added(r.stream, true, 99)))
+	line("added over direct, whole stream p50", "ms", grpcOnly(added(r.stream, false, 50)))
+	line("added over direct, whole stream p99", "ms", grpcOnly(added(r.stream, false, 99)))
+	line("front CPU per stream", "µs", grpcOnly(proxies(func(c string) string { return usCell(cpuPer(r.stream[c])) })))
+	line("front CPU per message", "µs", grpcOnly(proxies(func(c string) string {
+		return fmt.Sprintf("%.2f", float64(cpuPer(r.stream[c]).Nanoseconds())/1e3/float64(o.events))
+	})))
+	line("streams per second (its rounds)", "/s", grpcOnly(func(c string) string { return rateCell(r.stream[c]) }))
+	line("failed", "", grpcOnly(func(c string) string { return failedCell(r.stream[c]) }))
+
 	s := r.scrape
 	frontOnly := func(v string) func(string) string {
 		return func(c string) string {
@@ -208,6 +247,7 @@ func printTable(out io.Writer, r results, header []string) {
 		fmt.Fprintf(out, "%-44s %10s %10s %10s  %-4s  %-22s %s\n", rw.name, rw.cells[0], rw.cells[1], rw.cells[2], rw.unit, rw.goal, rw.met)
 	}
 	fmt.Fprintf(out, "\ngoal (issue 24): %s\n", goal)
+	fmt.Fprintln(out, "gRPC rows (issue 30): side by side with the engine direct, the figures and what the front adds; the issue sets no target for them, so none is judged")
 	switch {
 	case len(unmet) == 0:
 		fmt.Fprintf(out, "met: all %d parts\n", len(met))
@@ -256,7 +296,8 @@ func failures(r results) []string {
 		for _, t := range []struct {
 			what string
 			err  error
-		}{{"POST", r.post[c].firstErr}, {"SSE", r.sse[c].firstErr}, {"held stream", r.hold[c].firstErr}} {
+		}{{"POST", firstErr(r.post[c])}, {"SSE", firstErr(r.sse[c])}, {"held stream", r.hold[c].firstErr},
+			{"gRPC unary", firstErr(r.unary[c])}, {"gRPC stream", firstErr(r.stream[c])}} {
 			if t.err != nil {
 				out = append(out, fmt.Sprintf("first %s failure through %s: %v", t.what, c, t.err))
 			}
@@ -266,6 +307,15 @@ func failures(r results) []string {
 		out = append(out, fmt.Sprintf("first /metrics failure at the front: %v", r.scrape.firstErr))
 	}
 	return out
+}
+
+// firstErr is a tally's first failure; nil for no tally (a target the
+// kind is not sent to).
+func firstErr(t *tally) error {
+	if t == nil {
+		return nil
+	}
+	return t.firstErr
 }
 
 func yesNo(b bool) string {
