@@ -101,8 +101,9 @@ bench-zmq:
 	$(GO) test ./tests -run '^$$' -bench ReceiptAge -benchtime 1x
 
 # bench-front: the front mode against the engine direct and against nginx as
-# a streaming reverse proxy, side by side in one run (SPEC §8 "Front mode"):
-# added latency and CPU per request, 1 000 held streams, cached /metrics.
+# a streaming reverse proxy, side by side in one run: added latency and CPU
+# per request (a POST, a 256-event SSE stream; gRPC unary and a 256-message
+# stream against the engine direct), 1 000 held streams, cached /metrics.
 # nginx is Debian's, installed on first use (tests/services.sh nginx; its
 # own service kept from starting). FRONTBENCH_ARGS passes flags
 # (--cpuprofile bin/front.pprof profiles the front).
