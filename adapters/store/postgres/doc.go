@@ -1,8 +1,7 @@
 // Package postgres keeps report history in PostgreSQL through pgx and
 // answers the audit queries (SPEC §5). It implements ports.HistoryStore
 // and ports.HistoryQuery and applies the embedded migrations of package
-// migrations with goose (Migrate), taking over a schema that the runner
-// before goose migrated.
+// migrations with goose (Migrate).
 //
 // A report is one row of history_reports, its ranks packed in it (a
 // bytea of fixed-width records, see pack.go; binary COPY passes a bytea
