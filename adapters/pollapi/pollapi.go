@@ -123,7 +123,7 @@ type ErrorBody struct {
 // ServeHTTP answers one poll.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := checkInclude(r.URL.Query()["include"]); err != nil {
-		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", err.Error(), 0)
+		writeError(w, http.StatusBadRequest, domain.CodeInvalidArgument, err.Error(), 0)
 		return
 	}
 	rep, err := h.poller.Poll(r.Context(), h.opts.MaxAge)

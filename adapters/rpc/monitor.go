@@ -14,6 +14,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/loadreporter/loadreporter/adapters/internal/connectcode"
 	"github.com/loadreporter/loadreporter/adapters/internal/loglimit"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
@@ -158,7 +159,7 @@ func (m *Monitor) serve(ctx context.Context, st *stream) error {
 		err := domain.Errorf(domain.CodeResourceExhausted,
 			"%d streams are waiting to register, the limit is %d (--max-pending-streams)", n-1, m.opts.MaxPendingStreams)
 		m.noteEnd(st, "", err)
-		return toConnectError(err)
+		return connectcode.ToConnect(err)
 	}
 	r, release := m.newReceiver(st)
 	defer release()
