@@ -53,10 +53,13 @@
 // stored), partition.go (daily partitions), retention.go (DeleteBefore),
 // query.go and timeline.go (what the audit queries share), percentile.go
 // (the exact percentile from minute bounds), one query_*.go per audit
-// query (query_chart.go: the charts) and migrate*.go (goose, and taking
-// over from the runner before it).
+// query (query_chart.go: the charts), migrate.go (goose) and startup.go
+// (Startup: bringing the database up at a service's start without waiting
+// on it, migrating in the background with backoff while it does not
+// answer).
 //
-// It must not know about the fire loop, transports or the recorder that
-// calls it, and it must not decide policy (retention period, history
-// interval): callers pass those in.
+// It must not know about the fire loop, transports, flags or the recorder
+// that calls it, and it must not decide policy (retention period, history
+// interval, how long a service waits at start): callers pass those in,
+// Startup's waits having defaults.
 package postgres

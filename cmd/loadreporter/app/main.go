@@ -77,10 +77,13 @@ func (m *Main) FrontAddr() string {
 	return m.frontLn.Addr().String()
 }
 
-// Start listens on --listen and starts the fire loop, the history
-// recorder, the retention and the server. It returns once the port accepts
-// connections.
+// Start brings the history database up (History.Start), listens on
+// --listen and starts the fire loop, the history recorder, the retention
+// and the server. It returns once the port accepts connections.
 func (m *Main) Start() error {
+	if err := m.history.Start(); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", m.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", m.cfg.Listen, err)
