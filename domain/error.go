@@ -67,7 +67,11 @@ const (
 type Error struct {
 	Code    string
 	Message string
-	Cause   error
+	// Field, when set, names the option at fault, as Message starts: the
+	// INVALID_ARGUMENT of a constructor's option (InvalidOption). A
+	// composition root maps it to the flag or setting that set it.
+	Field string
+	Cause error
 }
 
 func (e *Error) Error() string {
@@ -86,6 +90,15 @@ func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
+// InvalidOption is the INVALID_ARGUMENT of a constructor's option: its
+// Message is option, a space, and what is wrong with it, formatted
+// ("pull-budget -1s: must not be negative"), and its Field is option.
+// Packages name their options in kebab case, as their documentation does;
+// the names are the packages' own and may differ from any flag.
+func InvalidOption(option, format string, args ...any) *Error {
+	return &Error{Code: CodeInvalidArgument, Field: option, Message: option + " " + fmt.Sprintf(format, args...)}
+}
+
 // Wrap builds an *Error with a formatted message that keeps cause.
 func Wrap(cause error, code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Cause: cause}
@@ -102,6 +115,15 @@ func ErrorCode(err error) string {
 		return e.Code
 	}
 	return CodeInternal
+}
+
+// FieldOf returns the option an *Error in err names (its Field), or "".
+func FieldOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Field
+	}
+	return ""
 }
 
 // ErrorMessage returns the human message of err: the Message of an *Error, a

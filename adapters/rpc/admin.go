@@ -69,7 +69,7 @@ var _ loadreporterv1connect.AdminServiceHandler = (*Admin)(nil)
 // errors are INVALID_ARGUMENT naming the option.
 func NewAdminWithOptions(sim SimControl, topology Topology, o AdminOptions) (*Admin, error) {
 	if o.MaxDPSize < 0 || o.MaxDPSize > maxMaxDPSize {
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "--max-dp-size %d: want 1 to %d (0 takes the default %d)",
+		return nil, domain.InvalidOption("max-dp-size", "%d: want 1 to %d (0 takes the default %d)",
 			o.MaxDPSize, maxMaxDPSize, DefaultMaxDPSize)
 	}
 	if o.DeniedLogInterval < 0 {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,18 +42,18 @@ type History struct {
 // in-memory store. Nothing connects until Start, which brings the
 // database up (migrating it unless --migrate=false); the cleanup closes
 // the connection pool.
-func NewHistory(c Config, log *slog.Logger) (*History, func(), error) {
+func NewHistory(c HistoryConfig, log *slog.Logger) (*History, func(), error) {
 	if c.DatabaseURL == "" {
-		s := memory.New(memory.Options{Capacity: c.HistoryCapacity})
+		s, err := memory.New(memory.Options{Capacity: c.Capacity})
+		if err != nil {
+			return nil, nil, err
+		}
 		h := &History{Store: s, Query: s, Chart: s, kind: "memory", close: func() {}, closed: make(chan struct{})}
 		return h, h.Close, nil
 	}
 	s, err := postgres.Open(c.DatabaseURL, postgres.Options{})
 	if err != nil {
-		if msg, ok := strings.CutPrefix(domain.ErrorMessage(err), "database-url: "); ok {
-			return nil, nil, errors.New("--database-url: " + msg) // the store names the URL's problem
-		}
-		return nil, nil, fmt.Errorf("--database-url: %w", err)
+		return nil, nil, err
 	}
 	startup, err := postgres.NewStartup(s, postgres.StartupOptions{Migrate: c.Migrate, Logger: log})
 	if err != nil {
@@ -135,8 +134,8 @@ func (h *History) startClose() {
 // not yet started, or nil when --history-interval is 0. Main.Close flushes
 // it within the shutdown grace; the cleanup does so too, for when a later
 // provider fails or Main never runs.
-func NewRecorder(c Config, h *History, clk ports.Clock, b ports.Backoff, m *metrics.Metrics, log *slog.Logger) (*recorder.Recorder, func(), error) {
-	if c.HistoryInterval == 0 {
+func NewRecorder(c HistoryConfig, srv ServerConfig, h *History, clk ports.Clock, b ports.Backoff, m *metrics.Metrics, log *slog.Logger) (*recorder.Recorder, func(), error) {
+	if c.Interval == 0 {
 		return nil, func() {}, nil
 	}
 	r, err := recorder.New(recorder.Options{Store: h.Store, Clock: clk, Backoff: b, Observer: m.History(), Logger: log})
@@ -148,10 +147,20 @@ func NewRecorder(c Config, h *History, clk ports.Clock, b ports.Backoff, m *metr
 		return metrics.Backlog{Reports: s.Buffered, Bytes: s.BufferedBytes, Lag: s.Lag, LimitBytes: r.BufferBytes()}
 	})
 	return r, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), c.ShutdownGrace)
+		ctx, cancel := context.WithTimeout(context.Background(), srv.ShutdownGrace)
 		defer cancel()
 		_ = r.Close(ctx)
 	}, nil
+}
+
+// NewRetention returns what removes history older than
+// --history-retention, not yet running, or nil when it is 0 (keep all).
+func NewRetention(c HistoryConfig, h *History, clk ports.Clock, m *metrics.Metrics, log *slog.Logger) (*recorder.Retention, error) {
+	if c.Retention == 0 {
+		return nil, nil
+	}
+	return recorder.NewRetention(recorder.RetentionOptions{Store: h.Store, Clock: clk, Retention: c.Retention, Logger: log,
+		Removed: m.Retention()})
 }
 
 // NewBackoff paces the recorder's retries while the store fails: doubling
@@ -171,12 +180,15 @@ func NewBackoff() *backoff.ExponentialBackOff {
 // NewHistoryService returns the HistoryService RPC over the history; with
 // history off and no database to read, every call says so instead of
 // answering from an empty store ("no outages").
-func NewHistoryService(c Config, h *History, clk ports.Clock) *rpc.History {
-	if c.HistoryInterval == 0 && c.DatabaseURL == "" {
-		return rpc.NewHistory(historyOff{}, clk.Now, c.HistoryInterval)
+func NewHistoryService(c HistoryConfig, h *History, clk ports.Clock) *rpc.History {
+	if c.off() {
+		return rpc.NewHistory(historyOff{}, clk.Now, c.Interval)
 	}
-	return rpc.NewHistory(h.Query, clk.Now, c.HistoryInterval)
+	return rpc.NewHistory(h.Query, clk.Now, c.Interval)
 }
+
+// off reports whether history is off with no database to read.
+func (c HistoryConfig) off() bool { return c.Interval == 0 && c.DatabaseURL == "" }
 
 // historyOff answers every history query with FAILED_PRECONDITION.
 type historyOff struct{}

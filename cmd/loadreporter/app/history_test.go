@@ -21,14 +21,14 @@ import (
 // "no rows" (an operator would read: no outages).
 func TestHistoryOffSaysSo(t *testing.T) {
 	c := DefaultConfig()
-	c.HistoryInterval = 0
-	h, cleanup, err := NewHistory(c, nil)
+	c.History.Interval = 0
+	h, cleanup, err := NewHistory(c.History, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cleanup()
 	mux := http.NewServeMux()
-	mux.Handle(NewHistoryService(c, h, porttest.NewClock(time.Now())).Handler())
+	mux.Handle(NewHistoryService(c.History, h, porttest.NewClock(time.Now())).Handler())
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	q := rpc.NewHistoryClient(srv.Client(), srv.URL, "")
@@ -45,7 +45,7 @@ func TestHistoryOffSaysSo(t *testing.T) {
 // for a second, within --min- and --max-report-interval, which refuse it
 // otherwise (a page that never went live at --max-report-interval 500ms).
 func TestTheLivePageAsksForAnIntervalItMayHave(t *testing.T) {
-	l := DefaultConfig().Limits
+	l := DefaultConfig().Sessions
 	for _, tc := range []struct{ min, max, want time.Duration }{
 		{10 * time.Millisecond, time.Minute, time.Second},
 		{10 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond},
@@ -98,7 +98,7 @@ func TestHistoryCloseIsBoundedByTheGrace(t *testing.T) {
 func TestHistoryStartNamesTheFlag(t *testing.T) {
 	url, _ := pgtest.FreshSchema(t)
 	c := DefaultConfig()
-	c.Listen, c.LogLevel, c.DatabaseURL, c.Migrate = "127.0.0.1:0", "error", url, false
+	c.Server.Listen, c.Logs.LogLevel, c.History.DatabaseURL, c.History.Migrate = "127.0.0.1:0", "error", url, false
 	m, err := InitializeMain(c)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestHistoryStartNamesTheFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.DatabaseURL, c.Migrate = strings.Replace(url, "/"+cfg.Database+"?", "/lr_no_such_database?", 1), true
+	c.History.DatabaseURL, c.History.Migrate = strings.Replace(url, "/"+cfg.Database+"?", "/lr_no_such_database?", 1), true
 	m, err = InitializeMain(c)
 	if err != nil {
 		t.Fatal(err)
