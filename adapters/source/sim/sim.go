@@ -166,8 +166,9 @@ func (s *Source) Pull(ctx context.Context) (domain.Snapshot, error) {
 	s.mu.Unlock()
 	switch mode {
 	case ModeHang:
+		began := s.clock.Now()
 		<-ctx.Done()
-		return domain.Snapshot{}, ctx.Err()
+		return domain.Snapshot{}, domain.PullEnded("simulated engine (sim mode hang)", ctx.Err(), s.clock.Now().Sub(began))
 	case ModeError:
 		return domain.Snapshot{}, domain.Errorf(domain.CodeSourceFailed, "simulated engine error (sim mode error)")
 	}

@@ -19,9 +19,9 @@ import (
 // sourceRow is one snapshot source serve can read: a package under
 // adapters/source that exports its Name, its Options (with RegisterFlags
 // for the options of its own) and New. Adding a source is its package and
-// one row here (and, when it has options of its own, their field in
-// SourceConfig); TestSourceContract runs the contract of ports/porttest
-// over every row.
+// one row here (its options' field in SourceConfig beside it, when it has
+// options of its own); TestSourceContract runs ports/porttest's source
+// contract over every row. docs/adding-a-source.md says it step by step.
 type sourceRow struct {
 	// name is the --source value, the package's Name.
 	name string
