@@ -77,14 +77,9 @@ type MonitorOptions struct {
 	Logger *slog.Logger
 }
 
-// Validate reports the first option that cannot work, naming it
-// (domain.InvalidOption, the options' names in kebab case).
-func (o MonitorOptions) Validate() error {
-	_, err := o.withDefaults()
-	return err
-}
-
-// withDefaults validates o and fills in its zero fields.
+// withDefaults validates o and fills in its zero fields; its errors are
+// INVALID_ARGUMENT naming the option (domain.InvalidOption, the options'
+// names in kebab case).
 func (o MonitorOptions) withDefaults() (MonitorOptions, error) {
 	for _, c := range []struct {
 		option string
