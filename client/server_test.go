@@ -25,8 +25,8 @@ const simRanks = 4
 func startServer(t *testing.T, edit func(*app.Config)) *app.Main {
 	t.Helper()
 	c := app.DefaultConfig()
-	c.Listen = "127.0.0.1:0"
-	c.LogLevel = "error"
+	c.Server.Listen = "127.0.0.1:0"
+	c.Logs.LogLevel = "error"
 	if edit != nil {
 		edit(&c)
 	}
@@ -147,7 +147,7 @@ func TestWorkerRestartedOnTheSamePort(t *testing.T) {
 	// Latest wins: the SHUTTING_DOWN view may be gone by the time we read,
 	// replaced by "connection refused"; the reconnects metric keeps it.
 	waitView(ctx, t, views, "disconnected", isState(Disconnected))
-	startServer(t, func(c *app.Config) { c.Listen = addr })
+	startServer(t, func(c *app.Config) { c.Server.Listen = addr })
 	after := waitView(ctx, t, views, "fresh from the new process", func(v *View) bool {
 		return v.State == Fresh && v.Report.GetSourceInstanceId() != before.GetSourceInstanceId()
 	}).Report
@@ -246,7 +246,7 @@ func rawMonitor(ctx context.Context, t *testing.T, addr string) *connect.BidiStr
 // registers again.
 func TestLeaseExpiredReconnects(t *testing.T) {
 	ctx := testCtx(t, 15*time.Second)
-	m := startServer(t, func(c *app.Config) { c.Limits.MinLease = 100 * time.Millisecond })
+	m := startServer(t, func(c *app.Config) { c.Sessions.MinLease = 100 * time.Millisecond })
 	reg := prometheus.NewPedanticRegistry()
 	o := fastOptions(ProtocolGRPC)
 	o.Lease, o.Registerer = 300*time.Millisecond, reg
@@ -263,7 +263,7 @@ func TestLeaseExpiredReconnects(t *testing.T) {
 // says so while the client keeps trying.
 func TestBearerToken(t *testing.T) {
 	ctx := testCtx(t, 15*time.Second)
-	m := startServer(t, func(c *app.Config) { c.AuthToken = "s3cret" })
+	m := startServer(t, func(c *app.Config) { c.Security.AuthToken = "s3cret" })
 	o := fastOptions(ProtocolGRPC)
 	o.BearerToken = "s3cret"
 	good := dialT(t, m.Addr(), o, deps{})
@@ -286,7 +286,7 @@ func TestBearerToken(t *testing.T) {
 // restarted with other bounds grants another lease.
 func TestGrantedFromTheRealWorker(t *testing.T) {
 	ctx := testCtx(t, 20*time.Second)
-	m1 := startServer(t, func(c *app.Config) { c.Limits.MaxLease = 3 * time.Second })
+	m1 := startServer(t, func(c *app.Config) { c.Sessions.MaxLease = 3 * time.Second })
 	addr := m1.Addr()
 	o := fastOptions(ProtocolConnect)
 	o.Lease = 20 * time.Second
@@ -313,7 +313,7 @@ func TestGrantedFromTheRealWorker(t *testing.T) {
 	if v.Granted != (Grant{}) {
 		t.Fatalf("a disconnected view keeps a grant: %+v", v.Granted)
 	}
-	startServer(t, func(c *app.Config) { c.Listen, c.Limits.MinLease = addr, 2*time.Second })
+	startServer(t, func(c *app.Config) { c.Server.Listen, c.Sessions.MinLease = addr, 2*time.Second })
 	v = waitView(ctx, t, views, "fresh from the restarted worker", isState(Fresh))
 	if want := (Grant{Interval: 100 * time.Millisecond, Lease: 2 * time.Second, RenewAfter: 666 * time.Millisecond}); v.Granted != want {
 		t.Fatalf("Granted after the reconnect %+v, want %+v (1.5s asked, raised to --min-lease 2s)", v.Granted, want)

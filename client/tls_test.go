@@ -23,7 +23,7 @@ import (
 func TestTLS(t *testing.T) {
 	ctx := testCtx(t, 15*time.Second)
 	certFile, keyFile, roots := selfSigned(t)
-	m := startServer(t, func(c *app.Config) { c.TLSCert, c.TLSKey = certFile, keyFile })
+	m := startServer(t, func(c *app.Config) { c.Security.TLSCert, c.Security.TLSKey = certFile, keyFile })
 	for _, p := range []Protocol{ProtocolGRPC, ProtocolConnect} {
 		o := fastOptions(p)
 		o.RouterID = "router-" + p.String()

@@ -1,7 +1,9 @@
 package domain
 
 import (
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // WorkerType is the worker's role. Values match the wire enum.
@@ -38,7 +40,7 @@ func ParseWorkerType(s string) (WorkerType, error) {
 	case "decode":
 		return WorkerTypeDecode, nil
 	}
-	return 0, Errorf(CodeInvalidArgument, "worker type %q: want regular, prefill or decode", s)
+	return 0, InvalidOption("worker-type", "%q: want regular, prefill or decode", s)
 }
 
 // Worker identifies the engine worker a report describes. Empty Model and
@@ -48,6 +50,23 @@ type Worker struct {
 	Type  WorkerType
 	Model string
 	Zone  string
+}
+
+// Validate checks what goes into every report about the worker: UTF-8
+// text without NUL (routers read protobuf strings, which must be UTF-8,
+// and the history refuses NUL), and an address without surrounding spaces
+// (audits filter by worker, and a filter is read trimmed). Errors name
+// the field as an option: worker-addr, model, zone.
+func (w Worker) Validate() error {
+	for _, f := range []struct{ option, v string }{{"worker-addr", w.Addr}, {"model", w.Model}, {"zone", w.Zone}} {
+		if !utf8.ValidString(f.v) || strings.ContainsRune(f.v, 0) {
+			return InvalidOption(f.option, "%q: must be UTF-8 text without NUL", f.v)
+		}
+	}
+	if strings.TrimSpace(w.Addr) != w.Addr {
+		return InvalidOption("worker-addr", "%q: must not start or end with spaces", w.Addr)
+	}
+	return nil
 }
 
 // Report is what one fire produced; every session due at that fire receives

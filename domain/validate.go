@@ -5,15 +5,6 @@ import (
 	"strings"
 )
 
-// Codes of snapshot problems; they end up as an UNREACHABLE report's
-// last_error, never on a transport.
-const (
-	CodeInvalidSnapshot = "INVALID_SNAPSHOT"
-	CodeRankSetChanged  = "RANK_SET_CHANGED"
-	CodePullTimeout     = "PULL_TIMEOUT"
-	CodeSourceFailed    = "SOURCE_FAILED"
-)
-
 // MaxRanks bounds the ranks of one report, far above any data-parallel
 // size: routers refuse a report with more (the client library's MaxRanks
 // is the same number), and --max-dp-size stops at it.

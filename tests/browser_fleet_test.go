@@ -160,10 +160,10 @@ func TestBrowserFleetDashboard(t *testing.T) {
 	models := []string{"llama-3.1-8b-instruct", "llama-3.1-8b-instruct", "qwen2.5-32b", "llama-3.1-8b-instruct"}
 	for i := range 4 {
 		c := testConfig()
-		c.WorkerAddr, c.Model, c.Zone = fmt.Sprintf("10.0.0.%d:30000", 11+i), models[i], []string{"eu-west-1a", "eu-west-1b"}[i%2]
-		c.SimSeed = uint64(i + 1)
+		c.Worker.Addr, c.Worker.Model, c.Worker.Zone = fmt.Sprintf("10.0.0.%d:30000", 11+i), models[i], []string{"eu-west-1a", "eu-west-1b"}[i%2]
+		c.Source.Sim.Seed = uint64(i + 1)
 		if i == 2 {
-			c.DPSize = 32
+			c.Source.DPSize = 32
 		}
 		addrs = append(addrs, startMain(t, c, nil).Addr())
 	}

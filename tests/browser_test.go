@@ -162,7 +162,7 @@ func TestBrowserLivePageTurnsUnreachable(t *testing.T) {
 // historyConfig records a report every 200 ms.
 func historyConfig() app.Config {
 	c := testConfig()
-	c.HistoryInterval = 200 * time.Millisecond
+	c.History.Interval = 200 * time.Millisecond
 	return screenshotConfig(c)
 }
 
@@ -171,7 +171,7 @@ func historyConfig() app.Config {
 // default (its --listen, 127.0.0.1:8080), not the tests' 127.0.0.1:0.
 func screenshotConfig(c app.Config) app.Config {
 	if *updateScreenshots {
-		c.WorkerAddr = "127.0.0.1:8080"
+		c.Worker.Addr = "127.0.0.1:8080"
 	}
 	return c
 }
@@ -429,7 +429,7 @@ func TestBrowserLivePageWithoutJavaScript(t *testing.T) {
 // the origin.
 func TestBrowserLivePageBehindAToken(t *testing.T) {
 	c := testConfig()
-	c.AuthToken = "s3cret-token"
+	c.Security.AuthToken = "s3cret-token"
 	m := startMain(t, c, nil)
 	tab := newBrowser(t)
 	// The user at the browser's prompt: devtools pauses every request
@@ -448,7 +448,7 @@ func TestBrowserLivePageBehindAToken(t *testing.T) {
 					RequestID: ev.RequestID,
 					AuthChallengeResponse: &fetch.AuthChallengeResponse{
 						Response: fetch.AuthChallengeResponseResponseProvideCredentials,
-						Username: "operator", Password: c.AuthToken,
+						Username: "operator", Password: c.Security.AuthToken,
 					},
 				})
 			}()

@@ -197,7 +197,7 @@ func (h hostRewriter) RoundTrip(r *http.Request) (*http.Response, error) {
 // poller its loads, while the pages and AdminService still want the token.
 func TestRoutersWithoutCredentialsUnderOperatorsScope(t *testing.T) {
 	c := testConfig()
-	c.AuthToken, c.AuthScope = "s3cret-token-for-operators", "operators"
+	c.Security.AuthToken, c.Security.AuthScope = "s3cret-token-for-operators", "operators"
 	m := startMain(t, c, &countingEngine{ranks: 2})
 	ctx := testCtx(t, 10e9)
 	cc := dialByName(t, "passthrough:///workers.serving.svc"+m.Addr()[strings.LastIndex(m.Addr(), ":"):], m.Addr())

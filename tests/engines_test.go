@@ -77,8 +77,8 @@ func (f *fakeSGLang) loads(t *testing.T) []fixtureLoad {
 func TestSGLangEngineEndToEnd(t *testing.T) {
 	engine, srv := newFakeSGLang(t)
 	c := testConfig()
-	c.Source = "sglang-http"
-	c.EngineURL = srv.URL
+	c.Source.Name = "sglang-http"
+	c.Source.EngineURL = srv.URL
 	m := startMain(t, c, nil)
 	r := openGRPC(t, testCtx(t, 20*time.Second), m.Addr())
 	_ = r.Send(registerFrame("sglang-router", 50, 10000))
@@ -126,8 +126,8 @@ func TestSGLangEngineEndToEnd(t *testing.T) {
 func TestPollersCostOnePullPerFire(t *testing.T) {
 	engine, srv := newFakeSGLang(t)
 	c := testConfig()
-	c.Source = "sglang-http"
-	c.EngineURL = srv.URL
+	c.Source.Name = "sglang-http"
+	c.Source.EngineURL = srv.URL
 	m := startMain(t, c, nil)
 	url := "http://" + m.Addr() + "/v1/loads?include=core"
 	client := &http.Client{Timeout: 10 * time.Second}

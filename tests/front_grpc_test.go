@@ -22,7 +22,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/enginesim"
 	schedulerpb "github.com/loadreporter/loadreporter/gen/sglang/grpc/scheduler"
 	"github.com/loadreporter/loadreporter/gen/sglang/grpc/scheduler/schedulerconnect"
@@ -65,7 +64,7 @@ func grpcConn(t *testing.T, addr string) *grpc.ClientConn {
 func TestGRPCFrontAnswersGetLoadsAndPassesTheScheduler(t *testing.T) {
 	e := startGRPCEngine(t)
 	c := testConfig()
-	c.Source, c.EngineURL, c.Front.Listen = "sglang-grpc", e.GRPCAddr(), "127.0.0.1:0"
+	c.Source.Name, c.Source.EngineURL, c.Front.Listen = "sglang-grpc", e.GRPCAddr(), "127.0.0.1:0"
 	m := startMain(t, c, nil)
 	cc := grpcConn(t, m.FrontAddr())
 	ctx := testCtx(t, 20*time.Second)
@@ -334,7 +333,7 @@ func TestGRPCFrontWithTheEngineDown(t *testing.T) {
 	dead := ln.Addr().String()
 	ln.Close()
 	c := testConfig()
-	c.Source, c.EngineURL, c.Front.Listen = "sglang-grpc", dead, "127.0.0.1:0"
+	c.Source.Name, c.Source.EngineURL, c.Front.Listen = "sglang-grpc", dead, "127.0.0.1:0"
 	m := startMain(t, c, nil)
 	cc := grpcConn(t, m.FrontAddr())
 	ctx := testCtx(t, 10*time.Second)
@@ -357,8 +356,8 @@ func TestTheFrontOverTLS(t *testing.T) {
 	pki := newTestPKI(t)
 	e := newStandInEngine(t)
 	c := testConfig()
-	c.Source, c.EngineURL, c.Front.Listen, c.Front.TLS = "sglang-http", e.srv.URL, "127.0.0.1:0", true
-	c.TLSCert, c.TLSKey = pki.certFile, pki.keyFile
+	c.Source.Name, c.Source.EngineURL, c.Front.Listen, c.Front.TLS = "sglang-http", e.srv.URL, "127.0.0.1:0", true
+	c.Security.TLSCert, c.Security.TLSKey = pki.certFile, pki.keyFile
 	m := startMain(t, c, nil)
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool}, ForceAttemptHTTP2: true}
 	t.Cleanup(tr.CloseIdleConnections)
@@ -378,8 +377,8 @@ func TestTheFrontOverTLS(t *testing.T) {
 			t.Fatalf("plaintext on a TLS front: %d", resp.StatusCode)
 		}
 	}
-	if _, err := app.ParseServe([]string{"--front-listen", ":30000", "--engine-url", "http://127.0.0.1:1", "--source", "sglang-http", "--front-tls"},
-		func(string) string { return "" }, io.Discard); err == nil || !strings.Contains(err.Error(), "--front-tls needs --tls-cert") {
+	if err := checkServe("--front-listen", ":30000", "--engine-url", "http://127.0.0.1:1", "--source", "sglang-http", "--front-tls"); err == nil ||
+		!strings.Contains(err.Error(), "--front-tls needs --tls-cert") {
 		t.Fatalf("--front-tls without a certificate: %v", err)
 	}
 }

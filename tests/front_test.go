@@ -103,13 +103,10 @@ func (e *standInEngine) count(path string) int {
 func startFrontMain(t *testing.T, e *standInEngine, configure func(*app.Config)) *app.Main {
 	t.Helper()
 	c := testConfig()
-	c.Source, c.EngineURL = "sglang-http", e.srv.URL
+	c.Source.Name, c.Source.EngineURL = "sglang-http", e.srv.URL
 	c.Front.Listen = "127.0.0.1:0"
 	if configure != nil {
 		configure(&c)
-	}
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
 	}
 	return startMain(t, c, nil)
 }
@@ -121,7 +118,7 @@ func startFrontMain(t *testing.T, e *standInEngine, configure func(*app.Config))
 // scrapers.
 func TestFrontPassesTheEngineAndAnswersTheLoads(t *testing.T) {
 	e := newStandInEngine(t)
-	m := startFrontMain(t, e, func(c *app.Config) { c.PollMaxAge = time.Hour })
+	m := startFrontMain(t, e, func(c *app.Config) { c.Poll.MaxAge = time.Hour })
 	base := "http://" + m.FrontAddr()
 
 	for path, want := range map[string]string{"/health": "", "/v1/models": `"id":"stand-in"`} {
@@ -196,7 +193,7 @@ func TestFrontPassesTheEngineAndAnswersTheLoads(t *testing.T) {
 // while /v1/loads keeps answering, UNREACHABLE.
 func TestFrontWithTheEngineDown(t *testing.T) {
 	e := newStandInEngine(t)
-	m := startFrontMain(t, e, func(c *app.Config) { c.PollMaxAge = 10 * time.Millisecond })
+	m := startFrontMain(t, e, func(c *app.Config) { c.Poll.MaxAge = 10 * time.Millisecond })
 	e.down.Store(true)
 	base := "http://" + m.FrontAddr()
 	resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(`{}`))
@@ -235,8 +232,7 @@ func TestFrontFlagsAreChecked(t *testing.T) {
 		{[]string{"--front-listen", ":30000", "--front-engine-url", "http://127.0.0.1:30001/v1"}, "without a path"},
 		{[]string{"--front-listen", ":30000", "--front-engine-url", "http://127.0.0.1:30001", "--front-response-header-timeout", "-1s"}, "must not be negative"},
 	} {
-		_, err := app.ParseServe(tc.args, func(string) string { return "" }, io.Discard)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := checkServe(tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
 		}
 	}
@@ -246,7 +242,7 @@ func TestFrontFlagsAreChecked(t *testing.T) {
 		{"--front-listen", ":30000", "--source", "sglang-http", "--engine-url", "http://127.0.0.1:30001"},
 		{"--front-listen", ":30000", "--source", "sglang-grpc", "--engine-url", "127.0.0.1:30001"},
 	} {
-		if _, err := app.ParseServe(args, func(string) string { return "" }, io.Discard); err != nil {
+		if err := checkServe(args...); err != nil {
 			t.Errorf("%q: %v", args, err)
 		}
 	}
@@ -284,8 +280,8 @@ func TestTheProxiedPathNeverWaitsForAPull(t *testing.T) {
 	}))
 	t.Cleanup(hang.Close)
 	c := testConfig()
-	c.Source, c.EngineURL, c.Front.Listen = "sglang-http", hang.URL, "127.0.0.1:0"
-	c.PullBudget = time.Minute
+	c.Source.Name, c.Source.EngineURL, c.Front.Listen = "sglang-http", hang.URL, "127.0.0.1:0"
+	c.Fire.PullBudget = time.Minute
 	m := startMain(t, c, nil)
 	base := "http://" + m.FrontAddr()
 	polled := make(chan int, 1)

@@ -223,7 +223,7 @@ func checkEngineReport(t *testing.T, rep *pb.LoadReport, ranks int) {
 func TestGrpcioRouter(t *testing.T) {
 	needGrpcio(t)
 	c := testConfig()
-	c.Limits.MinLease = 100 * time.Millisecond
+	c.Sessions.MinLease = 100 * time.Millisecond
 	m := startMain(t, c, &countingEngine{ranks: 4})
 
 	t.Run("ack, reports at the interval, keep_alive, update_config, stop", func(t *testing.T) {
@@ -423,11 +423,11 @@ func TestGrpcioRouterShutdown(t *testing.T) {
 		if err != nil {
 			t.Fatalf("close: %v", err)
 		}
-	case <-time.After(c.ShutdownGrace + grpcioWait):
+	case <-time.After(c.Server.ShutdownGrace + grpcioWait):
 		t.Fatal("shutdown did not end")
 	}
-	if took := time.Since(start); took > c.ShutdownGrace/2 {
-		t.Fatalf("shutdown with a grpcio router connected took %s (grace %s)", took, c.ShutdownGrace)
+	if took := time.Since(start); took > c.Server.ShutdownGrace/2 {
+		t.Fatalf("shutdown with a grpcio router connected took %s (grace %s)", took, c.Server.ShutdownGrace)
 	}
 }
 

@@ -69,9 +69,9 @@ var _ ports.SnapshotSource = (*countingEngine)(nil)
 // testConfig is the default config on an ephemeral port, quiet logs.
 func testConfig() app.Config {
 	c := app.DefaultConfig()
-	c.Listen = "127.0.0.1:0"
-	c.LogLevel = "error"
-	c.ShutdownGrace = 5 * time.Second
+	c.Server.Listen = "127.0.0.1:0"
+	c.Logs.LogLevel = "error"
+	c.Server.ShutdownGrace = 5 * time.Second
 	return c
 }
 
@@ -247,6 +247,22 @@ func expectCleanEnd(t *testing.T, r router) {
 			t.Fatalf("unexpected frame before the end: %v", f)
 		}
 	}
+}
+
+// checkServe reads args as `loadreporter serve` does and builds the
+// service without starting it, as the binary does before it serves: a
+// setting the flags accept but its constructor refuses fails here.
+func checkServe(args ...string) error {
+	c, err := app.ParseServe(args, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		return err
+	}
+	c.Logs.LogLevel = "error"
+	m, err := app.InitializeMain(c)
+	if err != nil {
+		return err
+	}
+	return m.Close()
 }
 
 // appInit builds and starts a Main without registering its Close at

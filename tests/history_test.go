@@ -59,9 +59,9 @@ func TestOutageAudit(t *testing.T) {
 	for _, store := range []string{"memory", "postgres"} {
 		t.Run(store, func(t *testing.T) {
 			c := testConfig()
-			c.HistoryInterval = 100 * time.Millisecond
+			c.History.Interval = 100 * time.Millisecond
 			if store == "postgres" {
-				c.DatabaseURL = freshDatabase(t)
+				c.History.DatabaseURL = freshDatabase(t)
 			}
 			m := startMain(t, c, nil)
 			sim := m.Engine().Sim
@@ -158,7 +158,7 @@ func TestOutageAudit(t *testing.T) {
 				t.Errorf("gaps through --target:\n%s", gaps)
 			}
 			if store == "postgres" {
-				if gaps := cli("gaps", "--since", "10m", "--database-url", c.DatabaseURL); !strings.HasPrefix(gaps, "Kind") {
+				if gaps := cli("gaps", "--since", "10m", "--database-url", c.History.DatabaseURL); !strings.HasPrefix(gaps, "Kind") {
 					t.Errorf("gaps from the database:\n%s", gaps)
 				}
 			}
@@ -182,7 +182,7 @@ func TestOutageAudit(t *testing.T) {
 				t.Errorf("dashboard CSV (%d):\n%s\nCLI CSV through --target:\n%s", resp.StatusCode, download, viaRPC)
 			}
 			if store == "postgres" {
-				if fromDB := cli("outages", "--since", since, "--until", until, "--database-url", c.DatabaseURL, "--format", "csv"); fromDB != string(download) {
+				if fromDB := cli("outages", "--since", since, "--until", until, "--database-url", c.History.DatabaseURL, "--format", "csv"); fromDB != string(download) {
 					t.Errorf("CLI CSV from the database:\n%s\ndashboard CSV:\n%s", fromDB, download)
 				}
 			}
@@ -201,7 +201,7 @@ func TestOutageAudit(t *testing.T) {
 			}
 
 			if store == "postgres" {
-				js := cli("outages", "--since", "10m", "--database-url", c.DatabaseURL, "--format", "json")
+				js := cli("outages", "--since", "10m", "--database-url", c.History.DatabaseURL, "--format", "json")
 				if strings.Count(js, `"worker_addr"`) != 1 || !strings.Contains(js, `"statuses": "UNREACHABLE"`) {
 					t.Fatalf("direct query:\n%s", js)
 				}
@@ -248,8 +248,8 @@ func TestOutageAudit(t *testing.T) {
 // PostgreSQL history the same way they read the in-memory one.
 func TestDashboardOverPostgreSQL(t *testing.T) {
 	c := testConfig()
-	c.HistoryInterval = 100 * time.Millisecond
-	c.DatabaseURL = freshDatabase(t)
+	c.History.Interval = 100 * time.Millisecond
+	c.History.DatabaseURL = freshDatabase(t)
 	m := startMain(t, c, nil)
 	sim := m.Engine().Sim
 	ctx := testCtx(t, 20*time.Second)

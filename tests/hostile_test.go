@@ -44,7 +44,7 @@ func setTopology(base, token string, n int32) error {
 // the topology.
 func TestAdminTokenSeparatesRoutersFromOperators(t *testing.T) {
 	c := testConfig()
-	c.AuthToken, c.AdminToken, c.MaxDPSize = "router-token", "admin-token", 64
+	c.Security.AuthToken, c.Security.AdminToken, c.Source.MaxDPSize = "router-token", "admin-token", 64
 	m := startMain(t, c, nil)
 	base := "http://" + m.Addr()
 	if err := setTopology(base, "router-token", 4); connect.CodeOf(err) != connect.CodePermissionDenied {
@@ -75,8 +75,8 @@ func TestAdminTokenSeparatesRoutersFromOperators(t *testing.T) {
 // them.
 func TestHostileRoutersAreEndedAndCounted(t *testing.T) {
 	c := testConfig()
-	c.Monitor.FirstFrameTimeout = 200 * time.Millisecond
-	c.Monitor.MaxFramesPerSecond, c.Monitor.FrameBurst = 5, 5
+	c.Streams.Monitor.FirstFrameTimeout = 200 * time.Millisecond
+	c.Streams.Monitor.MaxFramesPerSecond, c.Streams.Monitor.FrameBurst = 5, 5
 	m := startMain(t, c, nil)
 	ctx := testCtx(t, 10*time.Second)
 
@@ -126,8 +126,8 @@ func TestHostileRoutersAreEndedAndCounted(t *testing.T) {
 // error): Close returns nil well within the grace.
 func TestShutdownWithAStuckStreamLosesNothing(t *testing.T) {
 	c := testConfig()
-	c.ShutdownGrace = 5 * time.Second
-	c.HistoryInterval = 10 * time.Millisecond
+	c.Server.ShutdownGrace = 5 * time.Second
+	c.History.Interval = 10 * time.Millisecond
 	m, err := app.InitializeMain(c)
 	if err != nil {
 		t.Fatal(err)
@@ -143,8 +143,8 @@ func TestShutdownWithAStuckStreamLosesNothing(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if took := time.Since(start); took > c.ShutdownGrace/2 {
-		t.Fatalf("shutdown took %s with a stuck stream (grace %s)", took, c.ShutdownGrace)
+	if took := time.Since(start); took > c.Server.ShutdownGrace/2 {
+		t.Fatalf("shutdown took %s with a stuck stream (grace %s)", took, c.Server.ShutdownGrace)
 	}
 }
 
@@ -230,7 +230,7 @@ func refusesOversizedMessages(t *testing.T, addr string, paths []string) {
 // HTTP/1.1, whose body is read at once, streams on past it.
 func TestATrickledBodyIsCutOff(t *testing.T) {
 	c := testConfig()
-	c.RequestBodyTimeout = 300 * time.Millisecond
+	c.Streams.Port.RequestBodyTimeout = 300 * time.Millisecond
 	m := startMain(t, c, &countingEngine{ranks: 2})
 
 	conn, err := net.Dial("tcp", m.Addr())

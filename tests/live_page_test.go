@@ -14,8 +14,8 @@ var pageSequence = regexp.MustCompile(`data-testid="report-sequence">([^<]*)<`)
 // a new report at each reload instead of "No report yet" for ever.
 func TestTheLivePageWithoutScriptIsLive(t *testing.T) {
 	c := testConfig()
-	c.HistoryInterval = 0
-	c.PollMaxAge = 50 * time.Millisecond
+	c.History.Interval = 0
+	c.Poll.MaxAge = 50 * time.Millisecond
 	engine := &countingEngine{ranks: 2}
 	m := startMain(t, c, engine)
 	seq := func() string {
@@ -37,8 +37,8 @@ func TestTheLivePageWithoutScriptIsLive(t *testing.T) {
 	}
 	// A reload within --poll-max-age shares the report instead of pulling.
 	c2 := testConfig()
-	c2.HistoryInterval = 0
-	c2.PollMaxAge = time.Hour
+	c2.History.Interval = 0
+	c2.Poll.MaxAge = time.Hour
 	engine2 := &countingEngine{ranks: 2}
 	m = startMain(t, c2, engine2)
 	a := seq()

@@ -1,14 +1,12 @@
 package tests
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/loadreporter/loadreporter/adapters/rpc"
 	"github.com/loadreporter/loadreporter/client"
-	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
 	"github.com/loadreporter/loadreporter/domain"
 )
 
@@ -34,8 +32,7 @@ func TestRoutersTakeTheLargestReportAWorkerBuilds(t *testing.T) {
 	if err := client.ValidateReport(rpc.ReportToProto(r)); err != nil {
 		t.Fatalf("the client refuses the worker's largest report: %v", err)
 	}
-	_, err := app.ParseServe([]string{"--max-dp-size", "4097"}, func(string) string { return "" }, &bytes.Buffer{})
-	if err == nil || !strings.Contains(err.Error(), "want 1 to 4096") {
+	if err := checkServe("--max-dp-size", "4097"); err == nil || !strings.Contains(err.Error(), "want 1 to 4096") {
 		t.Fatalf("--max-dp-size 4097: %v", err)
 	}
 }

@@ -22,7 +22,7 @@ func TestMonitorProtocol(t *testing.T) {
 	for _, d := range dialers {
 		t.Run(d.name, func(t *testing.T) {
 			c := testConfig()
-			c.Limits.MinLease = 100 * time.Millisecond
+			c.Sessions.MinLease = 100 * time.Millisecond
 			engine := &countingEngine{ranks: 4}
 			m := startMain(t, c, engine)
 			addr := m.Addr()
@@ -180,7 +180,7 @@ func TestMonitorProtocol(t *testing.T) {
 
 func TestResourceExhausted(t *testing.T) {
 	c := testConfig()
-	c.Limits.MaxSessions = 2
+	c.Sessions.MaxSessions = 2
 	m := startMain(t, c, &countingEngine{ranks: 2})
 	ctx := testCtx(t, 10*time.Second)
 	for _, id := range []string{"a", "b"} {
@@ -292,8 +292,8 @@ func TestOversizedFrameIsRefused(t *testing.T) {
 // each still once per interval. With one grid they would share every fire.
 func TestPhaseSlotsSplitTheFleetsFires(t *testing.T) {
 	c := testConfig()
-	c.PhaseSlots = 2
-	c.HistoryInterval = 0 // only the two routers hold slots
+	c.Fire.PhaseSlots = 2
+	c.History.Interval = 0 // only the two routers hold slots
 	m := startMain(t, c, &countingEngine{ranks: 2})
 	ctx := testCtx(t, 20*time.Second)
 	seqs := map[string][]uint64{}

@@ -104,7 +104,7 @@ func TestOnePortServesOperations(t *testing.T) {
 // token; the probes stay open.
 func TestAuthToken(t *testing.T) {
 	c := testConfig()
-	c.AuthToken = "s3cret"
+	c.Security.AuthToken = "s3cret"
 	m := startMain(t, c, nil)
 	base := "http://" + m.Addr()
 	if code, _ := httpGet(t, base+"/healthz"); code != 200 {

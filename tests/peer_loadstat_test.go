@@ -68,7 +68,7 @@ func TestSGLangLoadStatPublisherFeedsTheZMQSource(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.ShutdownGrace = 5 * time.Second
+			c.Server.ShutdownGrace = 5 * time.Second
 			m := startMain(t, c, nil)
 			r := openGRPC(t, testCtx(t, 20*time.Second), m.Addr())
 			sendOK(t, r, registerFrame("loadstat-"+tc.version, 100, 10000))

@@ -177,17 +177,14 @@ func startPeerWorker(t *testing.T, name, flavour string, load peerLoad) *peerWor
 	t.Helper()
 	e := newPeerEngine(t, flavour, load)
 	c := testConfig()
-	c.Source, c.EngineURL = "sglang-http", e.srv.URL
+	c.Source.Name, c.Source.EngineURL = "sglang-http", e.srv.URL
 	if flavour == "vllm" {
-		c.Source = "vllm-metrics"
+		c.Source.Name = "vllm-metrics"
 	}
 	c.Front.Listen = "127.0.0.1:0"
-	c.PollMaxAge = 50 * time.Millisecond
-	c.StaleAfter = time.Second
-	c.HistoryInterval = 0 // no report but the routers' polls
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	c.Poll.MaxAge = 50 * time.Millisecond
+	c.Fire.StaleAfter = time.Second
+	c.History.Interval = 0 // no report but the routers' polls
 	m := startMain(t, c, nil)
 	return &peerWorker{name: name, engine: e, main: m, url: "http://" + m.FrontAddr()}
 }

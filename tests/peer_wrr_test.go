@@ -70,8 +70,8 @@ func TestWeightedRoundRobinDialsReportersByName(t *testing.T) {
 	for name, e := range engines {
 		e.set(0.5)
 		c := testConfig()
-		c.Limits.MinInterval = 50 * time.Millisecond
-		c.HistoryInterval = 0
+		c.Sessions.MinInterval = 50 * time.Millisecond
+		c.History.Interval = 0
 		m := startMain(t, c, e)
 		byName[name], byAddr[m.Addr()] = m.Addr(), name
 		loops = append(loops, m.FireLoop())

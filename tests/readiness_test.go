@@ -26,8 +26,8 @@ func TestReadinessFollowsTheEngineWhenAskedTo(t *testing.T) {
 	for _, requires := range []bool{false, true} {
 		engine := &countingEngine{ranks: 2}
 		c := testConfig()
-		c.ReadyRequiresLoad = requires
-		c.PollMaxAge = 10 * time.Millisecond
+		c.Server.ReadyRequiresLoad = requires
+		c.Poll.MaxAge = 10 * time.Millisecond
 		m := startMain(t, c, engine)
 		if code, body := readyz(t, m.Addr()); code != http.StatusOK {
 			t.Fatalf("requires=%t, engine up: %d %q", requires, code, body)

@@ -32,9 +32,9 @@ func BenchmarkReceiptAge(b *testing.B) {
 		b.Run(fmt.Sprintf("%s/rtt=%s", tc.source, tc.rtt), func(b *testing.B) {
 			engine := newZMQEngine(b, 2, 7*time.Millisecond, tc.rtt)
 			c := testConfig()
-			c.Source, c.EngineURL = tc.source, engine.http.URL
-			c.DetailInterval = time.Second
-			c.HistoryInterval = 0
+			c.Source.Name, c.Source.EngineURL = tc.source, engine.http.URL
+			c.Source.ZMQ.DetailInterval = time.Second
+			c.History.Interval = 0
 			m := startMain(b, c, nil)
 			var ages []time.Duration
 			for range b.N {

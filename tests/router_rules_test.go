@@ -152,8 +152,8 @@ func vllmRouterLoad(t *testing.T, base string) (load int64, ok bool) {
 func TestPollersReadTheFrontByTheirOwnRules(t *testing.T) {
 	e := newStandInEngine(t)
 	m := startFrontMain(t, e, func(c *app.Config) {
-		c.PollMaxAge = 10 * time.Millisecond
-		c.StaleAfter = time.Second
+		c.Poll.MaxAge = 10 * time.Millisecond
+		c.Fire.StaleAfter = time.Second
 	})
 	base := "http://" + m.FrontAddr()
 	waitHealthy := func() {
@@ -233,7 +233,7 @@ func TestPollersReadTheFrontByTheirOwnRules(t *testing.T) {
 // of every engine, which vllm-router adds to its in-flight count.
 func TestVLLMRouterReadsTheFrontOfAVLLMWorker(t *testing.T) {
 	c := testConfig()
-	c.Source, c.EngineURL = "vllm-metrics", serveVLLM(t, "")
+	c.Source.Name, c.Source.EngineURL = "vllm-metrics", serveVLLM(t, "")
 	c.Front.Listen = "127.0.0.1:0"
 	m := startMain(t, c, nil)
 	base := "http://" + m.FrontAddr()

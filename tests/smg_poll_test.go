@@ -51,19 +51,19 @@ func TestSMGReadsEverySource(t *testing.T) {
 		{"sim", func(*testing.T, *app.Config) {}, true},
 		{"sglang-http", func(t *testing.T, c *app.Config) {
 			_, srv := newFakeSGLang(t)
-			c.Source, c.EngineURL = "sglang-http", srv.URL
+			c.Source.Name, c.Source.EngineURL = "sglang-http", srv.URL
 		}, true},
 		{"sglang-grpc", func(t *testing.T, c *app.Config) {
-			c.Source, c.EngineURL = "sglang-grpc", startFakeScheduler(t)
+			c.Source.Name, c.Source.EngineURL = "sglang-grpc", startFakeScheduler(t)
 		}, true},
 		{"sglang-zmq", func(t *testing.T, c *app.Config) {
-			c.Source, c.EngineURL = "sglang-zmq", newZMQEngine(t, 2, 20*time.Millisecond, 0).http.URL
+			c.Source.Name, c.Source.EngineURL = "sglang-zmq", newZMQEngine(t, 2, 20*time.Millisecond, 0).http.URL
 		}, true},
 		{"vllm-metrics without cache_config_info", func(t *testing.T, c *app.Config) {
-			c.Source, c.EngineURL = "vllm-metrics", serveVLLM(t, "")
+			c.Source.Name, c.Source.EngineURL = "vllm-metrics", serveVLLM(t, "")
 		}, false},
 		{"vllm-metrics with cache_config_info", func(t *testing.T, c *app.Config) {
-			c.Source, c.EngineURL = "vllm-metrics", serveVLLM(t,
+			c.Source.Name, c.Source.EngineURL = "vllm-metrics", serveVLLM(t,
 				"# TYPE vllm:cache_config_info gauge\n"+
 					`vllm:cache_config_info{block_size="16",num_gpu_blocks="8192",engine="0"} 1.0`+"\n"+
 					`vllm:cache_config_info{block_size="16",num_gpu_blocks="8192",engine="1"} 1.0`+"\n")

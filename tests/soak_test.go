@@ -31,7 +31,7 @@ func TestSoak(t *testing.T) {
 		t.Skip("soak test: skipped with -short")
 	}
 	c := testConfig()
-	c.Monitor.FirstFrameTimeout = 500 * time.Millisecond
+	c.Streams.Monitor.FirstFrameTimeout = 500 * time.Millisecond
 	m := startMain(t, c, nil)
 	goroutines0, heap0 := settle()
 

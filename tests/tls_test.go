@@ -101,7 +101,7 @@ func TestTLSAndMutualTLS(t *testing.T) {
 	pki := newTestPKI(t)
 	t.Run("tls", func(t *testing.T) {
 		c := testConfig()
-		c.TLSCert, c.TLSKey = pki.certFile, pki.keyFile
+		c.Security.TLSCert, c.Security.TLSKey = pki.certFile, pki.keyFile
 		m := startMain(t, c, nil)
 		r := mustDialTLS(t, m.Addr(), &tls.Config{RootCAs: pki.pool})
 		_ = r.Send(registerFrame("tls-router", 100, 5000))
@@ -113,7 +113,7 @@ func TestTLSAndMutualTLS(t *testing.T) {
 	})
 	t.Run("mutual tls", func(t *testing.T) {
 		c := testConfig()
-		c.TLSCert, c.TLSKey, c.TLSClientCA = pki.certFile, pki.keyFile, pki.caFile
+		c.Security.TLSCert, c.Security.TLSKey, c.Security.TLSClientCA = pki.certFile, pki.keyFile, pki.caFile
 		m := startMain(t, c, nil)
 		anonymous, err := dialTLS(t, m.Addr(), &tls.Config{RootCAs: pki.pool})
 		if err == nil {

@@ -27,7 +27,7 @@ import (
 func TestWatchForBrowsers(t *testing.T) {
 	engine := &countingEngine{ranks: 4}
 	c := testConfig()
-	c.Limits.MaxSessions, c.Limits.MaxWatchSessions = 1, 1
+	c.Sessions.MaxSessions, c.Sessions.MaxWatchSessions = 1, 1
 	m := startMain(t, c, engine)
 	http1 := &http.Client{Transport: &http.Transport{}}
 	t.Cleanup(http1.CloseIdleConnections)
@@ -156,8 +156,8 @@ func TestAStreamThatStopsReadingGivesBackItsSlot(t *testing.T) {
 	} {
 		t.Run(tc.kind.String(), func(t *testing.T) {
 			c := testConfig()
-			c.Limits.MaxSessions, c.Limits.MaxWatchSessions = 1, 1
-			c.StalledWriteTimeout = 300 * time.Millisecond
+			c.Sessions.MaxSessions, c.Sessions.MaxWatchSessions = 1, 1
+			c.Streams.Port.StalledWriteTimeout = 300 * time.Millisecond
 			m := startMain(t, c, &countingEngine{ranks: 64})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

@@ -166,8 +166,8 @@ func consecutivePorts(t testing.TB, n int) int {
 func TestSGLangZMQEndToEnd(t *testing.T) {
 	engine := newZMQEngine(t, 2, 20*time.Millisecond, 0)
 	c := testConfig()
-	c.Source, c.EngineURL = "sglang-zmq", engine.http.URL
-	c.DetailInterval = 50 * time.Millisecond
+	c.Source.Name, c.Source.EngineURL = "sglang-zmq", engine.http.URL
+	c.Source.ZMQ.DetailInterval = 50 * time.Millisecond
 	m := startMain(t, c, nil)
 	ctx := testCtx(t, 15*time.Second)
 	r := openGRPC(t, ctx, m.Addr())

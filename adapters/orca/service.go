@@ -10,6 +10,7 @@ import (
 	v3orcaservicepb "github.com/cncf/xds/go/xds/service/orca/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/loadreporter/loadreporter/adapters/internal/connectcode"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/domain/session"
@@ -130,11 +131,11 @@ func (s *Service) stream(ctx context.Context, req *connect.Request[v3orcaservice
 	st *connect.ServerStream[frame]) error {
 	interval, err := s.requested(req.Msg.GetReportInterval())
 	if err != nil {
-		return connectError(err)
+		return connectcode.ToConnect(err)
 	}
 	sub, _, err := s.core.Subscribe("orca "+req.Peer().Addr, interval)
 	if err != nil {
-		return connectError(err)
+		return connectcode.ToConnect(err)
 	}
 	defer sub.Close()
 	for {
@@ -144,7 +145,7 @@ func (s *Service) stream(ctx context.Context, req *connect.Request[v3orcaservice
 				return err
 			}
 		case <-sub.Done():
-			return connectError(sub.Err())
+			return connectcode.ToConnect(sub.Err())
 		case <-ctx.Done():
 			return nil
 		}
@@ -165,29 +166,3 @@ func (s *Service) requested(d *durationpb.Duration) (time.Duration, error) {
 	}
 	return s.interval, nil
 }
-
-// connectError maps the core's codes to Connect's; anything unknown is
-// Internal with a generic message (the cause stays out of the peer's view).
-func connectError(err error) error {
-	if err == nil {
-		return nil
-	}
-	code := connect.CodeInternal
-	switch domain.ErrorCode(err) {
-	case domain.CodeInvalidArgument:
-		code = connect.CodeInvalidArgument
-	case domain.CodeResourceExhausted:
-		code = connect.CodeResourceExhausted
-	case domain.CodeShuttingDown, domain.CodeUnavailable:
-		code = connect.CodeUnavailable
-	default:
-		return connect.NewError(code, errInternal)
-	}
-	return connect.NewError(code, errorText(domain.ErrorMessage(err)))
-}
-
-type errorText string
-
-func (e errorText) Error() string { return string(e) }
-
-const errInternal = errorText("internal error")

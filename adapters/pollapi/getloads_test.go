@@ -36,7 +36,7 @@ func TestGetLoadsOverGRPC(t *testing.T) {
 			MaxRunningRequests: 64, TokenUsage: 0.5, NumWaitingUncachedTokens: 900},
 		{DPRank: 1, SnapshotTime: at, NumRunningReqs: 1, MaxTotalNumTokens: 1 << 20, MaxRunningRequests: 64, TokenUsage: 0.1},
 	}}}
-	c := getLoadsClient(t, New(p, Options{}))
+	c := getLoadsClient(t, mustNew(t, p, Options{}))
 	resp, err := c.GetLoads(t.Context(), connect.NewRequest(&schedulerpb.GetLoadsRequest{Include: []string{"core", "disagg", "queues", "memory"}}))
 	if err != nil {
 		t.Fatal(err)

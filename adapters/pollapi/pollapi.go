@@ -43,16 +43,27 @@ type Options struct {
 	GetLoadShape string
 }
 
-// New returns the handler.
-func New(p Poller, o Options) *Handler {
-	if o.MaxAge <= 0 {
+// New returns the handler. Its errors are INVALID_ARGUMENT naming the
+// option: max-age (negative), get-load-shape (not one of GetLoadShapes).
+func New(p Poller, o Options) (*Handler, error) {
+	switch {
+	case o.MaxAge < 0:
+		return nil, domain.InvalidOption("max-age", "%s: must not be negative (0: %s)", o.MaxAge, DefaultMaxAge)
+	case o.MaxAge == 0:
 		o.MaxAge = DefaultMaxAge
 	}
-	if o.GetLoadShape == "" {
+	switch {
+	case o.GetLoadShape == "":
 		o.GetLoadShape = GetLoadSGLang
+	case !slices.Contains(GetLoadShapes, o.GetLoadShape):
+		return nil, domain.InvalidOption("get-load-shape", "%q: want one of %v", o.GetLoadShape, GetLoadShapes)
 	}
-	return &Handler{poller: p, opts: o}
+	return &Handler{poller: p, opts: o}, nil
 }
+
+// MaxAge is how old a report the handler serves without waiting for the
+// next fire (Options.MaxAge, or its default).
+func (h *Handler) MaxAge() time.Duration { return h.opts.MaxAge }
 
 // Route is where Handler is mounted.
 const Route = "GET /v1/loads"
@@ -123,7 +134,7 @@ type ErrorBody struct {
 // ServeHTTP answers one poll.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := checkInclude(r.URL.Query()["include"]); err != nil {
-		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", err.Error(), 0)
+		writeError(w, http.StatusBadRequest, domain.CodeInvalidArgument, err.Error(), 0)
 		return
 	}
 	rep, err := h.poller.Poll(r.Context(), h.opts.MaxAge)

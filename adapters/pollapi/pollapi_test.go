@@ -45,7 +45,7 @@ func TestEnvelopeShape(t *testing.T) {
 			MaxTotalNumTokens: 0, MaxRunningRequests: 64, TokenUsage: 0.5,
 		}},
 	}}
-	rec, body := get(t, New(p, Options{ServeStale: true}), "/v1/loads?include=core")
+	rec, body := get(t, mustNew(t, p, Options{ServeStale: true}), "/v1/loads?include=core")
 	if rec.Code != http.StatusOK || p.maxAge != DefaultMaxAge || rec.Header().Get("Content-Type") != "application/json" {
 		t.Fatalf("status %d, max age %v", rec.Code, p.maxAge)
 	}
@@ -103,12 +103,12 @@ func TestIncludeSections(t *testing.T) {
 		"/v1/loads?include=all", "/v1/loads?include=", "/v1/loads?include=memory&include=spec",
 		"/v1/loads?include=lora,disagg", "/v1/loads?include=core,",
 	} {
-		if rec, _ := get(t, New(p, Options{MaxAge: time.Second}), ok); rec.Code != http.StatusOK {
+		if rec, _ := get(t, mustNew(t, p, Options{MaxAge: time.Second}), ok); rec.Code != http.StatusOK {
 			t.Errorf("%s: %d", ok, rec.Code)
 		}
 	}
 	for _, bad := range []string{"/v1/loads?include=mem", "/v1/loads?include=core,gpu", "/v1/loads?include=CORE", "/v1/loads?include=core&include=speculative"} {
-		rec, body := get(t, New(p, Options{MaxAge: time.Second}), bad)
+		rec, body := get(t, mustNew(t, p, Options{MaxAge: time.Second}), bad)
 		msg := body["error"].(map[string]any)["message"].(string)
 		if rec.Code != http.StatusBadRequest || !strings.Contains(msg, "core, memory, spec, lora, disagg, queues, all") {
 			t.Errorf("%s: %d %q", bad, rec.Code, msg)
@@ -125,7 +125,7 @@ func TestAggregateAndOmittedSections(t *testing.T) {
 			TokenUsage: 0.05, GenThroughput: 330, Utilization: 0.18},
 	}
 	p := &fakePoller{report: &domain.Report{Status: domain.StatusHealthy, ReportTime: at, Ranks: ranks}}
-	rec, body := get(t, New(p, Options{MaxAge: time.Second}), "/v1/loads?include=all")
+	rec, body := get(t, mustNew(t, p, Options{MaxAge: time.Second}), "/v1/loads?include=all")
 	agg := body["aggregate"].(map[string]any)
 	want := map[string]float64{ // the legacy fixture's aggregate for these ranks
 		"total_running_reqs": 6, "total_waiting_reqs": 1, "total_reqs": 7, "total_used_tokens": 27000,
@@ -143,7 +143,7 @@ func TestAggregateAndOmittedSections(t *testing.T) {
 	}
 	// One rank of unknown capacity: the summed capacity is unknown too.
 	ranks[1].MaxTotalNumTokens = 0
-	_, body = get(t, New(p, Options{MaxAge: time.Second}), "/v1/loads")
+	_, body = get(t, mustNew(t, p, Options{MaxAge: time.Second}), "/v1/loads")
 	if got := body["aggregate"].(map[string]any)["total_tokens"]; got != 0.0 {
 		t.Fatalf("total_tokens %v with a rank of unknown capacity, want 0", got)
 	}
@@ -151,17 +151,17 @@ func TestAggregateAndOmittedSections(t *testing.T) {
 
 func TestUnreachableAndErrors(t *testing.T) {
 	p := &fakePoller{report: &domain.Report{Status: domain.StatusUnreachable, LastError: "GET …: HTTP 500", SequenceID: 4}}
-	rec, body := get(t, New(p, Options{MaxAge: time.Second}), "/v1/loads")
+	rec, body := get(t, mustNew(t, p, Options{MaxAge: time.Second}), "/v1/loads")
 	e := body["error"].(map[string]any)
 	if rec.Code != http.StatusServiceUnavailable || e["code"] != "UNREACHABLE" || e["message"] != "GET …: HTTP 500" || body["sequence_id"] != 4.0 {
 		t.Fatalf("%d %v", rec.Code, body)
 	}
 	p = &fakePoller{err: domain.Errorf(domain.CodeResourceExhausted, "10000 sessions are live")}
-	if rec, _ := get(t, New(p, Options{MaxAge: time.Second}), "/v1/loads"); rec.Code != http.StatusTooManyRequests {
+	if rec, _ := get(t, mustNew(t, p, Options{MaxAge: time.Second}), "/v1/loads"); rec.Code != http.StatusTooManyRequests {
 		t.Fatalf("%d", rec.Code)
 	}
 	p = &fakePoller{err: domain.Errorf(domain.CodeShuttingDown, "bye")}
-	if rec, _ := get(t, New(p, Options{MaxAge: time.Second}), "/v1/loads"); rec.Code != http.StatusServiceUnavailable {
+	if rec, _ := get(t, mustNew(t, p, Options{MaxAge: time.Second}), "/v1/loads"); rec.Code != http.StatusServiceUnavailable {
 		t.Fatalf("%d", rec.Code)
 	}
 }
@@ -178,18 +178,18 @@ func TestAStaleReportIsNotServedAsFreshNumbers(t *testing.T) {
 			{DPRank: 1, SnapshotTime: at.Add(-10 * time.Millisecond), NumRunningReqs: 1},
 		},
 	}}
-	rec, body := get(t, New(p, Options{}), "/v1/loads?include=core,disagg,queues,memory")
+	rec, body := get(t, mustNew(t, p, Options{}), "/v1/loads?include=core,disagg,queues,memory")
 	e, _ := body["error"].(map[string]any)
 	if rec.Code != http.StatusServiceUnavailable || e["code"] != "STALE" || e["message"] != "load snapshot stale by 4250 ms" ||
 		body["age_ms"] != 4250.0 || body["sequence_id"] != 12.0 || body["loads"] != nil {
 		t.Fatalf("stale by default: %d %v", rec.Code, body)
 	}
-	rec, body = get(t, New(p, Options{ServeStale: true}), "/v1/loads")
+	rec, body = get(t, mustNew(t, p, Options{ServeStale: true}), "/v1/loads")
 	if rec.Code != http.StatusOK || body["status"] != "STALE" || len(body["loads"].([]any)) != 2 {
 		t.Fatalf("stale served: %d %v", rec.Code, body)
 	}
 	p.report.Status, p.report.LastError = domain.StatusHealthy, ""
-	if rec, _ := get(t, New(p, Options{}), "/v1/loads"); rec.Code != http.StatusOK {
+	if rec, _ := get(t, mustNew(t, p, Options{}), "/v1/loads"); rec.Code != http.StatusOK {
 		t.Fatalf("healthy: %d", rec.Code)
 	}
 }
@@ -212,18 +212,18 @@ func TestGetLoadInTheEnginesShape(t *testing.T) {
 		{DPRank: 0, SnapshotTime: at, NumRunningReqs: 5, NumWaitingReqs: 2, NumUsedTokens: 9000, NumTotalTokens: 10500, NumWaitingUncachedTokens: 1000},
 		{DPRank: 1, SnapshotTime: at, NumRunningReqs: math.MaxInt32, NumWaitingReqs: 1, NumUsedTokens: math.MaxInt32 - 1, NumWaitingUncachedTokens: 7},
 	}}}
-	code, body := getLoad(t, New(p, Options{}))
+	code, body := getLoad(t, mustNew(t, p, Options{}))
 	want := `[{"dp_rank":0,"num_reqs":7,"num_waiting_reqs":2,"num_tokens":10500,"num_pending_tokens":1500},` +
 		`{"dp_rank":1,"num_reqs":2147483647,"num_waiting_reqs":1,"num_tokens":2147483647,"num_pending_tokens":7}]`
 	if code != http.StatusOK || body != want {
 		t.Fatalf("sglang shape: %d %s\nwant %s", code, body, want)
 	}
-	code, body = getLoad(t, New(p, Options{GetLoadShape: GetLoadVLLM}))
+	code, body = getLoad(t, mustNew(t, p, Options{GetLoadShape: GetLoadVLLM}))
 	if code != http.StatusOK || body != `{"load":2147483647}` {
 		t.Fatalf("vllm shape, saturated: %d %s", code, body)
 	}
 	p.report.Ranks[1].NumRunningReqs = 3
-	if _, body = getLoad(t, New(p, Options{GetLoadShape: GetLoadVLLM})); body != `{"load":11}` {
+	if _, body = getLoad(t, mustNew(t, p, Options{GetLoadShape: GetLoadVLLM})); body != `{"load":11}` {
 		t.Fatalf("vllm shape: %s, want the running and waiting requests of every rank", body)
 	}
 }
@@ -241,7 +241,7 @@ func TestGetLoadNeverAnswersAFailure(t *testing.T) {
 		"no report":   {err: domain.Errorf(domain.CodeResourceExhausted, "too many polls waiting")},
 	} {
 		for _, shape := range GetLoadShapes {
-			code, body := getLoad(t, New(p, Options{GetLoadShape: shape}))
+			code, body := getLoad(t, mustNew(t, p, Options{GetLoadShape: shape}))
 			if code != http.StatusOK || !strings.Contains(body, "2147483647") || !strings.Contains(body, `"status":"`) {
 				t.Errorf("%s, %s shape: %d %s", name, shape, code, body)
 			}
@@ -252,7 +252,30 @@ func TestGetLoadNeverAnswersAFailure(t *testing.T) {
 		}
 	}
 	// Served stale, the numbers are the report's.
-	if _, body := getLoad(t, New(&fakePoller{report: stale}, Options{ServeStale: true})); body != `[{"dp_rank":0,"num_reqs":1,"num_waiting_reqs":0,"num_tokens":0,"num_pending_tokens":0}]` {
+	if _, body := getLoad(t, mustNew(t, &fakePoller{report: stale}, Options{ServeStale: true})); body != `[{"dp_rank":0,"num_reqs":1,"num_waiting_reqs":0,"num_tokens":0,"num_pending_tokens":0}]` {
 		t.Fatalf("stale served: %s", body)
+	}
+}
+
+// mustNew is New for options the test knows to be good.
+func mustNew(t testing.TB, p Poller, o Options) *Handler {
+	t.Helper()
+	h, err := New(p, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestNewRefusesWhatCannotWork: a negative age or an unknown shape is
+// refused, naming the option.
+func TestNewRefusesWhatCannotWork(t *testing.T) {
+	for option, o := range map[string]Options{
+		"max-age":        {MaxAge: -time.Second},
+		"get-load-shape": {GetLoadShape: "trtllm"},
+	} {
+		if _, err := New(nil, o); domain.FieldOf(err) != option {
+			t.Errorf("%+v: %v, want INVALID_ARGUMENT naming %s", o, err, option)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/loadreporter/loadreporter/adapters/internal/connectcode"
 	"github.com/loadreporter/loadreporter/adapters/internal/loglimit"
 	"github.com/loadreporter/loadreporter/domain"
 	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
@@ -68,7 +69,7 @@ var _ loadreporterv1connect.AdminServiceHandler = (*Admin)(nil)
 // errors are INVALID_ARGUMENT naming the option.
 func NewAdminWithOptions(sim SimControl, topology Topology, o AdminOptions) (*Admin, error) {
 	if o.MaxDPSize < 0 || o.MaxDPSize > maxMaxDPSize {
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "--max-dp-size %d: want 1 to %d (0 takes the default %d)",
+		return nil, domain.InvalidOption("max-dp-size", "%d: want 1 to %d (0 takes the default %d)",
 			o.MaxDPSize, maxMaxDPSize, DefaultMaxDPSize)
 	}
 	if o.DeniedLogInterval < 0 {
@@ -93,11 +94,11 @@ func (a *Admin) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
 // SetSimMode switches the simulator's mode.
 func (a *Admin) SetSimMode(_ context.Context, req *connect.Request[lrv1.SetSimModeRequest]) (*connect.Response[lrv1.SetSimModeResponse], error) {
 	if a.sim == nil {
-		return nil, toConnectError(domain.Errorf(domain.CodeFailedPrecondition,
+		return nil, connectcode.ToConnect(domain.Errorf(domain.CodeFailedPrecondition,
 			"the simulated engine is not in use (start with --source sim)"))
 	}
 	if err := a.sim.SetMode(req.Msg.GetMode()); err != nil {
-		return nil, toConnectError(err)
+		return nil, connectcode.ToConnect(err)
 	}
 	mode, ranks := a.sim.State()
 	return connect.NewResponse(&lrv1.SetSimModeResponse{Mode: mode, Ranks: int32(ranks)}), nil
@@ -107,7 +108,7 @@ func (a *Admin) SetSimMode(_ context.Context, req *connect.Request[lrv1.SetSimMo
 func (a *Admin) SetTopology(_ context.Context, req *connect.Request[lrv1.SetTopologyRequest]) (*connect.Response[lrv1.SetTopologyResponse], error) {
 	n := req.Msg.GetDpSize()
 	if n < 0 || int(n) > a.opts.MaxDPSize {
-		return nil, toConnectError(domain.Errorf(domain.CodeInvalidArgument,
+		return nil, connectcode.ToConnect(domain.Errorf(domain.CodeInvalidArgument,
 			"dp_size %d: want 0 (learn from the next valid snapshot) to %d (--max-dp-size)", n, a.opts.MaxDPSize))
 	}
 	a.topology.SetExpectedRanks(domain.RankRange(int(n)))

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/loadreporter/loadreporter/adapters/internal/connectcode"
 	"github.com/loadreporter/loadreporter/domain"
 )
 
@@ -39,14 +40,14 @@ func (a *Admin) authorize(h http.Header) error {
 	}
 	got := h.Get("Authorization")
 	if got == "" {
-		return toConnectError(domain.Errorf(domain.CodeUnauthenticated,
+		return connectcode.ToConnect(domain.Errorf(domain.CodeUnauthenticated,
 			"AdminService needs the admin bearer token"))
 	}
 	// The scheme is case-insensitive (RFC 9110 §11.1), as the reporter's
 	// own token check reads it.
 	scheme, token, _ := strings.Cut(got, " ")
 	if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(a.opts.Token)) != 1 {
-		return toConnectError(domain.Errorf(domain.CodePermissionDenied,
+		return connectcode.ToConnect(domain.Errorf(domain.CodePermissionDenied,
 			"AdminService needs the admin bearer token; this one may not change the reporter"))
 	}
 	return nil

@@ -45,7 +45,8 @@
 // lives, and no send waits longer than the Stalls bound.
 //
 // The package reaches the core only through the small interfaces it
-// declares (Registrar and RouterSession, Subscriber, Topology, SimControl)
+// declares (Registrar and its RouterSession, made of the writer's Outbox
+// and the reader's Controls; Subscriber, Topology, SimControl)
 // and ports.HistoryQuery. It must not know how snapshots are pulled,
 // scheduled or validated, the rules of sessions and leases (the core
 // enforces them; handlers relay the core's codes), which store holds the

@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/loadreporter/loadreporter/adapters/internal/connectcode"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/ports"
@@ -67,17 +68,17 @@ func TestErrorCodeRoundTrip(t *testing.T) {
 	for _, c := range cases {
 		covered[c.code] = true
 	}
-	for _, r := range codeTable {
-		if !covered[r.domain] {
-			t.Errorf("codeTable row %s → %s has no round-trip case", r.domain, r.connect)
+	for _, r := range connectcode.Rows() {
+		if !covered[r.Domain] {
+			t.Errorf("code table row %s → %s has no round-trip case", r.Domain, r.Connect)
 		}
 	}
 	for _, c := range cases {
 		t.Run(c.code, func(t *testing.T) {
 			sent := domain.Errorf(c.code, "the message of %s", c.code)
 			var ce *connect.Error
-			if !errors.As(toConnectError(sent), &ce) || ce.Code() != c.wire {
-				t.Fatalf("toConnectError(%s) = %v, want Connect code %s", c.code, toConnectError(sent), c.wire)
+			if !errors.As(connectcode.ToConnect(sent), &ce) || ce.Code() != c.wire {
+				t.Fatalf("connectcode.ToConnect(%s) = %v, want Connect code %s", c.code, connectcode.ToConnect(sent), c.wire)
 			}
 			client := historyClient(t, 0, func(context.Context) error { return sent })
 			_, err := client.Reports(testContext(t), anyWindow)
@@ -197,7 +198,7 @@ func TestErrorClientGaveUp(t *testing.T) {
 			connect.CodeDeadlineExceeded: context.DeadlineExceeded,
 			connect.CodeCanceled:         context.Canceled,
 		} {
-			err := fromConnectError(t.Context(), connect.NewError(code, cause))
+			err := connectcode.FromConnect(t.Context(), connect.NewError(code, cause))
 			check(t, err, cause)
 		}
 	})

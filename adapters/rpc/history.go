@@ -8,6 +8,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/loadreporter/loadreporter/adapters/internal/connectcode"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
 	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
@@ -115,7 +116,7 @@ func (h *History) ListReports(ctx context.Context, req *connect.Request[lrv1.Lis
 		Ranks: ranks64(m.GetRanks()), Limit: int(m.GetLimit()), Cursor: m.GetCursor(), Descending: m.GetDescending(),
 	})
 	if err != nil {
-		return nil, toConnectError(err)
+		return nil, connectcode.ToConnect(err)
 	}
 	out := &lrv1.ListReportsResponse{NextCursor: page.NextCursor, Reports: make([]*pb.LoadReport, len(page.Reports))}
 	for i, r := range page.Reports {
@@ -133,7 +134,7 @@ func (h *History) ListOutages(ctx context.Context, req *connect.Request[lrv1.Lis
 	}
 	res, err := h.query.Outages(ctx, audit.OutagesQuery{Window: window, Workers: m.GetWorkers(), Limit: int(m.GetLimit())})
 	if err != nil {
-		return nil, toConnectError(err)
+		return nil, connectcode.ToConnect(err)
 	}
 	out := &lrv1.ListOutagesResponse{Truncated: res.Truncated}
 	for _, o := range res.Outages {
@@ -156,7 +157,7 @@ func (h *History) GetRankStats(ctx context.Context, req *connect.Request[lrv1.Ge
 	res, err := h.query.RankStats(ctx, audit.RankStatsQuery{Window: window, Workers: m.GetWorkers(),
 		Ranks: ranks64(m.GetRanks()), Limit: int(m.GetLimit())})
 	if err != nil {
-		return nil, toConnectError(err)
+		return nil, connectcode.ToConnect(err)
 	}
 	out := &lrv1.GetRankStatsResponse{Truncated: res.Truncated}
 	for _, s := range res.Stats {
@@ -177,7 +178,7 @@ func (h *History) ListGaps(ctx context.Context, req *connect.Request[lrv1.ListGa
 		// Checked before it is multiplied: a huge value must not wrap
 		// into an interval the query accepts.
 		if ms < 0 || ms > audit.MaxGapInterval.Milliseconds() {
-			return nil, toConnectError(domain.Errorf(domain.CodeInvalidArgument,
+			return nil, connectcode.ToConnect(domain.Errorf(domain.CodeInvalidArgument,
 				"interval_ms must be within [1, %d] (the history interval; 0: the reporter's own), got %d", audit.MaxGapInterval.Milliseconds(), ms))
 		}
 		interval = time.Duration(ms) * time.Millisecond
@@ -189,7 +190,7 @@ func (h *History) ListGaps(ctx context.Context, req *connect.Request[lrv1.ListGa
 	res, err := h.query.Gaps(ctx, audit.GapsQuery{Window: window, Workers: m.GetWorkers(),
 		Interval: interval, Limit: int(m.GetLimit())})
 	if err != nil {
-		return nil, toConnectError(err)
+		return nil, connectcode.ToConnect(err)
 	}
 	out := &lrv1.ListGapsResponse{Truncated: res.Truncated}
 	for _, g := range res.Gaps {
@@ -214,7 +215,7 @@ func (h *History) ListImbalance(ctx context.Context, req *connect.Request[lrv1.L
 	res, err := h.query.Imbalance(ctx, audit.ImbalanceQuery{Window: window, Workers: m.GetWorkers(),
 		Threshold: m.GetThreshold(), Limit: int(m.GetLimit())})
 	if err != nil {
-		return nil, toConnectError(err)
+		return nil, connectcode.ToConnect(err)
 	}
 	out := &lrv1.ListImbalanceResponse{Truncated: res.Truncated}
 	for _, s := range res.Spans {

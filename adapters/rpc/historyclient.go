@@ -7,6 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/loadreporter/loadreporter/adapters/internal/connectcode"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
 	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
@@ -95,7 +96,7 @@ func (h *HistoryClient) Reports(ctx context.Context, q audit.ReportsQuery) (audi
 		Limit: int32(q.Limit), Cursor: q.Cursor, Descending: q.Descending,
 	}))
 	if err != nil {
-		return audit.ReportsPage{}, fromConnectError(ctx, err)
+		return audit.ReportsPage{}, connectcode.FromConnect(ctx, err)
 	}
 	page := audit.ReportsPage{NextCursor: resp.Msg.GetNextCursor()}
 	for _, r := range resp.Msg.GetReports() {
@@ -112,7 +113,7 @@ func (h *HistoryClient) Outages(ctx context.Context, q audit.OutagesQuery) (audi
 	resp, err := h.client.ListOutages(ctx, request(h, &lrv1.ListOutagesRequest{
 		Window: windowToProto(q.Window), Workers: q.Workers, Limit: int32(q.Limit)}))
 	if err != nil {
-		return audit.OutagesResult{}, fromConnectError(ctx, err)
+		return audit.OutagesResult{}, connectcode.FromConnect(ctx, err)
 	}
 	out := audit.OutagesResult{Truncated: resp.Msg.GetTruncated()}
 	for _, o := range resp.Msg.GetOutages() {
@@ -136,7 +137,7 @@ func (h *HistoryClient) RankStats(ctx context.Context, q audit.RankStatsQuery) (
 	resp, err := h.client.GetRankStats(ctx, request(h, &lrv1.GetRankStatsRequest{
 		Window: windowToProto(q.Window), Workers: q.Workers, Ranks: ranks32(q.Ranks), Limit: int32(q.Limit)}))
 	if err != nil {
-		return audit.RankStatsResult{}, fromConnectError(ctx, err)
+		return audit.RankStatsResult{}, connectcode.FromConnect(ctx, err)
 	}
 	out := audit.RankStatsResult{Truncated: resp.Msg.GetTruncated()}
 	for _, s := range resp.Msg.GetStats() {
@@ -162,7 +163,7 @@ func (h *HistoryClient) Gaps(ctx context.Context, q audit.GapsQuery) (audit.Gaps
 	resp, err := h.client.ListGaps(ctx, request(h, &lrv1.ListGapsRequest{
 		Window: windowToProto(q.Window), Workers: q.Workers, IntervalMs: q.Interval.Milliseconds(), Limit: int32(q.Limit)}))
 	if err != nil {
-		return audit.GapsResult{}, fromConnectError(ctx, err)
+		return audit.GapsResult{}, connectcode.FromConnect(ctx, err)
 	}
 	out := audit.GapsResult{Truncated: resp.Msg.GetTruncated()}
 	for _, g := range resp.Msg.GetGaps() {
@@ -184,7 +185,7 @@ func (h *HistoryClient) Imbalance(ctx context.Context, q audit.ImbalanceQuery) (
 	resp, err := h.client.ListImbalance(ctx, request(h, &lrv1.ListImbalanceRequest{
 		Window: windowToProto(q.Window), Workers: q.Workers, Threshold: q.Threshold, Limit: int32(q.Limit)}))
 	if err != nil {
-		return audit.ImbalanceResult{}, fromConnectError(ctx, err)
+		return audit.ImbalanceResult{}, connectcode.FromConnect(ctx, err)
 	}
 	out := audit.ImbalanceResult{Truncated: resp.Msg.GetTruncated()}
 	for _, s := range resp.Msg.GetSpans() {

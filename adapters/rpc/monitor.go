@@ -14,6 +14,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/loadreporter/loadreporter/adapters/internal/connectcode"
 	"github.com/loadreporter/loadreporter/adapters/internal/loglimit"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
@@ -35,21 +36,21 @@ type Registrar interface {
 	ShuttingDown() context.Context
 }
 
-// RouterSession is one router's live session as the Monitor handler sees
-// it; *fireloop.Subscription implements it.
-type RouterSession interface {
-	// RouterID is the router_id the session registered with.
-	RouterID() string
+// Outbox is what a session delivers, as the writer of a Monitor stream
+// reads it.
+type Outbox interface {
 	// Reports yields the session's latest undelivered report.
 	Reports() <-chan *domain.Report
-	// Notify makes the session call f, which must not block, whenever a
-	// report is waiting in Reports or the session ended.
-	Notify(f func())
 	// Done is closed when the session ended; Err then says why.
 	Done() <-chan struct{}
 	// Err is the *domain.Error that ended the session (LEASE_EXPIRED,
 	// REPLACED, SHUTTING_DOWN, RESOURCE_EXHAUSTED), or nil.
 	Err() error
+}
+
+// Controls is what a router's frames do to its session, as the reader of
+// a Monitor stream applies them.
+type Controls interface {
 	// KeepAlive renews the lease; an error means the session has ended.
 	KeepAlive() error
 	// Update applies an update_config as a whole; INVALID_ARGUMENT leaves
@@ -58,6 +59,19 @@ type RouterSession interface {
 	// Reregister applies a second register on the same stream like Update;
 	// a different router_id is INVALID_ARGUMENT.
 	Reregister(routerID string, intervalMs, leaseMs int64) (session.Config, error)
+}
+
+// RouterSession is one router's live session as Registrar hands it to the
+// Monitor handler, which gives its Outbox to the stream's writer and its
+// Controls to the stream's reader; *fireloop.Subscription implements it.
+type RouterSession interface {
+	Outbox
+	Controls
+	// RouterID is the router_id the session registered with.
+	RouterID() string
+	// Notify makes the session call f, which must not block, whenever a
+	// report is waiting in Reports or the session ended.
+	Notify(f func())
 	// Close ends the session if it is still live; it never touches a
 	// session that replaced this one.
 	Close()
@@ -158,7 +172,7 @@ func (m *Monitor) serve(ctx context.Context, st *stream) error {
 		err := domain.Errorf(domain.CodeResourceExhausted,
 			"%d streams are waiting to register, the limit is %d (--max-pending-streams)", n-1, m.opts.MaxPendingStreams)
 		m.noteEnd(st, "", err)
-		return toConnectError(err)
+		return connectcode.ToConnect(err)
 	}
 	r, release := m.newReceiver(st)
 	defer release()
@@ -185,7 +199,7 @@ func (m *Monitor) serve(ctx context.Context, st *stream) error {
 	// session ends.
 	stall := m.opts.Stalls.Guard(ctx, loadmonitorv1connect.LoadMonitorServiceMonitorProcedure, st.Peer().Addr)
 	defer stall.Disarm()
-	w := newWriter(m, st, tr, sub, newOutFrame(ackFrame(cfg)), stall)
+	w := newWriter(m, st, tr, sub.RouterID(), sub, newOutFrame(ackFrame(cfg)), stall)
 	sub.Notify(w.kick)
 	w.kick()
 	return m.relay(ctx, st, tr, r, w, sub)

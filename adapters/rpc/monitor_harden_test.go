@@ -240,7 +240,7 @@ func (nopSource) Pull(context.Context) (domain.Snapshot, error) { return domain.
 // that never registered ends with SHUTTING_DOWN at Loop.Shutdown.
 func TestMonitorLoopShutdownBeforeRegister(t *testing.T) {
 	clk := porttest.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	loop, err := fireloop.New(fireloop.Options{Source: nopSource{}, Clock: clk})
+	loop, err := fireloop.New(fireloop.Options{Source: nopSource{}, Clock: clk, Builder: domain.ReportBuilder{StaleAfter: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

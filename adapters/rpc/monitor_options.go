@@ -77,18 +77,14 @@ type MonitorOptions struct {
 	Logger *slog.Logger
 }
 
-// Validate reports the first option that cannot work, naming its flag.
-func (o MonitorOptions) Validate() error {
-	_, err := o.withDefaults()
-	return err
-}
-
-// withDefaults validates o and fills in its zero fields.
+// withDefaults validates o and fills in its zero fields; its errors are
+// INVALID_ARGUMENT naming the option (domain.InvalidOption, the options'
+// names in kebab case).
 func (o MonitorOptions) withDefaults() (MonitorOptions, error) {
 	for _, c := range []struct {
-		flag  string
-		value any
-		bad   bool
+		option string
+		value  any
+		bad    bool
 	}{
 		{"first-frame-timeout", o.FirstFrameTimeout, o.FirstFrameTimeout < 0},
 		// NaN passes "< 0" and would turn the frame budget off; so would +Inf.
@@ -101,7 +97,7 @@ func (o MonitorOptions) withDefaults() (MonitorOptions, error) {
 		{"abuse-log-interval", o.AbuseLogInterval, o.AbuseLogInterval < 0},
 	} {
 		if c.bad {
-			return o, domain.Errorf(domain.CodeInvalidArgument, "--%s %v: want a finite value > 0 (0 takes the default)", c.flag, c.value)
+			return o, domain.InvalidOption(c.option, "%v: want a finite value > 0 (0 takes the default)", c.value)
 		}
 	}
 	o.FirstFrameTimeout = cmp.Or(o.FirstFrameTimeout, DefaultFirstFrameTimeout)

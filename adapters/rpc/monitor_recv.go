@@ -107,7 +107,7 @@ func inboundError(err error) error {
 // relay applies the router's frames to its session until stop (nil),
 // half-close (io.EOF), an invalid frame or over-budget stream (a
 // *domain.Error) or a transport error, and returns which.
-func (r *receiver) relay(sub RouterSession) error {
+func (r *receiver) relay(sub Controls) error {
 	for {
 		f, err := r.next()
 		if err != nil {

@@ -21,11 +21,13 @@ import (
 // the handler stops, the send in progress gets FinalWriteTimeout and no
 // more (bound), so a stream whose session is gone never outlives it.
 type writer struct {
-	m   *Monitor
-	st  *stream
-	tr  *transport
-	sub RouterSession
-	ack *outFrame // sent first, by the first drain; nil after
+	m  *Monitor
+	st *stream
+	tr *transport
+	// routerID names the stream's router in its last frame's log line.
+	routerID string
+	sub      Outbox
+	ack      *outFrame // sent first, by the first drain; nil after
 	// stall bounds each send, by its drain: a router whose keep_alives
 	// arrive but which takes no report holds no stream past it.
 	stall *StallGuard
@@ -40,8 +42,8 @@ type writer struct {
 	result   error         // what the handler returns then; written before finished closes
 }
 
-func newWriter(m *Monitor, st *stream, tr *transport, sub RouterSession, ack *outFrame, stall *StallGuard) *writer {
-	return &writer{m: m, st: st, tr: tr, sub: sub, ack: ack, stall: stall, finished: make(chan struct{})}
+func newWriter(m *Monitor, st *stream, tr *transport, routerID string, sub Outbox, ack *outFrame, stall *StallGuard) *writer {
+	return &writer{m: m, st: st, tr: tr, routerID: routerID, sub: sub, ack: ack, stall: stall, finished: make(chan struct{})}
 }
 
 // kick starts a drain unless one runs; if one runs and the session has
@@ -90,7 +92,7 @@ func (w *writer) drain() {
 		}
 		w.mu.Unlock()
 		if last { // end bounds its own send
-			w.finish(w.m.end(w.st, w.tr, w.sub.RouterID(), w.sub.Err()))
+			w.finish(w.m.end(w.st, w.tr, w.routerID, w.sub.Err()))
 			return
 		}
 		if bound {
@@ -107,7 +109,7 @@ func (w *writer) drain() {
 			if ended(w.sub) && w.sub.Err() != nil {
 				// Its last frame cannot reach a router that stopped
 				// reading, but the ending still counts, and is logged.
-				w.m.noteEnd(w.st, w.sub.RouterID(), w.sub.Err())
+				w.m.noteEnd(w.st, w.routerID, w.sub.Err())
 			}
 			w.finish(err)
 			return
@@ -191,7 +193,7 @@ func (w *writer) bound() {
 	w.tr.setWriteDeadline(time.Now().Add(w.m.opts.FinalWriteTimeout))
 }
 
-func ended(sub RouterSession) bool {
+func ended(sub Outbox) bool {
 	select {
 	case <-sub.Done():
 		return true

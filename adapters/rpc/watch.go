@@ -7,6 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/loadreporter/loadreporter/adapters/internal/connectcode"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/domain/session"
 	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
@@ -49,14 +50,14 @@ func (w *Watch) Watch(ctx context.Context, req *connect.Request[lrv1.WatchReques
 	}
 	interval, err := w.sub.Limits().Interval(ms)
 	if err != nil {
-		return toConnectError(err)
+		return connectcode.ToConnect(err)
 	}
 	sub, err := w.sub.Subscribe(session.Options{
 		Kind: session.KindWatch, Name: "watch " + req.Peer().Addr,
 		Config: session.Config{Interval: interval}, NoLease: true,
 	})
 	if err != nil {
-		return toConnectError(err)
+		return connectcode.ToConnect(err)
 	}
 	defer sub.Close()
 	for {
@@ -70,7 +71,7 @@ func (w *Watch) Watch(ctx context.Context, req *connect.Request[lrv1.WatchReques
 				return err
 			}
 		case <-sub.Done():
-			return toConnectError(sub.Err())
+			return connectcode.ToConnect(sub.Err())
 		case <-ctx.Done():
 			return nil
 		}

@@ -51,11 +51,11 @@ func serveChild(ctx context.Context, o options) error {
 	switch o.child {
 	case "ours":
 		c := app.DefaultConfig()
-		c.Listen = "127.0.0.1:0"
-		c.LogLevel = "error"
-		c.Limits.MaxSessions = max(c.Limits.MaxSessions, o.routers+10)
-		c.MaxStreamsPerConn = max(c.MaxStreamsPerConn, o.routers+10) // the join probe shares a connection
-		c.PhaseSlots = o.slots[0]
+		c.Server.Listen = "127.0.0.1:0"
+		c.Logs.LogLevel = "error"
+		c.Sessions.MaxSessions = max(c.Sessions.MaxSessions, o.routers+10)
+		c.Streams.Port.MaxStreamsPerConn = max(c.Streams.Port.MaxStreamsPerConn, o.routers+10) // the join probe shares a connection
+		c.Fire.PhaseSlots = o.slots[0]
 		m, err := app.InitializeMainWithEngine(c, app.Engine{Source: engine})
 		if err != nil {
 			return err

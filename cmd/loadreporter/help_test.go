@@ -112,7 +112,7 @@ func TestUnknownEnvironmentWarns(t *testing.T) {
 // TestDefaultHistoryInterval: what audit assumes when asking the database
 // directly is serve's default --history-interval (and the dashboard's).
 func TestDefaultHistoryInterval(t *testing.T) {
-	serve := app.DefaultConfig().HistoryInterval
+	serve := app.DefaultConfig().History.Interval
 	for what, d := range map[string]time.Duration{"audittable": audittable.DefaultHistoryInterval, "web": web.DefaultHistoryInterval} {
 		if d != serve {
 			t.Errorf("%s.DefaultHistoryInterval = %s, serve's default --history-interval %s", what, d, serve)

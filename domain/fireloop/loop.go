@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/audit"
 	"github.com/loadreporter/loadreporter/domain/session"
 	"github.com/loadreporter/loadreporter/ports"
 )
@@ -15,7 +16,14 @@ import (
 // DefaultPullBudget bounds one fire's pull, retry included.
 const DefaultPullBudget = time.Second
 
-// Options configure a Loop. Source, Clock and Builder are required.
+// MinHistoryInterval is the shortest HistoryInterval but 0: each recorded
+// report is a write, and audits count gaps against the interval, up to
+// audit.MaxGapInterval.
+const MinHistoryInterval = 10 * time.Millisecond
+
+// Options configure a Loop. Source, Clock and Builder (with a positive
+// StaleAfter) are required; New refuses what cannot work, naming the
+// option (domain.InvalidOption).
 type Options struct {
 	Source   ports.SnapshotSource
 	Clock    ports.Clock
@@ -92,16 +100,19 @@ func New(o Options) (*Loop, error) {
 		o.PullBudget = DefaultPullBudget
 	}
 	if o.PullBudget < 0 {
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "pull-budget must be > 0, got %s", o.PullBudget)
+		return nil, domain.InvalidOption("pull-budget", "%s: must be > 0 (0: %s)", o.PullBudget, DefaultPullBudget)
 	}
-	if o.Builder.StaleAfter < 0 {
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "stale-after must be ≥ 0, got %s", o.Builder.StaleAfter)
+	if o.Builder.StaleAfter <= 0 {
+		return nil, domain.InvalidOption("stale-after", "%s: must be > 0 (a report whose oldest rank is older is STALE; 0 would make every report STALE)", o.Builder.StaleAfter)
+	}
+	if err := o.Builder.Worker.Validate(); err != nil {
+		return nil, err
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.HistoryInterval < 0 {
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "history-interval must be ≥ 0 (0 turns history off), got %s", o.HistoryInterval)
+	if iv := o.HistoryInterval; iv < 0 || iv > 0 && (iv < MinHistoryInterval || iv > audit.MaxGapInterval) {
+		return nil, domain.InvalidOption("history-interval", "%s: want 0 (off), or from %s to %s", iv, MinHistoryInterval, audit.MaxGapInterval)
 	}
 	if o.History == nil {
 		o.HistoryInterval = 0

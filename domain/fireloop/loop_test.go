@@ -503,6 +503,33 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		!strings.Contains(err.Error(), "needs the aligned schedule") {
 		t.Fatalf("phase slots with anchored deadlines: %v", err)
 	}
+	// Each refusal names its option, for the composition root to map to
+	// its flag.
+	ok := domain.ReportBuilder{SourceInstanceID: "test", StaleAfter: time.Second}
+	for _, tc := range []struct {
+		option string
+		edit   func(*Options)
+	}{
+		{"stale-after", func(o *Options) { o.Builder.StaleAfter = 0 }},
+		{"pull-budget", func(o *Options) { o.PullBudget = -time.Second }},
+		{"history-interval", func(o *Options) { o.HistoryInterval = -time.Second }},
+		{"history-interval", func(o *Options) { o.HistoryInterval = time.Millisecond }},
+		{"history-interval", func(o *Options) { o.HistoryInterval = 25 * time.Hour }},
+		{"worker-addr", func(o *Options) { o.Builder.Worker.Addr = " w:1" }},
+		{"model", func(o *Options) { o.Builder.Worker.Model = "m\x00" }},
+		{"zone", func(o *Options) { o.Builder.Worker.Zone = "z\xff" }},
+		{"phase-slots", func(o *Options) { o.PhaseSlots = 101 }},
+		{"max-sessions", func(o *Options) { o.Limits = session.DefaultLimits(); o.Limits.MaxSessions = -1 }},
+	} {
+		o := Options{Source: h.engine, Clock: h.clock, Builder: ok}
+		tc.edit(&o)
+		if _, err := New(o); domain.FieldOf(err) != tc.option || domain.ErrorCode(err) != domain.CodeInvalidArgument {
+			t.Errorf("%s: %v, want INVALID_ARGUMENT naming it", tc.option, err)
+		}
+	}
+	if _, err := New(Options{Source: h.engine, Clock: h.clock, Builder: ok, HistoryInterval: MinHistoryInterval}); err != nil {
+		t.Errorf("the shortest history interval: %v", err)
+	}
 }
 
 // With phase slots, a fire serves only the routers of its phase: pulls are

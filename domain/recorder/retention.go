@@ -32,17 +32,19 @@ type RetentionOptions struct {
 	Logger  *slog.Logger
 }
 
-// RunRetention enforces retention at once and then every Every, until ctx
-// ends: it removes the reports recorded before now − Retention, calling
-// DeleteBefore until it returns 0, so each delete stays bounded. A failure
-// is logged and retried at the next round. It returns ctx's error, or an
-// InvalidArgument error for bad options.
-func RunRetention(ctx context.Context, o RetentionOptions) error {
+// Retention removes history older than its Retention, at once when it
+// runs and then every Every.
+type Retention struct{ o RetentionOptions }
+
+// NewRetention validates o and returns a Retention; nothing runs until
+// Run. Its errors are INVALID_ARGUMENT (history-retention names the
+// option).
+func NewRetention(o RetentionOptions) (*Retention, error) {
 	if o.Store == nil || o.Clock == nil {
-		return domain.Errorf(domain.CodeInvalidArgument, "history retention needs a store and a clock")
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "history retention needs a store and a clock")
 	}
 	if o.Retention <= 0 {
-		return domain.Errorf(domain.CodeInvalidArgument, "history-retention must be > 0, got %s", o.Retention)
+		return nil, domain.InvalidOption("history-retention", "%s: must be > 0 (no retention keeps everything)", o.Retention)
 	}
 	if o.Every <= 0 {
 		o.Every = DefaultRetentionEvery
@@ -53,6 +55,26 @@ func RunRetention(ctx context.Context, o RetentionOptions) error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	return &Retention{o: o}, nil
+}
+
+// RunRetention is NewRetention's Run: it returns ctx's error, or an
+// InvalidArgument error for bad options.
+func RunRetention(ctx context.Context, o RetentionOptions) error {
+	r, err := NewRetention(o)
+	if err != nil {
+		return err
+	}
+	return r.Run(ctx)
+}
+
+// Run enforces retention at once and then every Every, until ctx ends:
+// it removes the reports recorded before now − Retention, calling
+// DeleteBefore until it returns 0, so each delete stays bounded. A
+// failure is logged and retried at the next round. It returns ctx's
+// error.
+func (r *Retention) Run(ctx context.Context) error {
+	o := r.o
 	for {
 		n, err := Prune(ctx, o.Store, o.Clock.Now().Add(-o.Retention), o.Limit)
 		if ctx.Err() != nil {

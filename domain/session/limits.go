@@ -47,29 +47,28 @@ func DefaultLimits() Limits {
 	}
 }
 
-// Validate reports a misconfiguration, naming the flag at fault.
+// Validate reports a misconfiguration, naming the limit at fault as an
+// option (domain.InvalidOption).
 func (l Limits) Validate() error {
 	switch {
 	case l.MinInterval < time.Millisecond || l.MinInterval%time.Millisecond != 0:
-		return domain.Errorf(domain.CodeInvalidArgument,
-			"min-report-interval must be a whole number of milliseconds, at least 1ms (routers ask in ms), got %s", l.MinInterval)
+		return domain.InvalidOption("min-report-interval", "%s: must be a whole number of milliseconds, at least 1ms (routers ask in ms)", l.MinInterval)
 	case l.MaxInterval%time.Millisecond != 0:
-		return domain.Errorf(domain.CodeInvalidArgument,
-			"max-report-interval must be a whole number of milliseconds (routers ask in ms), got %s", l.MaxInterval)
+		return domain.InvalidOption("max-report-interval", "%s: must be a whole number of milliseconds (routers ask in ms)", l.MaxInterval)
 	case l.MaxInterval > MaxLimit:
-		return domain.Errorf(domain.CodeInvalidArgument, "max-report-interval must be at most %s, got %s", MaxLimit, l.MaxInterval)
+		return domain.InvalidOption("max-report-interval", "%s: must be at most %s", l.MaxInterval, MaxLimit)
 	case l.MaxInterval < l.MinInterval:
-		return domain.Errorf(domain.CodeInvalidArgument, "max-report-interval %s is below --min-report-interval %s", l.MaxInterval, l.MinInterval)
+		return domain.InvalidOption("max-report-interval", "%s is below min-report-interval %s", l.MaxInterval, l.MinInterval)
 	case l.MinLease <= 0:
-		return domain.Errorf(domain.CodeInvalidArgument, "min-lease must be > 0, got %s", l.MinLease)
+		return domain.InvalidOption("min-lease", "%s: must be > 0", l.MinLease)
 	case l.MaxLease > MaxLimit:
-		return domain.Errorf(domain.CodeInvalidArgument, "max-lease must be at most %s, got %s", MaxLimit, l.MaxLease)
+		return domain.InvalidOption("max-lease", "%s: must be at most %s", l.MaxLease, MaxLimit)
 	case l.MaxLease < l.MinLease:
-		return domain.Errorf(domain.CodeInvalidArgument, "max-lease %s is below --min-lease %s", l.MaxLease, l.MinLease)
+		return domain.InvalidOption("max-lease", "%s is below min-lease %s", l.MaxLease, l.MinLease)
 	case l.MaxSessions <= 0:
-		return domain.Errorf(domain.CodeInvalidArgument, "max-sessions must be > 0, got %d", l.MaxSessions)
+		return domain.InvalidOption("max-sessions", "%d: must be > 0", l.MaxSessions)
 	case l.MaxWatchSessions <= 0:
-		return domain.Errorf(domain.CodeInvalidArgument, "max-watch-sessions must be > 0, got %d", l.MaxWatchSessions)
+		return domain.InvalidOption("max-watch-sessions", "%d: must be > 0", l.MaxWatchSessions)
 	}
 	return nil
 }

@@ -107,7 +107,7 @@ func TestLimitsValidate(t *testing.T) {
 	} {
 		l := DefaultLimits()
 		tc.set(&l)
-		if err := l.Validate(); err == nil || !strings.Contains(domain.ErrorMessage(err), tc.flag+" must be at most 24h") {
+		if err := l.Validate(); err == nil || domain.FieldOf(err) != tc.flag || !strings.Contains(domain.ErrorMessage(err), "must be at most 24h") {
 			t.Errorf("%s over %s: %v", tc.flag, MaxLimit, err)
 		}
 	}

@@ -103,8 +103,8 @@ func TestGridValidate(t *testing.T) {
 		{Grid{Schedule: Aligned}, ""},
 		{Grid{Schedule: Anchored, PhaseSlots: 1}, ""},
 		{Grid{Schedule: Aligned, PhaseSlots: MaxPhaseSlots}, ""},
-		{Grid{Schedule: Aligned, PhaseSlots: -1}, "phase-slots must be in [1, 100], got -1"},
-		{Grid{Schedule: Aligned, PhaseSlots: MaxPhaseSlots + 1}, "got 101"},
+		{Grid{Schedule: Aligned, PhaseSlots: -1}, "phase-slots -1: must be in [1, 100]"},
+		{Grid{Schedule: Aligned, PhaseSlots: MaxPhaseSlots + 1}, "phase-slots 101:"},
 		{Grid{Schedule: Anchored, PhaseSlots: 4}, "needs the aligned schedule"},
 	} {
 		err := c.g.Validate()

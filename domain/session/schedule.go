@@ -47,10 +47,10 @@ type Grid struct {
 // Validate checks g's phase slots against its schedule.
 func (g Grid) Validate() error {
 	if g.PhaseSlots < 0 || g.PhaseSlots > MaxPhaseSlots {
-		return domain.Errorf(domain.CodeInvalidArgument, "phase-slots must be in [1, %d], got %d", MaxPhaseSlots, g.PhaseSlots)
+		return domain.InvalidOption("phase-slots", "%d: must be in [1, %d] (0: 1, one shared grid)", g.PhaseSlots, MaxPhaseSlots)
 	}
 	if g.PhaseSlots > 1 && g.Schedule != Aligned {
-		return domain.Errorf(domain.CodeInvalidArgument, "phase-slots %d needs the aligned schedule; %s deadlines follow each registration", g.PhaseSlots, g.Schedule)
+		return domain.InvalidOption("phase-slots", "%d needs the aligned schedule; %s deadlines follow each registration", g.PhaseSlots, g.Schedule)
 	}
 	return nil
 }
@@ -71,7 +71,7 @@ func ParseSchedule(s string) (Schedule, error) {
 	case "anchored":
 		return Anchored, nil
 	}
-	return 0, domain.Errorf(domain.CodeInvalidArgument, "schedule %q: want aligned or anchored", s)
+	return 0, domain.InvalidOption("schedule", "%q: want aligned or anchored", s)
 }
 
 // afterReport returns the deadline that follows a report delivered at

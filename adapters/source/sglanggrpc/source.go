@@ -20,6 +20,9 @@ import (
 	"github.com/loadreporter/loadreporter/ports"
 )
 
+// Name is the source's name, the --source value that selects it.
+const Name = "sglang-grpc"
+
 // DefaultMaxMessageBytes bounds a GetLoads response when
 // Options.MaxMessageBytes is 0. A core SchedulerLoad is under a hundred
 // bytes, so 1 MiB leaves room for thousands of ranks while keeping a
@@ -164,7 +167,7 @@ func parseTarget(raw string) (string, error) {
 func (s *Source) Target() string { return s.target }
 
 // String describes the source for logs; it never shows the API key.
-func (s *Source) String() string { return "sglang-grpc " + s.target }
+func (s *Source) String() string { return Name + " " + s.target }
 
 // Close drops idle connections of the client the Source made itself; a
 // caller-supplied Client is left alone.

@@ -26,4 +26,8 @@
 // transports to routers. Whether a well-formed snapshot is consistent
 // (negative counters, used > max, duplicate or missing ranks) is judged by
 // domain.ValidateSnapshot, not here.
+//
+// Name, Options and New are its row in serve's source registry
+// (cmd/loadreporter/app/sources.go; docs/adding-a-source.md); it has no
+// flags beyond the engine settings every source shares.
 package sglanghttp

@@ -9,6 +9,9 @@ import (
 	"github.com/loadreporter/loadreporter/ports"
 )
 
+// Name is the source's name, the --source value that selects it.
+const Name = "sglang-http"
+
 // DefaultMaxBodyBytes bounds a response body when Options.MaxBodyBytes is 0.
 // A core response is well under a kilobyte per rank, so 1 MiB leaves room for
 // hundreds of ranks and the optional sections while keeping a misbehaving
@@ -53,7 +56,7 @@ func New(o Options) (*Source, error) {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	f, err := httpfetch.New(httpfetch.Options{
-		Name:    "sglang-http",
+		Name:    Name,
 		BaseURL: o.BaseURL, URLFlag: "--engine-url", Example: "http://127.0.0.1:30000", Peer: "engine",
 		Path: loadsPath, Query: "include=core",
 		APIKey: o.APIKey, APIKeyFlag: "--engine-api-key",

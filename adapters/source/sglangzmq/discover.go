@@ -32,7 +32,7 @@ type discoverer struct {
 
 func newDiscoverer(c config) (*discoverer, error) {
 	f, err := httpfetch.New(httpfetch.Options{
-		Name:    "sglang-zmq",
+		Name:    Name,
 		BaseURL: c.EngineURL, URLFlag: "--engine-url", Example: "http://127.0.0.1:30000", Peer: "engine",
 		Path:   serverInfoPath,
 		APIKey: c.APIKey, APIKeyFlag: "--engine-api-key",

@@ -225,7 +225,7 @@ func TestNewErrors(t *testing.T) {
 		{"negative interval", Options{Endpoint: "tcp://h:1", DPSize: 1, Detail: detail, ResubscribeAfter: -1},
 			"sglang-zmq intervals must be ≥ 0"},
 		{"negative max running", Options{Endpoint: "tcp://h:1", DPSize: 1, MaxRunningRequests: -1},
-			"max running requests must be ≥ 0, got -1"},
+			"--zmq-max-running-requests -1: must not be negative (0: unknown)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

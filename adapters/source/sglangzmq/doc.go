@@ -78,4 +78,9 @@
 // business). Whether a snapshot is consistent (negative counters, used >
 // max, duplicate or missing ranks) is judged by domain.ValidateSnapshot,
 // not here.
+//
+// Name, Options (with RegisterFlags declaring its own flags,
+// --zmq-endpoint, --zmq-max-running-requests and --detail-interval) and
+// New are its row in serve's source registry
+// (cmd/loadreporter/app/sources.go; docs/adding-a-source.md).
 package sglangzmq

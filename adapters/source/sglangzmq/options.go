@@ -1,6 +1,7 @@
 package sglangzmq
 
 import (
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +12,9 @@ import (
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/ports"
 )
+
+// Name is the source's name, the --source value that selects it.
+const Name = "sglang-zmq"
 
 // Defaults for unset Options.
 const (
@@ -166,7 +170,7 @@ func newConfig(o Options) (config, error) {
 	case o.DetailMaxAge < 0 || o.ReconnectInterval < 0 || o.ResubscribeAfter < 0 || o.DiscoveryRetry < 0:
 		return c, domain.Errorf(domain.CodeInvalidArgument, "sglang-zmq intervals must be ≥ 0")
 	case o.MaxRunningRequests < 0:
-		return c, domain.Errorf(domain.CodeInvalidArgument, "max running requests must be ≥ 0, got %d", o.MaxRunningRequests)
+		return c, domain.Errorf(domain.CodeInvalidArgument, "--zmq-max-running-requests %d: must not be negative (0: unknown)", o.MaxRunningRequests)
 	}
 	if c.DetailMaxAge == 0 {
 		c.DetailMaxAge = detailMaxAgeFactor * c.DetailInterval
@@ -236,4 +240,18 @@ func (e endpoints) String() string {
 		return e.endpoint(0)
 	}
 	return fmt.Sprintf("%s..%d", e.endpoint(0), e.base+e.size-1)
+}
+
+// RegisterFlags declares the source's own flags on fs, into o, with o's
+// values as defaults: --zmq-endpoint, --zmq-max-running-requests and
+// --detail-interval. --engine-url, --engine-api-key, --dp-size and
+// --max-dp-size are every engine source's and belong to the caller, as
+// does the detail source itself (Detail).
+func (o *Options) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Endpoint, "zmq-endpoint", o.Endpoint,
+		"sglang-zmq: rank 0's load socket tcp://HOST:BASE (rank r at BASE+r; needs --dp-size); empty: found through --engine-url's /server_info")
+	fs.Int64Var(&o.MaxRunningRequests, "zmq-max-running-requests", o.MaxRunningRequests,
+		"sglang-zmq: the engine's --max-running-requests, used until the /v1/loads detail pull gives it (LoadStat does not carry it; 0: unknown, and a rank with running requests is unreachable until then)")
+	fs.DurationVar(&o.DetailInterval, "detail-interval", o.DetailInterval,
+		"sglang-zmq: how often the fields LoadStat lacks are pulled from --engine-url's /v1/loads (0: off, they stay 0)")
 }

@@ -189,7 +189,7 @@ const silentAfterBadMessage = time.Second
 // ended.
 func (s *Source) Pull(ctx context.Context) (domain.Snapshot, error) {
 	if err := ctx.Err(); err != nil {
-		return domain.Snapshot{}, domain.PullEnded("sglang-zmq", err, 0)
+		return domain.Snapshot{}, domain.PullEnded(Name, err, 0)
 	}
 	now := s.cfg.Clock.Now()
 	s.mu.Lock()

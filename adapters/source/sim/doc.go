@@ -4,4 +4,8 @@
 // run time so every report status can be shown without an engine.
 //
 // It must not know about the fire loop, sessions or transports.
+//
+// Name, Options (with RegisterFlags declaring its own flags, --sim-mode
+// and --sim-seed) and New are its row in serve's source registry
+// (cmd/loadreporter/app/sources.go; docs/adding-a-source.md).
 package sim

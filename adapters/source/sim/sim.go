@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -13,6 +14,9 @@ import (
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/ports"
 )
+
+// Name is the source's name, the --source value that selects it.
+const Name = "sim"
 
 // DefaultRanks is the simulated engine's rank count.
 const DefaultRanks = 4
@@ -40,9 +44,28 @@ func Modes() []Mode { return []Mode{ModeNormal, ModeStall, ModeError, ModeHang, 
 
 // Options configure the simulated engine.
 type Options struct {
+	// Ranks is the rank count (the --dp-size flag); 0 means DefaultRanks.
 	Ranks int
+	// Clock stamps the snapshots. Required.
 	Clock ports.Clock
-	Seed  uint64
+	// Seed seeds the drift of the load (the --sim-seed flag).
+	Seed uint64
+	// Mode is the mode to start in, as SetMode takes it (the --sim-mode
+	// flag); empty means ModeNormal.
+	Mode string
+}
+
+// RegisterFlags declares the source's own flags on fs, into o, with o's
+// values as defaults: --sim-mode and --sim-seed. --dp-size is every
+// source's and belongs to the caller.
+func (o *Options) RegisterFlags(fs *flag.FlagSet) {
+	def := o.Mode
+	if def == "" {
+		def = string(ModeNormal)
+	}
+	o.Mode = def
+	fs.StringVar(&o.Mode, "sim-mode", o.Mode, "sim source start mode: normal, stall, error, hang, garbage")
+	fs.Uint64Var(&o.Seed, "sim-seed", o.Seed, "sim source random seed")
 }
 
 // Source is the simulated engine.
@@ -70,7 +93,7 @@ func New(o Options) (*Source, error) {
 		o.Ranks = DefaultRanks
 	}
 	if o.Ranks < 0 || o.Ranks > 1024 {
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "sim ranks %d: want 1..1024", o.Ranks)
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "--dp-size %d: the sim source simulates 1 to 1024 ranks (0: %d)", o.Ranks, DefaultRanks)
 	}
 	if o.Clock == nil {
 		return nil, domain.Errorf(domain.CodeInvalidArgument, "sim needs a clock")
@@ -78,6 +101,11 @@ func New(o Options) (*Source, error) {
 	s := &Source{clock: o.Clock, rng: rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15)), mode: ModeNormal}
 	s.resize(o.Ranks)
 	s.last = o.Clock.Now()
+	if o.Mode != "" {
+		if err := s.SetMode(o.Mode); err != nil {
+			return nil, domain.Errorf(domain.CodeInvalidArgument, "--sim-mode: %s", domain.ErrorMessage(err))
+		}
+	}
 	return s, nil
 }
 
@@ -138,8 +166,9 @@ func (s *Source) Pull(ctx context.Context) (domain.Snapshot, error) {
 	s.mu.Unlock()
 	switch mode {
 	case ModeHang:
+		began := s.clock.Now()
 		<-ctx.Done()
-		return domain.Snapshot{}, ctx.Err()
+		return domain.Snapshot{}, domain.PullEnded("simulated engine (sim mode hang)", ctx.Err(), s.clock.Now().Sub(began))
 	case ModeError:
 		return domain.Snapshot{}, domain.Errorf(domain.CodeSourceFailed, "simulated engine error (sim mode error)")
 	}

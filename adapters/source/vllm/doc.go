@@ -47,4 +47,9 @@
 // transports to routers. Whether a snapshot is consistent (negative or NaN
 // values, usage above the maximum, missing ranks) is judged by
 // domain.ValidateSnapshot, not here.
+//
+// Name, Options (with RegisterFlags declaring its own flags,
+// --vllm-max-running-requests and --vllm-max-total-num-tokens) and New
+// are its row in serve's source registry
+// (cmd/loadreporter/app/sources.go; docs/adding-a-source.md).
 package vllm

@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"context"
+	"flag"
 	"net/http"
 	"sync"
 	"time"
@@ -10,6 +11,9 @@ import (
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/ports"
 )
+
+// Name is the source's name, the --source value that selects it.
+const Name = "vllm-metrics"
 
 // DefaultMaxBodyBytes bounds a response body when Options.MaxBodyBytes is 0.
 // A vLLM /metrics page with a few engines is tens of kilobytes, mostly
@@ -44,12 +48,13 @@ type Options struct {
 	MaxBodyBytes int64
 	// MaxRunningRequests is reported as every rank's max_running_requests,
 	// because vLLM does not publish it: set it to the server's
-	// --max-num-seqs. 0 means DefaultMaxRunningRequests.
+	// --max-num-seqs (the --vllm-max-running-requests flag). 0 means
+	// DefaultMaxRunningRequests.
 	MaxRunningRequests int64
 	// MaxTotalNumTokens is a rank's KV capacity in tokens (vLLM's
 	// num_gpu_blocks × block_size), for ranks whose vllm:cache_config_info
 	// does not give it (older vLLM, or before the cache is allocated). 0
-	// leaves it unknown.
+	// leaves it unknown (the --vllm-max-total-num-tokens flag).
 	MaxTotalNumTokens int64
 	// Clock times scrapes for the throughput rate; nil means the system
 	// clock.
@@ -76,7 +81,7 @@ func New(o Options) (*Source, error) {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	f, err := httpfetch.New(httpfetch.Options{
-		Name:    "vllm-metrics",
+		Name:    Name,
 		BaseURL: o.BaseURL, URLFlag: "--engine-url", Example: "http://127.0.0.1:8000", Peer: "server",
 		Path:   metricsPath,
 		APIKey: o.APIKey, APIKeyFlag: "--engine-api-key",
@@ -90,14 +95,15 @@ func New(o Options) (*Source, error) {
 	}
 	if o.MaxRunningRequests < 0 {
 		_ = f.Close()
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "vllm-metrics max running requests (vLLM's --max-num-seqs) must be > 0, got %d", o.MaxRunningRequests)
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "--vllm-max-running-requests %d: must not be negative (0: %d, vLLM's default --max-num-seqs)",
+			o.MaxRunningRequests, DefaultMaxRunningRequests)
 	}
 	if o.MaxRunningRequests == 0 {
 		o.MaxRunningRequests = DefaultMaxRunningRequests
 	}
 	if o.MaxTotalNumTokens < 0 {
 		_ = f.Close()
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "vllm-metrics max total num tokens (num_gpu_blocks × block_size) must not be negative, got %d", o.MaxTotalNumTokens)
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "--vllm-max-total-num-tokens %d: must not be negative (0: unknown)", o.MaxTotalNumTokens)
 	}
 	s := &Source{fetch: f, maxRunning: o.MaxRunningRequests, maxTokens: o.MaxTotalNumTokens, now: time.Now}
 	if o.Clock != nil {
@@ -148,4 +154,15 @@ func (s *Source) Pull(ctx context.Context) (domain.Snapshot, error) {
 		ranks[i] = e.rankLoad(s.maxRunning, prev[e.rank], cur[e.rank])
 	}
 	return domain.Snapshot{Ranks: ranks}, nil
+}
+
+// RegisterFlags declares the source's own flags on fs, into o, with o's
+// values as defaults: --vllm-max-running-requests and
+// --vllm-max-total-num-tokens. --engine-url and --engine-api-key are
+// every engine source's and belong to the caller.
+func (o *Options) RegisterFlags(fs *flag.FlagSet) {
+	fs.Int64Var(&o.MaxRunningRequests, "vllm-max-running-requests", o.MaxRunningRequests,
+		"vllm-metrics: the server's --max-num-seqs (vLLM does not publish it; 0: 256)")
+	fs.Int64Var(&o.MaxTotalNumTokens, "vllm-max-total-num-tokens", o.MaxTotalNumTokens,
+		"vllm-metrics: each engine's KV capacity in tokens, num_gpu_blocks × block_size (vLLM logs it at start as \"GPU KV cache size: N tokens\"), for engines whose vllm:cache_config_info does not give it (0: unknown, sent as max_total_num_tokens 0)")
 }

@@ -455,7 +455,7 @@ func TestNew(t *testing.T) {
 		{name: "key with newline", opts: Options{BaseURL: "http://127.0.0.1:8000", APIKey: "a\r\nb"}, wantErr: "--engine-api-key contains a control character"},
 		{name: "negative body bound", opts: Options{BaseURL: "http://127.0.0.1:8000", MaxBodyBytes: -1}, wantErr: "vllm-metrics max body bytes must be > 0, got -1"},
 		{name: "negative max running", opts: Options{BaseURL: "http://127.0.0.1:8000", MaxRunningRequests: -1},
-			wantErr: "vllm-metrics max running requests (vLLM's --max-num-seqs) must be > 0, got -1"},
+			wantErr: "--vllm-max-running-requests -1: must not be negative (0: 256, vLLM's default --max-num-seqs)"},
 		{name: "body bound named before max running", opts: Options{BaseURL: "http://127.0.0.1:8000", MaxBodyBytes: -1, MaxRunningRequests: -1},
 			wantErr: "vllm-metrics max body bytes must be > 0, got -1"},
 	}

@@ -44,12 +44,16 @@ var (
 	_ ports.HistoryChart = (*Store)(nil)
 )
 
-// New returns an empty Store. A Capacity ≤ 0 takes the default.
-func New(o Options) *Store {
-	if o.Capacity <= 0 {
+// New returns an empty Store. A Capacity of 0 takes the default; a
+// negative one is INVALID_ARGUMENT naming the option (capacity).
+func New(o Options) (*Store, error) {
+	switch {
+	case o.Capacity < 0:
+		return nil, domain.InvalidOption("capacity", "%d: must be > 0 (0: %d)", o.Capacity, DefaultCapacity)
+	case o.Capacity == 0:
 		o.Capacity = DefaultCapacity
 	}
-	return &Store{capacity: o.Capacity, seen: map[identity]struct{}{}}
+	return &Store{capacity: o.Capacity, seen: map[identity]struct{}{}}, nil
 }
 
 // Len returns the number of reports held.

@@ -14,7 +14,7 @@ import (
 )
 
 func TestHistoryContract(t *testing.T) {
-	porttest.HistoryStore(t, func(t *testing.T) porttest.Store { return memory.New(memory.Options{}) })
+	porttest.HistoryStore(t, func(t *testing.T) porttest.Store { return newStore(t, memory.Options{}) })
 }
 
 func rep(seq int, at time.Time) *domain.Report {
@@ -27,7 +27,7 @@ func rep(seq int, at time.Time) *domain.Report {
 
 func TestEvictsOldestFirst(t *testing.T) {
 	ctx := t.Context()
-	s := memory.New(memory.Options{Capacity: 5})
+	s := newStore(t, memory.Options{Capacity: 5})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var batch []*domain.Report
 	for i := range 8 {
@@ -61,7 +61,7 @@ func TestEvictsOldestFirst(t *testing.T) {
 }
 
 func TestDefaultCapacity(t *testing.T) {
-	s := memory.New(memory.Options{})
+	s := newStore(t, memory.Options{})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	batch := make([]*domain.Report, 0, 1000)
 	for i := range memory.DefaultCapacity + 1000 {
@@ -82,7 +82,7 @@ func TestDefaultCapacity(t *testing.T) {
 func TestConcurrentReadersAndWriters(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	s := memory.New(memory.Options{Capacity: 500})
+	s := newStore(t, memory.Options{Capacity: 500})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	w := audit.Window{Since: t0, Until: t0.Add(time.Hour)}
 	var wg sync.WaitGroup
@@ -120,7 +120,7 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 }
 
 func TestChartCountsTheWindowUpToItsBudget(t *testing.T) {
-	s := memory.New(memory.Options{})
+	s := newStore(t, memory.Options{})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var batch []*domain.Report
 	for i := range 300 { // one report every 2 s for 10 min
@@ -168,5 +168,26 @@ func TestChartCountsTheWindowUpToItsBudget(t *testing.T) {
 	}
 	if _, err := s.Chart(t.Context(), audit.ChartQuery{Window: q.Window}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
 		t.Errorf("no buckets: %v, want INVALID_ARGUMENT", err)
+	}
+}
+
+// newStore is memory.New for options the test knows to be good.
+func newStore(t testing.TB, o memory.Options) *memory.Store {
+	t.Helper()
+	s, err := memory.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestNewRefusesANegativeCapacity: a negative capacity is refused,
+// naming the option; 0 takes the default.
+func TestNewRefusesANegativeCapacity(t *testing.T) {
+	if _, err := memory.New(memory.Options{Capacity: -1}); domain.FieldOf(err) != "capacity" {
+		t.Errorf("capacity -1: %v, want INVALID_ARGUMENT naming capacity", err)
+	}
+	if _, err := memory.New(memory.Options{}); err != nil {
+		t.Errorf("capacity 0: %v", err)
 	}
 }

@@ -37,74 +37,57 @@ func analyze(ctx context.Context, t testing.TB, db postgres.DB, table string) {
 	}
 }
 
-// printSizes prints the size on disk of each layout's tables, indexes
+// printSizes prints the size on disk of the store's tables, indexes
 // included.
-func printSizes(ctx context.Context, t testing.TB, out io.Writer, now, old postgres.DB) {
-	for _, l := range []struct {
-		name string
-		db   postgres.DB
-	}{{"0001 layout", old}, {"0003 layout", now}} {
-		tx, err := l.db.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var parts []string
-		rows, err := tx.Query(ctx, `
-			SELECT p.relname::text, pg_size_pretty(sum(pg_total_relation_size(c.oid)))
-			FROM pg_class p JOIN pg_inherits i ON i.inhparent = p.oid JOIN pg_class c ON c.oid = i.inhrelid
-			WHERE p.relkind = 'p' AND p.relnamespace = current_schema()::regnamespace
-			GROUP BY p.relname ORDER BY p.relname`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var name, size string
-			if err := rows.Scan(&name, &size); err != nil {
-				t.Fatal(err)
-			}
-			parts = append(parts, name+" "+size)
-		}
-		_ = tx.Rollback(ctx)
-		fmt.Fprintf(out, "size, %s: %s\n", l.name, strings.Join(parts, ", "))
+func printSizes(ctx context.Context, t testing.TB, out io.Writer, db postgres.DB) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var parts []string
+	rows, err := tx.Query(ctx, `
+		SELECT p.relname::text, pg_size_pretty(sum(pg_total_relation_size(c.oid)))
+		FROM pg_class p JOIN pg_inherits i ON i.inhparent = p.oid JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE p.relkind = 'p' AND p.relnamespace = current_schema()::regnamespace
+		GROUP BY p.relname ORDER BY p.relname`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name, size string
+		if err := rows.Scan(&name, &size); err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, name+" "+size)
+	}
+	fmt.Fprintf(out, "size: %s\n", strings.Join(parts, ", "))
 }
 
 // benchQuery is one audit query, asked of a store; it returns how many
-// rows the answer has and a description to compare the layouts' answers.
+// rows the answer has.
 type benchQuery struct {
 	name, scope string
-	run         func(ctx context.Context, s ports.HistoryQuery) (int, string, error)
+	run         func(ctx context.Context, s ports.HistoryQuery) (int, error)
 }
 
-// benchQueries times every query in both layouts (the median of
-// -bench-repeat runs) and says whether they answer the same.
-func benchQueries(ctx context.Context, b *testing.B, out io.Writer, now, old ports.HistoryQuery) {
-	fmt.Fprintf(out, "%-42s %-11s %23s %23s\n", "query (median of "+fmt.Sprint(*benchRepeat)+" runs)", "scope", "0001 layout", "0003 layout")
+// benchQueries times every query (the median of -bench-repeat runs).
+func benchQueries(ctx context.Context, b *testing.B, out io.Writer, s ports.HistoryQuery) {
+	fmt.Fprintf(out, "%-42s %-11s %23s\n", "query (median of "+fmt.Sprint(*benchRepeat)+" runs)", "scope", "time")
 	for _, q := range benchQueryList() {
-		var times [2]time.Duration
-		var rows [2]int
-		var answers [2]string
-		for i, s := range []ports.HistoryQuery{old, now} {
-			var ds []time.Duration
-			for range max(*benchRepeat, 1) {
-				began := time.Now()
-				n, answer, err := q.run(ctx, s)
-				ds = append(ds, time.Since(began))
-				if err != nil {
-					b.Fatalf("%s, %s: %v", q.name, q.scope, err)
-				}
-				rows[i], answers[i] = n, answer
+		var ds []time.Duration
+		var rows int
+		for range max(*benchRepeat, 1) {
+			began := time.Now()
+			n, err := q.run(ctx, s)
+			ds = append(ds, time.Since(began))
+			if err != nil {
+				b.Fatalf("%s, %s: %v", q.name, q.scope, err)
 			}
-			slices.Sort(ds)
-			times[i] = ds[len(ds)/2]
+			rows = n
 		}
-		same := "same answer"
-		if answers[0] != answers[1] {
-			same = "DIFFERENT ANSWER"
-			b.Errorf("%s, %s: the layouts answer differently:\n0001: %s\n0003: %s", q.name, q.scope, answers[0], answers[1])
-		}
-		fmt.Fprintf(out, "%-42s %-11s %5d rows %12s %5d rows %12s  %s\n", q.name, q.scope,
-			rows[0], times[0].Round(10*time.Microsecond), rows[1], times[1].Round(10*time.Microsecond), same)
+		slices.Sort(ds)
+		fmt.Fprintf(out, "%-42s %-11s %5d rows %12s\n", q.name, q.scope, rows, ds[len(ds)/2].Round(10*time.Microsecond))
 	}
 }
 
@@ -123,60 +106,40 @@ func benchQueryList() []benchQuery {
 	}{{"one worker", one}, {"fleet", nil}} {
 		w := sc.workers
 		qs = append(qs,
-			benchQuery{"reports, first page of 100", sc.scope, func(ctx context.Context, s ports.HistoryQuery) (int, string, error) {
+			benchQuery{"reports, first page of 100", sc.scope, func(ctx context.Context, s ports.HistoryQuery) (int, error) {
 				p, err := s.Reports(ctx, audit.ReportsQuery{Window: all, Workers: w})
-				return len(p.Reports), describeReports(p.Reports), err
+				return len(p.Reports), err
 			}},
-			benchQuery{"reports, newest first, page of 100", sc.scope, func(ctx context.Context, s ports.HistoryQuery) (int, string, error) {
+			benchQuery{"reports, newest first, page of 100", sc.scope, func(ctx context.Context, s ports.HistoryQuery) (int, error) {
 				p, err := s.Reports(ctx, audit.ReportsQuery{Window: all, Workers: w, Descending: true})
-				return len(p.Reports), describeReports(p.Reports), err
+				return len(p.Reports), err
 			}},
-			benchQuery{"reports, UNREACHABLE, page of 1000", sc.scope, func(ctx context.Context, s ports.HistoryQuery) (int, string, error) {
+			benchQuery{"reports, UNREACHABLE, page of 1000", sc.scope, func(ctx context.Context, s ports.HistoryQuery) (int, error) {
 				p, err := s.Reports(ctx, audit.ReportsQuery{Window: all, Workers: w, Statuses: []domain.Status{domain.StatusUnreachable}, Limit: 1000})
-				return len(p.Reports), describeReports(p.Reports), err
+				return len(p.Reports), err
 			}},
-			benchQuery{"outages", sc.scope, func(ctx context.Context, s ports.HistoryQuery) (int, string, error) {
+			benchQuery{"outages", sc.scope, func(ctx context.Context, s ports.HistoryQuery) (int, error) {
 				o, err := s.Outages(ctx, audit.OutagesQuery{Window: all, Workers: w, Limit: audit.MaxLimit})
-				return len(o.Outages), fmt.Sprintf("%+v", o), err
+				return len(o.Outages), err
 			}},
-			benchQuery{"rank stats", sc.scope, func(ctx context.Context, s ports.HistoryQuery) (int, string, error) {
+			benchQuery{"rank stats", sc.scope, func(ctx context.Context, s ports.HistoryQuery) (int, error) {
 				st, err := s.RankStats(ctx, audit.RankStatsQuery{Window: all, Workers: w, Limit: audit.MaxLimit})
-				return len(st.Stats), describeStats(st), err
+				return len(st.Stats), err
 			}},
-			benchQuery{"rank stats, last hour", sc.scope, func(ctx context.Context, s ports.HistoryQuery) (int, string, error) {
+			benchQuery{"rank stats, last hour", sc.scope, func(ctx context.Context, s ports.HistoryQuery) (int, error) {
 				st, err := s.RankStats(ctx, audit.RankStatsQuery{Window: hour, Workers: w, Limit: audit.MaxLimit})
-				return len(st.Stats), describeStats(st), err
+				return len(st.Stats), err
 			}},
-			benchQuery{"gaps and restarts", sc.scope, func(ctx context.Context, s ports.HistoryQuery) (int, string, error) {
+			benchQuery{"gaps and restarts", sc.scope, func(ctx context.Context, s ports.HistoryQuery) (int, error) {
 				g, err := s.Gaps(ctx, audit.GapsQuery{Window: all, Workers: w, Interval: time.Second, Limit: audit.MaxLimit})
-				return len(g.Gaps) + len(g.Restarts), fmt.Sprintf("%+v", g), err
+				return len(g.Gaps) + len(g.Restarts), err
 			}},
-			benchQuery{"imbalance > 0.5", sc.scope, func(ctx context.Context, s ports.HistoryQuery) (int, string, error) {
+			benchQuery{"imbalance > 0.5", sc.scope, func(ctx context.Context, s ports.HistoryQuery) (int, error) {
 				im, err := s.Imbalance(ctx, audit.ImbalanceQuery{Window: all, Workers: w, Threshold: .5, Limit: audit.MaxLimit})
-				return len(im.Spans), fmt.Sprintf("%+v", im), err
+				return len(im.Spans), err
 			}},
 		)
 	}
 	slices.SortStableFunc(qs, func(a, b benchQuery) int { return strings.Compare(a.name, b.name) })
 	return qs
-}
-
-func describeReports(rs []*domain.Report) string {
-	var b strings.Builder
-	for _, r := range rs {
-		fmt.Fprintf(&b, "%+v\n", *r)
-	}
-	return b.String()
-}
-
-// describeStats shows averages to 12 digits: the layouts add the same
-// values in different orders.
-func describeStats(st audit.RankStatsResult) string {
-	var b strings.Builder
-	for _, s := range st.Stats {
-		fmt.Fprintf(&b, "%s/%d n=%d avg=%.12g max=%v p95=%v wait=%d gen=%.12g\n", s.WorkerAddr, s.DPRank, s.Reports,
-			s.AvgTokenUsage, s.MaxTokenUsage, s.P95TokenUsage, s.MaxWaitingReqs, s.MeanGenThroughput)
-	}
-	fmt.Fprintf(&b, "truncated=%t", st.Truncated)
-	return b.String()
 }

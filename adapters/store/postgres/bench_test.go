@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loadreporter/loadreporter/adapters/clock"
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
@@ -26,7 +25,6 @@ var (
 	benchWorkers  = flag.Int("bench-workers", 10, "workers the benchmark's reports are spread over")
 	benchRowByRow = flag.Int("bench-rowbyrow", 2000, "reports BenchmarkHistory writes row by row for comparison")
 	benchBatch    = flag.Int("bench-batch", recorder.DefaultBatchSize, "reports per Append in BenchmarkHistory's batched writes")
-	benchOld      = flag.Int("bench-old-reports", -1, "reports written with migration 0001's layout and code, timed (-1: all; the rest is copied in untimed)")
 	benchRate     = flag.Int("bench-rate", 50000, "reports a second fed to the recorder in BenchmarkHistory's paced run")
 	benchRepeat   = flag.Int("bench-repeat", 3, "runs of each query; the median is printed")
 )
@@ -88,16 +86,11 @@ func (c *nameCache) get(format string, a, b int) string {
 	return s
 }
 
-// rowsOf is the rows a report takes in migration 0001's layout.
-func rowsOf(r *domain.Report) int { return 1 + len(r.Ranks) }
-
 // BenchmarkHistory measures history at fleet scale (issue 14), once
-// whatever b.N is: the write rates of today's store (batched Appends, and
-// through the recorder, paced and flat out), of migration 0001's layout
-// and code, and of row-by-row inserts; then every audit query, for one
-// worker and for the fleet, over the same reports in both layouts, side by
-// side, checking that both answer the same. A 1 000 000-report run writes
-// them four times (3–4 minutes here):
+// whatever b.N is: the write rates of the store (batched Appends, through
+// the recorder, paced and flat out, and row-by-row inserts for
+// comparison), then every audit query, for one worker and for the fleet.
+// A 1 000 000-report run takes a few minutes here:
 //
 //	go test ./adapters/store/postgres -run '^$' -bench History -benchtime 1x -timeout 2h \
 //	    -args -bench-reports 1000000 -bench-workers 100
@@ -109,8 +102,7 @@ func BenchmarkHistory(b *testing.B) {
 	defer cancel()
 	out := os.Stdout
 	n := *benchReports
-	fmt.Fprintf(out, "history benchmark: %d reports × 8 ranks of %d workers (%d rows in 0001's layout)\n",
-		n, *benchWorkers, countRows(n))
+	fmt.Fprintf(out, "history benchmark: %d reports × 8 ranks of %d workers\n", n, *benchWorkers)
 	printLoad(out, "at start")
 
 	s, _ := newStore(b)
@@ -121,27 +113,14 @@ func BenchmarkHistory(b *testing.B) {
 	b.ReportMetric(float64(n)/batched.Seconds(), "batched-reports/s")
 
 	benchRecorder(ctx, b, out, n)
-
-	old := newLegacyStore(ctx, b)
-	m := n
-	if *benchOld >= 0 {
-		m = min(*benchOld, n)
-	}
-	oldTime := writeBatched(ctx, b, old.Append, m)
-	printRate(out, fmt.Sprintf("write batched, 0001 layout, %d reports per Append", *benchBatch), m, oldTime)
-	if m < n {
-		copyLegacy(ctx, b, old, m, n)
-	}
 	benchRowByRowWrites(ctx, b, out, batched, n)
 
-	for _, st := range []interface{ DB() postgres.DB }{s, old} {
-		for _, t := range []string{"history_reports", "history_ranks", "history_minutes", "history_minute_entries", "history_minute_ranks", "history_rank_minute_usage"} {
-			analyze(ctx, b, st.DB(), t)
-		}
+	for _, t := range []string{"history_reports", "history_minutes", "history_minute_entries", "history_minute_ranks", "history_rank_minute_usage"} {
+		analyze(ctx, b, s.DB(), t)
 	}
-	printSizes(ctx, b, out, s.DB(), old.DB())
+	printSizes(ctx, b, out, s.DB())
 	printLoad(out, "before the queries")
-	benchQueries(ctx, b, out, s, old)
+	benchQueries(ctx, b, out, s)
 	printLoad(out, "at end")
 }
 
@@ -151,14 +130,6 @@ func printLoad(out io.Writer, when string) {
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		fmt.Fprintf(out, "load average %s: %s", when, b)
 	}
-}
-
-func countRows(n int) int {
-	rows := 0
-	for i := range n {
-		rows += rowsOf(benchReport(i, benchStart))
-	}
-	return rows
 }
 
 func printRate(out io.Writer, what string, n int, d time.Duration) {
@@ -240,65 +211,24 @@ func benchRecorder(ctx context.Context, b *testing.B, out io.Writer, n int) {
 	}
 }
 
-// benchRowByRowWrites writes reports one INSERT per row, a transaction a
-// report: in 0001's layout (a row per report and per rank, into a schema
-// of its own) and in today's (a row per report, no rollups).
+// benchRowByRowWrites writes reports one INSERT a report, a transaction
+// a report, no rollups: the naive writer the batched one is measured
+// against.
 func benchRowByRowWrites(ctx context.Context, b *testing.B, out io.Writer, batched time.Duration, n int) {
 	m := min(*benchRowByRow, n)
-	old := newLegacyStore(ctx, b)
-	began := time.Now()
-	for i := range m {
-		if err := insertRowByRow(ctx, old.db, benchReport(i, benchStart)); err != nil {
-			b.Fatalf("row by row: %v", err)
-		}
-	}
-	oldTime := time.Since(began)
-	printRate(out, "write row by row, 0001 layout (9 INSERTs a report)", m, oldTime)
 	s, _ := newStore(b)
 	if err := s.Append(ctx, []*domain.Report{benchReport(m, benchStart)}); err != nil { // partitions
 		b.Fatal(err)
 	}
-	began = time.Now()
+	began := time.Now()
 	for i := range m {
 		if err := insertReportRow(ctx, s.DB(), benchReport(i, benchStart)); err != nil {
 			b.Fatalf("row by row: %v", err)
 		}
 	}
-	newTime := time.Since(began)
-	printRate(out, "write row by row, 0003 layout (1 INSERT a report)", m, newTime)
-	perOld, perBatched := oldTime.Seconds()/float64(m), batched.Seconds()/float64(n)
-	fmt.Fprintf(out, "batched writing is %.1f× row by row (0001 layout), %.1f× row by row (0003 layout)\n",
-		perOld/perBatched, newTime.Seconds()/float64(m)/perBatched)
-}
-
-// insertRowByRow is the naive writer the batched one is measured against:
-// one INSERT statement per row of 0001's layout, one transaction per
-// report.
-func insertRowByRow(ctx context.Context, db *pgxpool.Pool, r *domain.Report) error {
-	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO history_reports
-		(worker_addr, report_time, source_instance_id, sequence_id, status, last_error, worker_type, model, zone, token_usage_spread)
-		VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), $7, NULLIF($8, ''), NULLIF($9, ''), $10) ON CONFLICT DO NOTHING`,
-			r.Worker.Addr, r.ReportTime, r.SourceInstanceID, int64(r.SequenceID), int16(r.Status), r.LastError,
-			int16(r.Worker.Type), r.Worker.Model, r.Worker.Zone, audit.Spread(r)); err != nil {
-			return err
-		}
-		for _, k := range r.Ranks {
-			if _, err := tx.Exec(ctx, `INSERT INTO history_ranks
-			(worker_addr, report_time, source_instance_id, sequence_id, dp_rank, snapshot_time,
-			 num_running_reqs, num_waiting_reqs, num_waiting_uncached_tokens, num_used_tokens,
-			 num_total_tokens, max_total_num_tokens, max_running_requests,
-			 token_usage, gen_throughput, cache_hit_rate, utilization)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) ON CONFLICT DO NOTHING`,
-				r.Worker.Addr, r.ReportTime, r.SourceInstanceID, int64(r.SequenceID), int32(k.DPRank), k.SnapshotTime,
-				k.NumRunningReqs, k.NumWaitingReqs, k.NumWaitingUncachedTokens, k.NumUsedTokens,
-				k.NumTotalTokens, k.MaxTotalNumTokens, k.MaxRunningRequests,
-				k.TokenUsage, k.GenThroughput, k.CacheHitRate, k.Utilization); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	rowTime := time.Since(began)
+	printRate(out, "write row by row (1 INSERT a report)", m, rowTime)
+	fmt.Fprintf(out, "batched writing is %.1f× row by row\n", rowTime.Seconds()/float64(m)/(batched.Seconds()/float64(n)))
 }
 
 // insertReportRow is the naive writer in today's layout: one INSERT of the

@@ -1,8 +1,7 @@
 // Package postgres keeps report history in PostgreSQL through pgx and
 // answers the audit queries (SPEC §5). It implements ports.HistoryStore
 // and ports.HistoryQuery and applies the embedded migrations of package
-// migrations with goose (Migrate), taking over a schema that the runner
-// before goose migrated.
+// migrations with goose (Migrate).
 //
 // A report is one row of history_reports, its ranks packed in it (a
 // bytea of fixed-width records, see pack.go; binary COPY passes a bytea
@@ -54,10 +53,13 @@
 // stored), partition.go (daily partitions), retention.go (DeleteBefore),
 // query.go and timeline.go (what the audit queries share), percentile.go
 // (the exact percentile from minute bounds), one query_*.go per audit
-// query (query_chart.go: the charts) and migrate*.go (goose, and taking
-// over from the runner before it).
+// query (query_chart.go: the charts), migrate.go (goose) and startup.go
+// (Startup: bringing the database up at a service's start without waiting
+// on it, migrating in the background with backoff while it does not
+// answer).
 //
-// It must not know about the fire loop, transports or the recorder that
-// calls it, and it must not decide policy (retention period, history
-// interval): callers pass those in.
+// It must not know about the fire loop, transports, flags or the recorder
+// that calls it, and it must not decide policy (retention period, history
+// interval, how long a service waits at start): callers pass those in,
+// Startup's waits having defaults.
 package postgres

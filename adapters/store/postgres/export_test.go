@@ -17,9 +17,6 @@ func MigrateTo(ctx context.Context, db DB, version int64) error {
 		return err
 	}
 	defer func() { _ = sqlDB.Close() }()
-	if err := prepareVersionTable(ctx, sqlDB); err != nil {
-		return err
-	}
 	current, err := p.GetDBVersion(ctx)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 
 	"github.com/loadreporter/loadreporter/migrations"
 )
@@ -55,12 +56,10 @@ const versionTable = goose.DefaultTablename
 // Migrate applies, through goose, the embedded migrations that db's schema
 // (the first schema on its search_path) has not applied yet, each in its
 // own transaction, and returns the names it applied. Applied versions are
-// recorded in goose's table (goose_db_version). A schema migrated by the
-// runner that came before goose (versions in loadreporter_migrations) is
-// taken over before goose looks: while goose's table records no migration,
-// the old versions are copied into it, so nothing is applied twice. Both
-// steps hold an advisory lock on the schema, so processes starting
-// together apply every migration once; running Migrate again is a no-op.
+// recorded in goose's table (goose_db_version). Goose holds an advisory
+// lock on the schema while it creates that table and migrates, so
+// processes starting together apply every migration once; running Migrate
+// again is a no-op.
 //
 // db must be a *pgxpool.Pool (Migrate borrows one of its connections) or
 // a *pgx.Conn (Migrate opens one connection of its own with the same
@@ -71,9 +70,6 @@ func Migrate(ctx context.Context, db DB) ([]string, error) {
 		return nil, err
 	}
 	defer func() { _ = sqlDB.Close() }()
-	if err := prepareVersionTable(ctx, sqlDB); err != nil {
-		return nil, err
-	}
 	results, err := p.Up(ctx)
 	var pe *goose.PartialError
 	if errors.As(err, &pe) {
@@ -124,35 +120,27 @@ func openSQL(db DB) (*sql.DB, error) {
 	return nil, fmt.Errorf("migrate: need a *pgxpool.Pool or a *pgx.Conn, got %T", db)
 }
 
-// AppliedMigrations lists the versions db's schema has applied, ascending:
-// those in goose's table, or, in a schema the runner before goose migrated
-// and Migrate has not carried over yet, those in loadreporter_migrations.
-// It changes nothing.
+// AppliedMigrations lists the versions db's schema has applied, ascending,
+// as goose's table records them (none when the table does not exist). It
+// changes nothing.
 func AppliedMigrations(ctx context.Context, db DB) ([]int, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	var gooseTable, legacy *string
-	if err := tx.QueryRow(ctx, `SELECT to_regclass($1)::text, to_regclass($2)::text`,
-		versionTable, legacyTable).Scan(&gooseTable, &legacy); err != nil {
+	var table *string
+	if err := tx.QueryRow(ctx, `SELECT to_regclass($1)::text`, versionTable).Scan(&table); err != nil {
 		return nil, err
 	}
-	var q string
-	switch {
-	case gooseTable != nil:
-		// The latest row of a version says whether it is applied.
-		q = `SELECT version_id::integer FROM (
-			SELECT DISTINCT ON (version_id) version_id, is_applied FROM ` + ident(versionTable) + `
-			WHERE version_id > 0 ORDER BY version_id, id DESC) v
-		WHERE is_applied ORDER BY version_id`
-	case legacy != nil:
-		q = `SELECT version FROM ` + ident(legacyTable) + ` ORDER BY version`
-	default:
+	if table == nil {
 		return nil, nil
 	}
-	rows, err := tx.Query(ctx, q)
+	// The latest row of a version says whether it is applied.
+	rows, err := tx.Query(ctx, `SELECT version_id::integer FROM (
+			SELECT DISTINCT ON (version_id) version_id, is_applied FROM `+ident(versionTable)+`
+			WHERE version_id > 0 ORDER BY version_id, id DESC) v
+		WHERE is_applied ORDER BY version_id`)
 	if err != nil {
 		return nil, err
 	}
@@ -178,4 +166,35 @@ func MissingMigrations(ctx context.Context, db DB) ([]string, error) {
 		}
 	}
 	return missing, nil
+}
+
+// migrationLock is the first key of the advisory lock Migrate takes; the
+// second is a hash of the current schema, so that schemas of one database
+// migrate independently.
+const migrationLock = 0x6c726d67 // "lrmg"
+
+// schemaLocker is the goose session locker on migrationLock. Unlike goose's
+// own Postgres locker (one key per database, polled every few seconds), it
+// locks only the schema being migrated and waits in the database, so the
+// second of two processes goes on as soon as the first is done; ctx bounds
+// the wait.
+type schemaLocker struct{}
+
+var _ lock.SessionLocker = schemaLocker{}
+
+func (schemaLocker) SessionLock(ctx context.Context, conn *sql.Conn) error {
+	_, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1, hashtext(current_schema()))`, migrationLock)
+	return err
+}
+
+func (schemaLocker) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
+	var held bool
+	if err := conn.QueryRowContext(ctx, `SELECT pg_advisory_unlock($1, hashtext(current_schema()))`,
+		migrationLock).Scan(&held); err != nil {
+		return err
+	}
+	if !held {
+		return errors.New("migration lock was not held")
+	}
+	return nil
 }

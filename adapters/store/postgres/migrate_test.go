@@ -3,10 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,47 +17,6 @@ import (
 	"github.com/loadreporter/loadreporter/ports"
 	"github.com/loadreporter/loadreporter/ports/porttest"
 )
-
-// migrateTheOldWay does what the runner before goose did to an empty
-// schema: in one transaction under its advisory lock, create its version
-// table, run 0001 as released (testdata holds the file as it was, without
-// goose annotations) and record version 1.
-func migrateTheOldWay(ctx context.Context, t *testing.T, dbURL string) {
-	t.Helper()
-	sql, err := os.ReadFile("testdata/legacy_0001_history.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer func() { _ = conn.Close(ctx) }()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	for _, step := range []struct {
-		sql  string
-		args []any
-	}{
-		{`SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))`, []any{0x6c726d67}},
-		{`CREATE TABLE IF NOT EXISTS loadreporter_migrations (
-			version    integer     PRIMARY KEY,
-			name       text        NOT NULL,
-			applied_at timestamptz NOT NULL DEFAULT now())`, nil},
-		{string(sql), nil},
-		{`INSERT INTO loadreporter_migrations (version, name) VALUES ($1, $2)`, []any{1, "0001_history.sql"}},
-	} {
-		if _, err := tx.Exec(ctx, step.sql, step.args...); err != nil {
-			t.Fatalf("old runner: %v", err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // answers describes what a store answers about the contract's fixture:
 // every report with its ranks, and each audit query.
@@ -92,90 +48,6 @@ func answers(ctx context.Context, t *testing.T, s ports.HistoryQuery) []string {
 	return out
 }
 
-func TestMigrateTakesOverTheOldRunnersSchema(t *testing.T) {
-	dbURL, _ := pgtest.FreshSchema(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	migrateTheOldWay(ctx, t, dbURL)
-	s, err := postgres.Open(dbURL, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if v, err := postgres.AppliedMigrations(ctx, s.DB()); err != nil || !slices.Equal(v, []int{1}) {
-		t.Fatalf("AppliedMigrations before the take-over = %v, %v; want [1] (from the old table)", v, err)
-	}
-	// History written the old way (no daily partitions: all of it in the
-	// default partitions).
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	old := &legacyStore{db: pool}
-	if err := old.Append(ctx, porttest.Fixture()); err != nil {
-		t.Fatalf("old Append: %v", err)
-	}
-	before := answers(ctx, t, old)
-
-	// Three processes start on the old schema together: 0001 is not
-	// applied again, and each later migration once.
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		applied []string
-	)
-	for range 3 {
-		p, err := postgres.Open(dbURL, postgres.Options{MaxConns: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		wg.Go(func() {
-			names, err := postgres.Migrate(ctx, p.DB())
-			if err != nil {
-				t.Errorf("Migrate on the old schema: %v", err)
-			}
-			mu.Lock()
-			applied = append(applied, names...)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	if !slices.Equal(applied, []string{"0002_history_scale.sql", "0003_rank_usage_apart.sql"}) {
-		t.Errorf("migrating the old schema applied %v, want 0002 and 0003 once", applied)
-	}
-	equalState(t, "after the take-over", answers(ctx, t, s), before)
-	goose := func() int64 { return queryInt(t, s, `SELECT count(*) FROM goose_db_version`) }
-	if n := queryInt(t, s, `SELECT count(*) FROM goose_db_version WHERE version_id = 1 AND is_applied`); n != 1 || goose() != 4 {
-		t.Errorf("goose_db_version holds version 1 %d times in %d rows; want once, beside versions 0, 2 and 3", n, goose())
-	}
-	if v, err := postgres.AppliedMigrations(ctx, s.DB()); err != nil || !slices.Equal(v, []int{1, 2, 3}) {
-		t.Errorf("AppliedMigrations after the take-over = %v, %v; want [1 2 3]", v, err)
-	}
-	if n := queryInt(t, s, `SELECT count(*) FROM loadreporter_migrations`); n != 1 {
-		t.Errorf("the old version table holds %d rows, want its 1 left in place", n)
-	}
-
-	names, err := postgres.Migrate(ctx, s.DB())
-	if err != nil || len(names) != 0 {
-		t.Errorf("second Migrate applied %v, %v; want nothing", names, err)
-	}
-	// Writing another worker's report on that day creates the day's
-	// partitions, which take the migrated rows and their minutes' rollups
-	// (made again from the reports, not counted twice).
-	other := &domain.Report{SourceInstanceID: "new", SequenceID: 1, ReportTime: time.Date(2026, 3, 2, 10, 30, 0, 0, time.UTC),
-		Worker: domain.Worker{Addr: "10.0.0.3:30000"}, Status: domain.StatusHealthy}
-	if err := s.Append(ctx, []*domain.Report{other}); err != nil {
-		t.Fatalf("Append: %v", err)
-	}
-	after := slices.DeleteFunc(answers(ctx, t, s), func(l string) bool { return strings.Contains(l, "SourceInstanceID:new") })
-	equalState(t, "after writing to the migrated day", after, before)
-	if n := queryInt(t, s, `SELECT count(*) FROM history_minutes_default`); n != 0 {
-		t.Errorf("%d minute rollups left in the default partition", n)
-	}
-}
-
 func TestMigrateOnOneConnection(t *testing.T) {
 	dbURL, _ := pgtest.FreshSchema(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
@@ -205,7 +77,8 @@ func equalState(t *testing.T, what string, got, want []string) {
 // 0001's rows, in a daily partition) and checks that the rank minutes keep
 // every sum, bound and value (history_minute_rank_stats unpacks what Go
 // packs), that they sit in the day's partitions, that every query answers
-// as 0001's code did, and that 0003's Down gives back 0002's rows.
+// as the same reports written by today's store do, and that 0003's Down
+// gives back 0002's rows.
 func TestMigrate0003MovesRankValues(t *testing.T) {
 	dbURL, _ := pgtest.FreshSchema(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
@@ -219,14 +92,19 @@ func TestMigrate0003MovesRankValues(t *testing.T) {
 		t.Fatalf("migrate to 0001: %v", err)
 	}
 	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
-	if err := legacyPartitions(ctx, pool, day); err != nil {
+	if err := partitions0001(ctx, pool, day); err != nil {
 		t.Fatal(err)
 	}
-	old := &legacyStore{db: pool}
-	if err := old.Append(ctx, porttest.Fixture()); err != nil {
-		t.Fatalf("0001 Append: %v", err)
+	for _, r := range porttest.Fixture() {
+		if err := insert0001(ctx, pool, r); err != nil {
+			t.Fatalf("write in 0001's layout: %v", err)
+		}
 	}
-	before := answers(ctx, t, old)
+	fresh, _ := newStore(t)
+	if err := fresh.Append(ctx, porttest.Fixture()); err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	before := answers(ctx, t, fresh)
 	if err := postgres.MigrateTo(ctx, pool, 2); err != nil {
 		t.Fatalf("migrate to 0002: %v", err)
 	}
@@ -302,4 +180,52 @@ func rankMinutes0002(ctx context.Context, t *testing.T, pool *pgxpool.Pool, sql 
 		t.Fatal(err)
 	}
 	return vs
+}
+
+// partitions0001 creates the daily partitions of 0001's tables for days.
+func partitions0001(ctx context.Context, pool *pgxpool.Pool, days ...time.Time) error {
+	for _, d := range days {
+		for _, t := range []string{"history_reports", "history_ranks"} {
+			name := pgx.Identifier{t + "_p" + d.Format("20060102")}.Sanitize()
+			if _, err := pool.Exec(ctx, `CREATE TABLE `+name+` PARTITION OF `+t+` FOR VALUES FROM ('`+
+				d.Format(time.DateOnly)+` 00:00:00+00') TO ('`+d.AddDate(0, 0, 1).Format(time.DateOnly)+` 00:00:00+00')`); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// insert0001 writes r in 0001's layout (a row per report in
+// history_reports, a row per rank in history_ranks), as history was kept
+// before 0002 carried it over.
+func insert0001(ctx context.Context, pool *pgxpool.Pool, r *domain.Report) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO history_reports
+		(worker_addr, report_time, source_instance_id, sequence_id, status, last_error, worker_type, model, zone, token_usage_spread)
+		VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), $7, NULLIF($8, ''), NULLIF($9, ''), $10) ON CONFLICT DO NOTHING`,
+			r.Worker.Addr, r.ReportTime, r.SourceInstanceID, int64(r.SequenceID), int16(r.Status), r.LastError,
+			int16(r.Worker.Type), r.Worker.Model, r.Worker.Zone, audit.Spread(r)); err != nil {
+			return err
+		}
+		for _, k := range r.Ranks {
+			snap := k.SnapshotTime
+			if snap.IsZero() {
+				snap = r.ReportTime
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO history_ranks
+			(worker_addr, report_time, source_instance_id, sequence_id, dp_rank, snapshot_time,
+			 num_running_reqs, num_waiting_reqs, num_waiting_uncached_tokens, num_used_tokens,
+			 num_total_tokens, max_total_num_tokens, max_running_requests,
+			 token_usage, gen_throughput, cache_hit_rate, utilization)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) ON CONFLICT DO NOTHING`,
+				r.Worker.Addr, r.ReportTime, r.SourceInstanceID, int64(r.SequenceID), int32(k.DPRank), snap,
+				k.NumRunningReqs, k.NumWaitingReqs, k.NumWaitingUncachedTokens, k.NumUsedTokens,
+				k.NumTotalTokens, k.MaxTotalNumTokens, k.MaxRunningRequests,
+				k.TokenUsage, k.GenThroughput, k.CacheHitRate, k.Utilization); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

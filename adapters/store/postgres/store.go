@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -110,12 +111,12 @@ func Open(url string, o Options) (*Store, error) {
 	}
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "database-url: %v", err)
+		return nil, urlError("%v", err)
 	}
 	bound(cfg, o)
 	p, err := newPool(cfg, o.MaxConns)
 	if err != nil {
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "database-url: %v", err)
+		return nil, urlError("%v", err)
 	}
 	s := New(p)
 	s.closeDB = p.Close
@@ -134,11 +135,17 @@ func CheckURL(url string) error {
 		return nil // key=value settings (host=… dbname=…), read by the driver
 	}
 	if s := strings.ToLower(scheme); s != "postgres" && s != "postgresql" {
-		return domain.Errorf(domain.CodeInvalidArgument,
-			"database-url: a %s:// URL: want postgres://USER@HOST:PORT/DATABASE (or postgresql://, or key=value settings): the history is kept in PostgreSQL only",
+		return urlError("a %s:// URL: want postgres://USER@HOST:PORT/DATABASE (or postgresql://, or key=value settings): the history is kept in PostgreSQL only",
 			domain.Shorten(scheme, 20))
 	}
 	return nil
+}
+
+// urlError is the INVALID_ARGUMENT of a database URL that cannot be
+// used, naming the option database-url.
+func urlError(format string, args ...any) *domain.Error {
+	return &domain.Error{Code: domain.CodeInvalidArgument, Field: "database-url",
+		Message: "database-url: " + fmt.Sprintf(format, args...)}
 }
 
 // New returns a Store on db (for example a *pgxpool.Pool). Closing the

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"crypto/subtle"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -11,8 +12,52 @@ import (
 	"connectrpc.com/grpchealth"
 
 	"github.com/loadreporter/loadreporter/adapters/orca"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/hostcheck"
+	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
 )
+
+// Access is who may call what on the port: without --auth-token, any
+// caller that names this host (the Host check against DNS rebinding);
+// with it, the bearer token on what --auth-scope guards.
+type Access struct {
+	c      SecurityConfig
+	listen string
+}
+
+// NewAccess checks the security settings that decide access: the scope,
+// and no shipped placeholder as a token.
+func NewAccess(c SecurityConfig, s ServerConfig) (*Access, error) {
+	if c.AuthScope != AuthScopeAll && c.AuthScope != AuthScopeOperators {
+		return nil, fmt.Errorf("--auth-scope %q: want %s or %s", c.AuthScope, AuthScopeAll, AuthScopeOperators)
+	}
+	for _, tok := range []struct{ flag, v string }{{"auth-token", c.AuthToken}, {"admin-token", c.AdminToken}} {
+		if strings.HasPrefix(strings.ToLower(strings.TrimSpace(tok.v)), "change-me") {
+			return nil, fmt.Errorf("--%s is still the shipped placeholder %q: set a long random token (openssl rand -hex 32) or remove the setting",
+				tok.flag, domain.Shorten(tok.v, 40))
+		}
+	}
+	return &Access{c: c, listen: s.Listen}, nil
+}
+
+// guard puts the access check in front of h; opts are the port's
+// handler options, for the refusals authn writes.
+func (a *Access) guard(h http.Handler, opts ...connect.HandlerOption) http.Handler {
+	if a.c.AuthToken != "" {
+		return requireToken(a.c.AuthToken, a.c.AdminToken, a.c.AuthScope, h, opts...)
+	}
+	guarded := hostcheck.Guard(a.listen, splitList(a.c.AllowedHosts), "add it with --allowed-host, or set --auth-token", h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if servedToAnyName(r) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		guarded.ServeHTTP(w, r)
+	})
+}
+
+// warnings are what to say at start about these settings.
+func (a *Access) warnings() []string { return a.c.warnings }
 
 // requireToken demands "Authorization: Bearer <token>" on everything but
 // the liveness and readiness probes (orchestrators probe without

@@ -3,8 +3,6 @@ package app
 import (
 	"context"
 	"log/slog"
-	"net"
-	"os"
 	"time"
 
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
@@ -41,60 +39,38 @@ func (l liveView) Latest(ctx context.Context) *domain.Report {
 func (l liveView) RoutersConnected() int { return l.r.Count(session.KindMonitor) }
 
 // NewDashboard returns the server-rendered pages (/, /history, /audit).
-func NewDashboard(c Config, r *fireloop.Loop, h *History, clk ports.Clock, log *slog.Logger) (*web.Handler, error) {
-	wt, err := domain.ParseWorkerType(c.WorkerType)
-	if err != nil {
-		return nil, err
-	}
+func NewDashboard(hc HistoryConfig, pc PollConfig, limits session.Limits, w domain.Worker, r *fireloop.Loop, h *History,
+	clk ports.Clock, log *slog.Logger) (*web.Handler, error) {
 	var (
 		query ports.HistoryQuery
 		chart ports.HistoryChart
 	)
-	if c.HistoryInterval > 0 || c.DatabaseURL != "" {
+	if !hc.off() {
 		query, chart = h.Query, h.Chart
 	}
 	return web.New(web.Options{
-		Live:            liveView{r: r, maxAge: pollAge(c), log: log},
+		Live:            liveView{r: r, maxAge: pollAge(pc), log: log},
 		History:         query,
 		Chart:           chart,
 		Now:             clk.Now,
-		Worker:          domain.Worker{Addr: workerAddr(c), Type: wt, Model: c.Model, Zone: c.Zone},
-		HistoryInterval: c.HistoryInterval,
-		WatchInterval:   watchInterval(c.Limits),
+		Worker:          w,
+		HistoryInterval: hc.Interval,
+		WatchInterval:   watchInterval(limits),
 		Logger:          log,
 		Version:         buildinfo.String(),
 	})
 }
 
 // pollAge is --poll-max-age, whose 0 means pollapi's default.
-func pollAge(c Config) time.Duration {
-	if c.PollMaxAge <= 0 {
+func pollAge(c PollConfig) time.Duration {
+	if c.MaxAge <= 0 {
 		return pollapi.DefaultMaxAge
 	}
-	return c.PollMaxAge
+	return c.MaxAge
 }
 
 // watchInterval is what the live page asks for: a second, within the
 // limits every Watch stream is held to, or the page's stream is refused.
 func watchInterval(l session.Limits) time.Duration {
 	return min(max(time.Second, l.MinInterval), l.MaxInterval)
-}
-
-// workerAddr is --worker-addr, defaulting to the listen address; a
-// wildcard host (":8080", "0.0.0.0:8080") says nothing to a fleet-wide
-// history, so the machine's host name stands in for it.
-func workerAddr(c Config) string {
-	if c.WorkerAddr != "" {
-		return c.WorkerAddr
-	}
-	host, port, err := net.SplitHostPort(c.Listen)
-	if err != nil {
-		return c.Listen
-	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		if name, err := os.Hostname(); err == nil && name != "" {
-			return net.JoinHostPort(name, port)
-		}
-	}
-	return c.Listen
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/front"
 	"github.com/loadreporter/loadreporter/adapters/metrics"
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
+	"github.com/loadreporter/loadreporter/adapters/source/sglanggrpc"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/serving"
 )
 
@@ -24,37 +25,12 @@ type Front struct {
 	listen string
 }
 
-// validate checks the front's flags against the rest of the config.
-func (f FrontConfig) validate(c Config) error {
-	if f.Listen == "" {
-		if f.EngineURL != "" {
-			return fmt.Errorf("--front-engine-url needs --front-listen (the worker's public address)")
-		}
-		return nil
-	}
-	_, port, err := net.SplitHostPort(f.Listen)
-	if err != nil {
-		return fmt.Errorf("--front-listen %q: want HOST:PORT: %v", f.Listen, err)
-	}
-	if f.Listen == c.Listen && port != "0" {
-		return fmt.Errorf("--front-listen %s: must differ from --listen (the reporter's own port)", f.Listen)
-	}
-	if f.TLS && c.TLSCert == "" {
-		return fmt.Errorf("--front-tls needs --tls-cert and --tls-key")
-	}
-	if f.ResponseHeaderTimeout < 0 {
-		return fmt.Errorf("--front-response-header-timeout %s: must not be negative (0: no bound)", f.ResponseHeaderTimeout)
-	}
-	_, _, err = f.engine(c)
-	return err
-}
-
 // engine is where the front passes requests, and whether it is spoken
 // HTTP/2 without TLS (an engine's gRPC server).
-func (f FrontConfig) engine(c Config) (*url.URL, bool, error) {
+func (f FrontConfig) engine(src SourceConfig) (*url.URL, bool, error) {
 	flag, raw := "--front-engine-url", f.EngineURL
 	if raw == "" {
-		flag, raw = "--engine-url", c.EngineURL
+		flag, raw = "--engine-url", src.EngineURL
 	}
 	if raw == "" {
 		return nil, false, fmt.Errorf("--front-listen needs --front-engine-url or --engine-url: where requests are passed")
@@ -63,7 +39,7 @@ func (f FrontConfig) engine(c Config) (*url.URL, bool, error) {
 	switch {
 	case strings.HasPrefix(raw, "grpc://"):
 		raw, h2c = "http://"+strings.TrimPrefix(raw, "grpc://"), true
-	case flag == "--engine-url" && c.Source == "sglang-grpc":
+	case flag == "--engine-url" && src.Name == sglanggrpc.Name:
 		// The source's own address forms: host:port, grpc:// or http://,
 		// all the scheduler's gRPC server.
 		raw, h2c = "http://"+strings.TrimPrefix(raw, "http://"), true
@@ -82,11 +58,28 @@ func (f FrontConfig) engine(c Config) (*url.URL, bool, error) {
 // NewFront builds the front when --front-listen is set: the engine's API
 // passed through, the pollers' load endpoints answered from poll, the
 // engine's /metrics served from one scrape per --poll-max-age.
-func NewFront(c Config, poll *pollapi.Handler, m *metrics.Metrics, log *slog.Logger) (*Front, error) {
-	if c.Front.Listen == "" {
+func NewFront(c FrontConfig, srv ServerConfig, src SourceConfig, pc PollConfig, streams StreamsConfig, t *TLS,
+	poll *pollapi.Handler, m *metrics.Metrics, log *slog.Logger) (*Front, error) {
+	if c.Listen == "" {
+		if c.EngineURL != "" {
+			return nil, fmt.Errorf("--front-engine-url needs --front-listen (the worker's public address)")
+		}
 		return nil, nil
 	}
-	engine, h2c, err := c.Front.engine(c)
+	_, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("--front-listen %q: want HOST:PORT: %v", c.Listen, err)
+	}
+	if c.Listen == srv.Listen && port != "0" {
+		return nil, fmt.Errorf("--front-listen %s: must differ from --listen (the reporter's own port)", c.Listen)
+	}
+	if c.TLS && t == nil {
+		return nil, fmt.Errorf("--front-tls needs --tls-cert and --tls-key")
+	}
+	if c.ResponseHeaderTimeout < 0 {
+		return nil, fmt.Errorf("--front-response-header-timeout %s: must not be negative (0: no bound)", c.ResponseHeaderTimeout)
+	}
+	engine, h2c, err := c.engine(src)
 	if err != nil {
 		return nil, err
 	}
@@ -101,20 +94,18 @@ func NewFront(c Config, poll *pollapi.Handler, m *metrics.Metrics, log *slog.Log
 			// scheduler service is passed through.
 			{Method: http.MethodPost, Path: pollapi.GetLoadsProcedure, Handler: poll.GetLoadsHandler(connect.WithReadMaxBytes(serving.MaxRequestBytes))},
 		},
-		APIKey:                c.EngineAPIKey,
-		MetricsMaxAge:         pollAge(c),
-		ResponseHeaderTimeout: c.Front.ResponseHeaderTimeout,
+		APIKey:                src.EngineAPIKey,
+		MetricsMaxAge:         pollAge(pc),
+		ResponseHeaderTimeout: c.ResponseHeaderTimeout,
 		Observer:              front.Observer{Proxied: fm.Proxied, Scrape: fm.Scrape},
 		Logger:                log,
 	})
 	if err != nil {
 		return nil, err
 	}
-	srv := c.Port.NewServer(h, log, c.Front.TLS)
-	if c.Front.TLS {
-		if srv.TLSConfig, err = serverTLS(c, log); err != nil {
-			return nil, err
-		}
+	server := streams.Port.NewServer(h, log, c.TLS)
+	if c.TLS {
+		server.TLSConfig = t.Config()
 	}
-	return &Front{server: srv, engine: engine.Redacted(), listen: c.Front.Listen}, nil
+	return &Front{server: server, engine: engine.Redacted(), listen: c.Listen}, nil
 }

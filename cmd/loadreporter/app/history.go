@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +28,9 @@ type History struct {
 	Query ports.HistoryQuery
 	Chart ports.HistoryChart
 	kind  string
+	// startup brings the database up at Start; nil for the memory store.
+	startup *postgres.Startup
+	url     string // --database-url, for messages
 
 	close     func()
 	closeOnce sync.Once
@@ -36,158 +38,56 @@ type History struct {
 	abandoned atomic.Bool   // a CloseBy gave up waiting
 }
 
-// NewHistory opens PostgreSQL when --database-url is set (migrating it
-// unless --migrate=false), else a bounded in-memory store. Its cleanup
-// closes the connection pool.
-func NewHistory(c Config, log *slog.Logger) (*History, func(), error) {
+// NewHistory opens PostgreSQL when --database-url is set, else a bounded
+// in-memory store. Nothing connects until Start, which brings the
+// database up (migrating it unless --migrate=false); the cleanup closes
+// the connection pool.
+func NewHistory(c HistoryConfig, log *slog.Logger) (*History, func(), error) {
 	if c.DatabaseURL == "" {
-		s := memory.New(memory.Options{Capacity: c.HistoryCapacity})
+		s, err := memory.New(memory.Options{Capacity: c.Capacity})
+		if err != nil {
+			return nil, nil, err
+		}
 		h := &History{Store: s, Query: s, Chart: s, kind: "memory", close: func() {}, closed: make(chan struct{})}
 		return h, h.Close, nil
 	}
 	s, err := postgres.Open(c.DatabaseURL, postgres.Options{})
 	if err != nil {
-		if msg, ok := strings.CutPrefix(domain.ErrorMessage(err), "database-url: "); ok {
-			return nil, nil, errors.New("--database-url: " + msg) // the store names the URL's problem
-		}
-		return nil, nil, fmt.Errorf("--database-url: %w", err)
+		return nil, nil, err
 	}
-	// A database that does not answer yet must not hold serve back
-	// (SPEC §5); one that refuses us for good stops it.
-	ctx, cancel := context.WithTimeout(context.Background(), migrateConnectWait)
-	pingErr := s.Ping(ctx)
-	cancel()
-	if pingErr != nil && !postgres.Retryable(pingErr) {
-		s.Close()
-		return nil, nil, fmt.Errorf("--database-url %s: %w", envflag.RedactURL(c.DatabaseURL), pingErr)
-	}
-	stopMigrating := func() {}
-	switch {
-	case c.Migrate:
-		stopMigrating, err = migrateAtStart(s, c.DatabaseURL, log, pingErr)
-	case pingErr == nil:
-		err = schemaCurrent(s, c.DatabaseURL, log)
-	default:
-		log.Warn("--migrate=false: cannot check the history schema yet; history writes retry until the database answers", "err", pingErr)
-	}
+	startup, err := postgres.NewStartup(s, postgres.StartupOptions{Migrate: c.Migrate, Logger: log})
 	if err != nil {
 		s.Close()
 		return nil, nil, err
 	}
-	if pingErr == nil {
-		warnIfWritesWillFail(s, log)
-	}
-	h := &History{Store: s, Query: s, Chart: s, kind: "postgres", closed: make(chan struct{}),
-		close: func() { stopMigrating(); s.Close() }}
+	h := &History{Store: s, Query: s, Chart: s, kind: "postgres", startup: startup, url: c.DatabaseURL,
+		closed: make(chan struct{}), close: func() { startup.Close(); s.Close() }}
 	return h, h.Close, nil
 }
 
-// warnIfWritesWillFail says at start what would otherwise show only as
-// failing writes, for ever: a role that may not create the daily
-// partitions. Serve goes on (routers do not need the history); a
-// database that does not answer yet is not judged.
-func warnIfWritesWillFail(s *postgres.Store, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if ok, err := postgres.CanCreatePartitions(ctx, s.DB()); err == nil && !ok {
-		log.Error("history: the database role may not create the daily partitions (it needs CREATE on the schema and the history tables' owner's rights); history writes will fail until it may")
+// Start brings the history database up (postgres.Startup): a database
+// that does not answer yet must not hold serve back (SPEC §5); one that
+// refuses for good, or a schema --migrate=false cannot write, stops it.
+func (h *History) Start() error {
+	if h.startup == nil {
+		return nil
 	}
-}
-
-// How long serve waits at start for the history database to answer, then
-// for its migrations; past either it serves and migrates in the
-// background.
-const (
-	migrateConnectWait = 2 * time.Second
-	migrateStartWait   = 10 * time.Second
-)
-
-// migrateAtStart applies the migrations. A database that does not answer
-// within migrateConnectWait, or a migration that outlasts migrateStartWait
-// (a large history, another replica migrating), must not keep the reporter
-// from routers (SPEC §5): the migration then goes on in the background,
-// history writes failing and retrying until it is done. A refusal that
-// cannot pass by itself (credentials, permissions, no such database) stops
-// serve. pingErr is why the database did not answer within
-// migrateConnectWait, or nil. The returned func stops the background
-// migration and waits for it.
-func migrateAtStart(s *postgres.Store, dbURL string, log *slog.Logger, pingErr error) (func(), error) {
-	var applied []string
-	err := pingErr
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), migrateStartWait)
-		applied, err = postgres.Migrate(ctx, s.DB())
-		cancel()
-	}
-	switch {
+	err := h.startup.Start()
+	var (
+		missing *postgres.MissingMigrationsError
+		failed  *postgres.MigrateError
+	)
+	switch url := envflag.RedactURL(h.url); {
 	case err == nil:
-		if len(applied) > 0 {
-			log.Info("history schema migrated", "applied", applied)
-		}
-		return func() {}, nil
-	case !postgres.Retryable(err):
-		return nil, fmt.Errorf("migrate %s: %w (`loadreporter migrate --database-url %[1]s` applies the migrations by itself)",
-			envflag.RedactURL(dbURL), err)
-	}
-	why := "the history database does not answer"
-	if pingErr == nil {
-		why = fmt.Sprintf("the history migration takes longer than %s", migrateStartWait)
-	}
-	log.Warn("history: "+why+"; serving routers, and migrating in the background (history writes wait for it)",
-		"applied", applied, "err", err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		migrateInBackground(ctx, s, log)
-	}()
-	return func() { cancel(); <-done }, nil
-}
-
-// migrateInBackground retries the migrations, backing off up to 30 s,
-// until they are applied, one fails for good, or ctx ends. An attempt has
-// no deadline of its own: a migration of a large history takes minutes.
-func migrateInBackground(ctx context.Context, s *postgres.Store, log *slog.Logger) {
-	wait := time.Second
-	for {
-		applied, err := postgres.Migrate(ctx, s.DB())
-		switch {
-		case err == nil:
-			log.Info("history schema migrated; history writes proceed", "applied", applied)
-			return
-		case ctx.Err() != nil:
-			return
-		case !postgres.Retryable(err):
-			log.Error("history: migration failed; history writes fail until `loadreporter migrate` succeeds", "applied", applied, "err", err)
-			return
-		}
-		log.Warn("history: migration not done yet; retrying", "applied", applied, "retry_in", wait, "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		wait = min(2*wait, 30*time.Second)
-	}
-}
-
-// schemaCurrent refuses a schema that lacks migrations (with --migrate=false
-// every write would fail, for ever); a database that stops answering is
-// only warned about, as the recorder retries until it does.
-func schemaCurrent(s *postgres.Store, dbURL string, log *slog.Logger) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	missing, err := postgres.MissingMigrations(ctx, s.DB())
-	switch {
-	case err != nil:
-		log.Warn("--migrate=false: cannot check the history schema yet; history writes retry until the database answers", "err", err)
-	case len(missing) > 0:
+		return nil
+	case errors.As(err, &missing):
 		return fmt.Errorf("--migrate=false: the history schema at %s lacks migrations %v; apply them with `loadreporter migrate --database-url %[1]s`, or drop --migrate=false",
-			envflag.RedactURL(dbURL), missing)
+			url, missing.Missing)
+	case errors.As(err, &failed):
+		return fmt.Errorf("migrate %s: %w (`loadreporter migrate --database-url %[1]s` applies the migrations by itself)", url, failed.Err)
+	default:
+		return fmt.Errorf("--database-url %s: %w", url, err)
 	}
-	return nil
 }
 
 // CloseBy releases the store, waiting for it until deadline at most, and
@@ -234,8 +134,8 @@ func (h *History) startClose() {
 // not yet started, or nil when --history-interval is 0. Main.Close flushes
 // it within the shutdown grace; the cleanup does so too, for when a later
 // provider fails or Main never runs.
-func NewRecorder(c Config, h *History, clk ports.Clock, b ports.Backoff, m *metrics.Metrics, log *slog.Logger) (*recorder.Recorder, func(), error) {
-	if c.HistoryInterval == 0 {
+func NewRecorder(c HistoryConfig, srv ServerConfig, h *History, clk ports.Clock, b ports.Backoff, m *metrics.Metrics, log *slog.Logger) (*recorder.Recorder, func(), error) {
+	if c.Interval == 0 {
 		return nil, func() {}, nil
 	}
 	r, err := recorder.New(recorder.Options{Store: h.Store, Clock: clk, Backoff: b, Observer: m.History(), Logger: log})
@@ -247,10 +147,20 @@ func NewRecorder(c Config, h *History, clk ports.Clock, b ports.Backoff, m *metr
 		return metrics.Backlog{Reports: s.Buffered, Bytes: s.BufferedBytes, Lag: s.Lag, LimitBytes: r.BufferBytes()}
 	})
 	return r, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), c.ShutdownGrace)
+		ctx, cancel := context.WithTimeout(context.Background(), srv.ShutdownGrace)
 		defer cancel()
 		_ = r.Close(ctx)
 	}, nil
+}
+
+// NewRetention returns what removes history older than
+// --history-retention, not yet running, or nil when it is 0 (keep all).
+func NewRetention(c HistoryConfig, h *History, clk ports.Clock, m *metrics.Metrics, log *slog.Logger) (*recorder.Retention, error) {
+	if c.Retention == 0 {
+		return nil, nil
+	}
+	return recorder.NewRetention(recorder.RetentionOptions{Store: h.Store, Clock: clk, Retention: c.Retention, Logger: log,
+		Removed: m.Retention()})
 }
 
 // NewBackoff paces the recorder's retries while the store fails: doubling
@@ -270,12 +180,15 @@ func NewBackoff() *backoff.ExponentialBackOff {
 // NewHistoryService returns the HistoryService RPC over the history; with
 // history off and no database to read, every call says so instead of
 // answering from an empty store ("no outages").
-func NewHistoryService(c Config, h *History, clk ports.Clock) *rpc.History {
-	if c.HistoryInterval == 0 && c.DatabaseURL == "" {
-		return rpc.NewHistory(historyOff{}, clk.Now, c.HistoryInterval)
+func NewHistoryService(c HistoryConfig, h *History, clk ports.Clock) *rpc.History {
+	if c.off() {
+		return rpc.NewHistory(historyOff{}, clk.Now, c.Interval)
 	}
-	return rpc.NewHistory(h.Query, clk.Now, c.HistoryInterval)
+	return rpc.NewHistory(h.Query, clk.Now, c.Interval)
 }
+
+// off reports whether history is off with no database to read.
+func (c HistoryConfig) off() bool { return c.Interval == 0 && c.DatabaseURL == "" }
 
 // historyOff answers every history query with FAILED_PRECONDITION.
 type historyOff struct{}

@@ -21,8 +21,8 @@ import (
 func TestWhatProvidersOpenIsReleased(t *testing.T) {
 	for name, run := range map[string]func(t *testing.T, c Config){
 		"a late provider fails": func(t *testing.T, c Config) {
-			c.TLSCert = filepath.Join(t.TempDir(), "missing-cert.pem")
-			c.TLSKey = filepath.Join(t.TempDir(), "missing-key.pem")
+			c.Security.TLSCert = filepath.Join(t.TempDir(), "missing-cert.pem")
+			c.Security.TLSKey = filepath.Join(t.TempDir(), "missing-key.pem")
 			m, err := InitializeMain(c)
 			if err == nil || !strings.Contains(err.Error(), "--tls-cert") || m != nil {
 				t.Fatalf("InitializeMain = %v, %v; want the --tls-cert error", m, err)
@@ -41,7 +41,7 @@ func TestWhatProvidersOpenIsReleased(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			url, appName := pgtest.FreshSchema(t)
 			c := DefaultConfig()
-			c.Listen, c.LogLevel, c.DatabaseURL = "127.0.0.1:0", "error", url
+			c.Server.Listen, c.Logs.LogLevel, c.History.DatabaseURL = "127.0.0.1:0", "error", url
 			run(t, c)
 			if n := connections(t, appName); n != 0 {
 				t.Errorf("%d database connections left open", n)

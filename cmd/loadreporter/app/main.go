@@ -22,18 +22,7 @@ import (
 
 // Main is the running service: the fire loop and the one port.
 type Main struct {
-	cfg      Config
-	log      *slog.Logger
-	loop     *fireloop.Loop
-	engine   Engine
-	history  *History
-	recorder *recorder.Recorder // nil when history is off
-	clock    ports.Clock
-	server   *http.Server
-	front    *Front // nil without --front-listen
-	health   *Health
-	ready    *Readiness
-	metrics  *metrics.Metrics
+	p Parts
 	// cleanup releases what the providers opened (InitializeMain sets it);
 	// it runs last in Close, and alone when Start never ran.
 	cleanup func()
@@ -49,21 +38,38 @@ type Main struct {
 	closeErr      error
 }
 
-// NewMain assembles a Main; Start runs it. rec is nil when history is off.
-func NewMain(c Config, log *slog.Logger, clk ports.Clock, r *fireloop.Loop, e Engine, hist *History,
-	rec *recorder.Recorder, srv *http.Server, f *Front, h *Health, ready *Readiness, m *metrics.Metrics) *Main {
-	return &Main{cfg: c, log: log, clock: clk, loop: r, engine: e, history: hist, recorder: rec,
-		server: srv, front: f, health: h, ready: ready, metrics: m, cleanup: func() {}}
+// Parts are what Main runs, as the providers built them. Recorder is nil
+// when history is off, Retention without --history-retention, Front
+// without --front-listen.
+type Parts struct {
+	Server    ServerConfig
+	Fire      FireConfig
+	Log       *slog.Logger
+	Clock     ports.Clock
+	Loop      *fireloop.Loop
+	Engine    Engine
+	History   *History
+	Recorder  *recorder.Recorder
+	Retention *recorder.Retention
+	HTTP      *http.Server
+	Front     *Front
+	Health    *Health
+	Ready     *Readiness
+	Metrics   *metrics.Metrics
+	Access    *Access
 }
 
-// History is the history store in use.
-func (m *Main) History() *History { return m.history }
+// NewMain assembles a Main; Start runs it.
+func NewMain(p Parts) *Main { return &Main{p: p, cleanup: func() {}} }
 
 // FireLoop is the fire loop (tests and admin handlers use it).
-func (m *Main) FireLoop() *fireloop.Loop { return m.loop }
+func (m *Main) FireLoop() *fireloop.Loop { return m.p.Loop }
+
+// History is the history store in use.
+func (m *Main) History() *History { return m.p.History }
 
 // Engine is the snapshot source in use.
-func (m *Main) Engine() Engine { return m.engine }
+func (m *Main) Engine() Engine { return m.p.Engine }
 
 // Addr is the address the port listens on, once started.
 func (m *Main) Addr() string { return m.ln.Addr().String() }
@@ -77,19 +83,22 @@ func (m *Main) FrontAddr() string {
 	return m.frontLn.Addr().String()
 }
 
-// Start listens on --listen and starts the fire loop, the history
-// recorder, the retention and the server. It returns once the port accepts
-// connections.
+// Start brings the history database up (History.Start), listens on
+// --listen and starts the fire loop, the history recorder, the retention
+// and the server. It returns once the port accepts connections.
 func (m *Main) Start() error {
-	ln, err := net.Listen("tcp", m.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("--listen %s: %w", m.cfg.Listen, err)
+	if err := m.p.History.Start(); err != nil {
+		return err
 	}
-	if m.front != nil {
-		fln, err := net.Listen("tcp", m.front.listen)
+	ln, err := net.Listen("tcp", m.p.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", m.p.Server.Listen, err)
+	}
+	if m.p.Front != nil {
+		fln, err := net.Listen("tcp", m.p.Front.listen)
 		if err != nil {
 			_ = ln.Close()
-			return fmt.Errorf("--front-listen %s: %w", m.front.listen, err)
+			return fmt.Errorf("--front-listen %s: %w", m.p.Front.listen, err)
 		}
 		m.frontLn = fln
 	}
@@ -98,77 +107,74 @@ func (m *Main) Start() error {
 	m.stopLoop = stop
 	m.loopDone = make(chan struct{})
 	m.retentionDone = make(chan struct{})
-	if err := m.engine.Start(loopCtx); err != nil {
+	if err := m.p.Engine.Start(loopCtx); err != nil {
 		stop()
 		_ = ln.Close()
 		if m.frontLn != nil {
 			_ = m.frontLn.Close()
 		}
 		m.ln, m.frontLn = nil, nil // nothing runs: Close only releases
-		return fmt.Errorf("--source %s: %w", m.cfg.Source, err)
+		return fmt.Errorf("--source %s: %w", m.p.Engine.name, err)
 	}
-	if m.recorder != nil {
-		m.recorder.Start()
+	if m.p.Recorder != nil {
+		m.p.Recorder.Start()
 	}
 	go func() {
 		defer close(m.loopDone)
-		_ = m.loop.Run(loopCtx)
+		_ = m.p.Loop.Run(loopCtx)
 	}()
 	go func() {
 		defer close(m.retentionDone)
-		if m.cfg.HistoryRetention <= 0 {
-			return
+		if m.p.Retention != nil {
+			_ = m.p.Retention.Run(loopCtx)
 		}
-		_ = recorder.RunRetention(loopCtx, recorder.RetentionOptions{
-			Store: m.history.Store, Clock: m.clock, Retention: m.cfg.HistoryRetention, Logger: m.log,
-			Removed: m.metrics.Retention(),
-		})
 	}()
 	m.serveDone = make(chan error, 1)
-	useTLS := m.server.TLSConfig != nil // Serve adjusts TLSConfig: read it first
+	useTLS := m.p.HTTP.TLSConfig != nil // Serve adjusts TLSConfig: read it first
 	go func() {
 		var err error
 		if useTLS {
-			err = m.server.ServeTLS(ln, "", "")
+			err = m.p.HTTP.ServeTLS(ln, "", "")
 		} else {
-			err = m.server.Serve(ln)
+			err = m.p.HTTP.Serve(ln)
 		}
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}
 		m.serveDone <- err
 	}()
-	if m.front != nil {
+	if m.p.Front != nil {
 		m.frontDone = make(chan error, 1)
-		frontTLS := m.front.server.TLSConfig != nil
+		frontTLS := m.p.Front.server.TLSConfig != nil
 		go func() {
 			var err error
 			if frontTLS {
-				err = m.front.server.ServeTLS(m.frontLn, "", "")
+				err = m.p.Front.server.ServeTLS(m.frontLn, "", "")
 			} else {
-				err = m.front.server.Serve(m.frontLn)
+				err = m.p.Front.server.Serve(m.frontLn)
 			}
 			if errors.Is(err, http.ErrServerClosed) {
 				err = nil
 			}
 			m.frontDone <- err
 		}()
-		m.log.Info("front serving the worker's address", "addr", m.frontLn.Addr().String(), "engine", m.front.engine, "tls", frontTLS)
+		m.p.Log.Info("front serving the worker's address", "addr", m.frontLn.Addr().String(), "engine", m.p.Front.engine, "tls", frontTLS)
 	}
-	close(m.ready.ready)
-	if m.cfg.AuthToken != "" && !useTLS && !isLoopback(ln.Addr()) {
-		m.log.Warn("--auth-token is accepted over plaintext beyond loopback: anyone on the path can read it; add --tls-cert/--tls-key",
+	close(m.p.Ready.ready)
+	token := m.p.Access.c.AuthToken != ""
+	if token && !useTLS && !isLoopback(ln.Addr()) {
+		m.p.Log.Warn("--auth-token is accepted over plaintext beyond loopback: anyone on the path can read it; add --tls-cert/--tls-key",
 			"addr", ln.Addr().String())
 	}
-	for _, w := range m.cfg.warnings {
-		m.log.Warn(w)
+	for _, w := range m.p.Access.warnings() {
+		m.p.Log.Warn(w)
 	}
-	if m.cfg.AuthToken == "" && !isLoopback(ln.Addr()) {
-		m.log.Warn("listening beyond loopback without --auth-token: anyone who reaches this port can read load and call AdminService",
+	if !token && !isLoopback(ln.Addr()) {
+		m.p.Log.Warn("listening beyond loopback without --auth-token: anyone who reaches this port can read load and call AdminService",
 			"addr", ln.Addr().String())
 	}
-	m.log.Info("loadreporter serving", "addr", ln.Addr().String(), "source", m.cfg.Source, "history", m.history.kind,
-		"schedule", m.cfg.Schedule, "phase_slots", m.cfg.PhaseSlots, "tls", useTLS, "auth", m.cfg.AuthToken != "")
+	m.p.Log.Info("loadreporter serving", "addr", ln.Addr().String(), "source", m.p.Engine.name, "history", m.p.History.kind,
+		"schedule", m.p.Fire.Schedule, "phase_slots", m.p.Fire.PhaseSlots, "tls", useTLS, "auth", token)
 	return nil
 }
 
@@ -201,27 +207,27 @@ func (m *Main) close() error {
 		return nil
 	}
 	start := time.Now()
-	m.health.SetStatus("", grpchealth.StatusNotServing)
-	m.health.SetStatus(loadmonitorv1connect.LoadMonitorServiceName, grpchealth.StatusNotServing)
-	m.health.SetStatus(orca.ServiceName, grpchealth.StatusNotServing)
-	m.loop.Shutdown()
+	m.p.Health.SetStatus("", grpchealth.StatusNotServing)
+	m.p.Health.SetStatus(loadmonitorv1connect.LoadMonitorServiceName, grpchealth.StatusNotServing)
+	m.p.Health.SetStatus(orca.ServiceName, grpchealth.StatusNotServing)
+	m.p.Loop.Shutdown()
 	// The grace is shared out so that no phase can eat the next one's:
 	// streams first, then the fire loop, and the history's flush keeps a
 	// share of its own even when a stuck peer held the server to its limit.
-	grace := m.cfg.ShutdownGrace
+	grace := m.p.Server.ShutdownGrace
 	streamsBy, loopBy := start.Add(grace*3/5), start.Add(grace*4/5)
-	if m.recorder == nil {
+	if m.p.Recorder == nil {
 		streamsBy, loopBy = start.Add(grace*4/5), start.Add(grace)
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), streamsBy)
 	defer cancel()
 	frontErr := make(chan error, 1)
 	go func() { frontErr <- m.closeFront(ctx) }()
-	err := m.server.Shutdown(ctx)
+	err := m.p.HTTP.Shutdown(ctx)
 	if err != nil {
-		m.log.Warn("streams still open when their share of the grace ended; closing their connections",
+		m.p.Log.Warn("streams still open when their share of the grace ended; closing their connections",
 			"grace", grace, "share", streamsBy.Sub(start).Round(time.Millisecond))
-		err = m.server.Close()
+		err = m.p.HTTP.Close()
 	}
 	err = errors.Join(err, <-frontErr)
 	m.stopLoop()
@@ -235,22 +241,22 @@ func (m *Main) close() error {
 	<-m.retentionDone
 	// The loop has stopped recording: flush what the recorder still holds,
 	// until the end of the whole grace.
-	if m.recorder != nil {
+	if m.p.Recorder != nil {
 		flushCtx, cancelFlush := context.WithDeadline(context.Background(), start.Add(grace))
 		defer cancelFlush()
 		// What the history lost over the whole run and why: Close logs it,
 		// or returns it when the grace ended first.
-		err = errors.Join(err, m.recorder.Close(flushCtx))
+		err = errors.Join(err, m.p.Recorder.Close(flushCtx))
 	}
-	if !m.history.CloseBy(start.Add(grace)) {
-		m.log.Warn("history store still closing when the grace ended; exiting without it (its database does not answer)",
+	if !m.p.History.CloseBy(start.Add(grace)) {
+		m.p.Log.Warn("history store still closing when the grace ended; exiting without it (its database does not answer)",
 			"grace", grace)
 	}
 	if serveErr := <-m.serveDone; serveErr != nil {
 		err = errors.Join(err, serveErr)
 	}
-	err = errors.Join(err, m.engine.Close())
-	m.log.Info("loadreporter stopped", "took", time.Since(start).Round(time.Millisecond))
+	err = errors.Join(err, m.p.Engine.Close())
+	m.p.Log.Info("loadreporter stopped", "took", time.Since(start).Round(time.Millisecond))
 	return err
 }
 
@@ -260,9 +266,9 @@ func (m *Main) closeFront(ctx context.Context) error {
 	if m.frontDone == nil {
 		return nil // never served
 	}
-	if err := m.front.server.Shutdown(ctx); err != nil {
-		m.log.Warn("front requests still in flight when their share of the grace ended; closing their connections")
-		_ = m.front.server.Close()
+	if err := m.p.Front.server.Shutdown(ctx); err != nil {
+		m.p.Log.Warn("front requests still in flight when their share of the grace ended; closing their connections")
+		_ = m.p.Front.server.Close()
 	}
 	return <-m.frontDone
 }

@@ -1,11 +1,13 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -19,7 +21,6 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/orca"
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/adapters/rpc"
-	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/hostcheck"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/serving"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
@@ -49,10 +50,10 @@ type Readiness struct {
 }
 
 // NewReadiness returns a not-yet-ready state.
-func NewReadiness(c Config, p pollapi.Poller) *Readiness {
+func NewReadiness(c ServerConfig, pc PollConfig, p pollapi.Poller) *Readiness {
 	r := &Readiness{ready: make(chan struct{})}
 	if c.ReadyRequiresLoad {
-		r.poller, r.maxAge = p, pollAge(c)
+		r.poller, r.maxAge = p, pollAge(pc)
 	}
 	return r
 }
@@ -77,62 +78,75 @@ func (r *Readiness) check(ctx context.Context) string {
 	return ""
 }
 
-// NewHandler assembles everything served on the one port.
-func NewHandler(c Config, loop *fireloop.Loop, monitor *rpc.Monitor, watch *rpc.Watch, admin *rpc.Admin, history *rpc.History,
-	orcaSvc *orca.Service, poll *pollapi.Handler, dashboard *web.Handler, health *Health, m *metrics.Metrics, ready *Readiness,
-	stalls *rpc.Stalls) http.Handler {
+// Routes are the handlers served on the one port.
+type Routes struct {
+	Monitor   *rpc.Monitor
+	Watch     *rpc.Watch
+	Admin     *rpc.Admin
+	History   *rpc.History
+	ORCA      *orca.Service
+	Poll      *pollapi.Handler
+	Dashboard *web.Handler
+	Health    *Health
+	Ready     *Readiness
+	Metrics   *metrics.Metrics
+	// Stalls ends the lease-less streams (Watch, ORCA) whose client
+	// stopped reading.
+	Stalls *rpc.Stalls
+}
+
+// Bounds is what every request of the port goes through besides the
+// access check: the port's bounds on peers, and at shutdown the final
+// write's (serving.Port.Wrap).
+type Bounds func(http.Handler) http.Handler
+
+// NewBounds bounds every request of the port; every stream, not only
+// Monitor's, ends within --final-write-timeout once the reporter shuts
+// down: a browser or ORCA client that stopped reading must not hold the
+// shutdown to its grace. Monitor's body lasts as long as the session,
+// which bounds itself (a first frame in time, a frame budget, a lease).
+func NewBounds(c StreamsConfig, loop *fireloop.Loop) Bounds {
+	return func(h http.Handler) http.Handler {
+		return c.Port.Wrap(h, loop.ShuttingDown(), c.Monitor.FinalWriteTimeout, monitorRoute)
+	}
+}
+
+// NewHandler routes everything served on the one port, behind the access
+// check and the port's bounds.
+func NewHandler(r Routes, a *Access, bound Bounds) http.Handler {
 	mux := http.NewServeMux()
 	// Every request of every service on the port, health and reflection
 	// included, is bounded alike.
 	limit := connect.WithReadMaxBytes(serving.MaxRequestBytes)
-	mux.Handle(monitor.Handler(limit))
+	mux.Handle(r.Monitor.Handler(limit))
 	// Browsers' and ORCA clients' streams hold no lease: a write blocked
 	// for --stalled-write-timeout ends them.
-	mux.Handle(stalls.Wrap(watch.Handler(limit)))
-	mux.Handle(admin.Handler(limit))
-	mux.Handle(history.Handler(limit))
-	mux.Handle(stalls.Wrap(orcaSvc.Handler(limit)))
-	mux.Handle(pollapi.Route, poll)
-	mux.HandleFunc(pollapi.GetLoadRoute, poll.ServeGetLoad)
-	mux.Handle(pollapi.GetLoadsProcedure, poll.GetLoadsHandler(limit))
-	mux.Handle(grpchealth.NewHandler(health, limit))
+	mux.Handle(r.Stalls.Wrap(r.Watch.Handler(limit)))
+	mux.Handle(r.Admin.Handler(limit))
+	mux.Handle(r.History.Handler(limit))
+	mux.Handle(r.Stalls.Wrap(r.ORCA.Handler(limit)))
+	mux.Handle(pollapi.Route, r.Poll)
+	mux.HandleFunc(pollapi.GetLoadRoute, r.Poll.ServeGetLoad)
+	mux.Handle(pollapi.GetLoadsProcedure, r.Poll.GetLoadsHandler(limit))
+	mux.Handle(grpchealth.NewHandler(r.Health, limit))
 	reflector := grpcreflect.NewStaticReflector(loadmonitorv1connect.LoadMonitorServiceName,
 		loadreporterv1connect.WatchServiceName, loadreporterv1connect.AdminServiceName,
 		loadreporterv1connect.HistoryServiceName, orca.ServiceName, grpchealth.HealthV1ServiceName)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, limit))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, limit))
-	mux.Handle("GET /metrics", m.Handler())
+	mux.Handle("GET /metrics", r.Metrics.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if why := ready.check(r.Context()); why != "" {
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, req *http.Request) {
+		if why := r.Ready.check(req.Context()); why != "" {
 			http.Error(w, why, http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	dashboard.Register(mux)
-	var h http.Handler = answerUnknownRPCs(mux)
-	if c.AuthToken == "" {
-		guarded := hostcheck.Guard(c.Listen, splitList(c.AllowedHosts), "add it with --allowed-host, or set --auth-token", h)
-		served := h
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if servedToAnyName(r) {
-				served.ServeHTTP(w, r)
-				return
-			}
-			guarded.ServeHTTP(w, r)
-		})
-	} else {
-		h = requireToken(c.AuthToken, c.AdminToken, c.AuthScope, h, limit)
-	}
-	// Every stream, not only Monitor's, ends within the final-write bound
-	// once the reporter shuts down: a browser or ORCA client that stopped
-	// reading must not hold the shutdown to its grace. Monitor's body lasts
-	// as long as the session, which bounds itself (a first frame in time, a
-	// frame budget, a lease).
-	return c.Port.Wrap(h, loop.ShuttingDown(), c.Monitor.FinalWriteTimeout, monitorRoute)
+	r.Dashboard.Register(mux)
+	return bound(a.guard(answerUnknownRPCs(mux), limit))
 }
 
 // answerUnknownRPCs answers a gRPC, gRPC-Web or Connect call to a method
@@ -154,38 +168,71 @@ func answerUnknownRPCs(mux *http.ServeMux) http.Handler {
 var monitorRoute = "/" + loadmonitorv1connect.LoadMonitorServiceName + "/"
 
 // NewServer returns the HTTP server for the one port: HTTP/1.1 and HTTP/2
-// (h2c without TLS), TLS and mutual TLS by flags.
-func NewServer(c Config, h http.Handler, log *slog.Logger) (*http.Server, error) {
-	srv := c.Port.NewServer(h, log, c.TLSCert != "")
-	if c.TLSCert == "" {
-		return srv, nil
+// (h2c without TLS), TLS and mutual TLS with t.
+func NewServer(c ServerConfig, streams StreamsConfig, h http.Handler, t *TLS, log *slog.Logger) (*http.Server, error) {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return nil, fmt.Errorf("--listen %q: want HOST:PORT: %v", c.Listen, err)
 	}
-	var err error
-	srv.TLSConfig, err = serverTLS(c, log)
-	return srv, err
+	if c.ShutdownGrace <= 0 {
+		return nil, fmt.Errorf("--shutdown-grace %s: must be > 0", c.ShutdownGrace)
+	}
+	if fw := cmp.Or(streams.Monitor.FinalWriteTimeout, rpc.DefaultFinalWriteTimeout); fw >= c.ShutdownGrace {
+		return nil, fmt.Errorf("--final-write-timeout %s: must be below --shutdown-grace %s", fw, c.ShutdownGrace)
+	}
+	if err := streams.Port.Check(); err != nil {
+		return nil, err
+	}
+	srv := streams.Port.NewServer(h, log, t != nil)
+	if t != nil {
+		srv.TLSConfig = t.Config()
+	}
+	return srv, nil
 }
 
-// serverTLS is the TLS of a port: --tls-cert and --tls-key, reloaded when
-// the files change, and client certificates with --tls-client-ca.
-func serverTLS(c Config, log *slog.Logger) (*tls.Config, error) {
+// TLS is the port's TLS: --tls-cert and --tls-key, reloaded when the files
+// change, and client certificates with --tls-client-ca; the front's too
+// with --front-tls.
+type TLS struct {
+	certs     *certReloader
+	clientCAs *x509.CertPool // nil without --tls-client-ca
+}
+
+// NewTLS loads the port's key pair and client CA; nil without --tls-cert.
+func NewTLS(c SecurityConfig, log *slog.Logger) (*TLS, error) {
+	switch {
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return nil, fmt.Errorf("--tls-cert and --tls-key go together")
+	case c.TLSClientCA != "" && c.TLSCert == "":
+		return nil, fmt.Errorf("--tls-client-ca needs --tls-cert and --tls-key")
+	case c.TLSCert == "":
+		return nil, nil
+	}
 	certs, err := newCertReloader(c.TLSCert, c.TLSKey, time.Second, log)
 	if err != nil {
 		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 	}
-	cfg := &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12}
+	t := &TLS{certs: certs}
 	if c.TLSClientCA != "" {
 		pem, err := os.ReadFile(c.TLSClientCA)
 		if err != nil {
 			return nil, fmt.Errorf("--tls-client-ca: %w", err)
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
+		t.clientCAs = x509.NewCertPool()
+		if !t.clientCAs.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("--tls-client-ca %s: no PEM certificate found", c.TLSClientCA)
 		}
-		cfg.ClientCAs = pool
+	}
+	return t, nil
+}
+
+// Config is a server's tls.Config, one per server (Serve adjusts it).
+func (t *TLS) Config() *tls.Config {
+	cfg := &tls.Config{GetCertificate: t.certs.GetCertificate, MinVersion: tls.VersionTLS12}
+	if t.clientCAs != nil {
+		cfg.ClientCAs = t.clientCAs
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
-	return cfg, nil
+	return cfg
 }
 
 // splitList reads a comma-separated flag value.

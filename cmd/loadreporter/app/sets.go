@@ -1,4 +1,4 @@
-//lint:file-ignore U1000 the sets are used by the injectors in wire.go, which only the wireinject build sees
+//lint:file-ignore U1000 the sets are used by the injector in wire.go, which only the wireinject build sees
 
 package app
 
@@ -14,14 +14,20 @@ import (
 	"github.com/loadreporter/loadreporter/ports"
 )
 
-// The provider sets, one per layer, that both injectors in wire.go are
-// built from. They name ordinary constructors only, so the same graph can
-// be wired by hand.
+// The provider sets, one per layer, that the injector in wire.go is built
+// from. They name ordinary constructors only, so the same graph can be
+// wired by hand; each provider takes the sections of Config it reads.
 
-// coreSet is the core: the clock, the history (store and recorder with
-// its retry backoff) and the fire loop with its observers. Wire wants a
-// binding beside its provider, so the small interfaces the transports own
-// are bound to the loop here.
+// configSet hands each section of Config to the providers that read it.
+var configSet = wire.NewSet(
+	wire.FieldsOf(new(Config), "Source", "Server", "Worker", "Security", "History", "Front", "Poll", "Fire",
+		"Sessions", "Streams", "Logs"),
+)
+
+// coreSet is the core: the clock, the history (store, recorder with its
+// retry backoff, retention) and the fire loop with its observers. Wire
+// wants a binding beside its provider, so the small interfaces the
+// transports own are bound to the loop here.
 var coreSet = wire.NewSet(
 	NewLogger,
 	wire.Value(clock.System{}),
@@ -31,6 +37,8 @@ var coreSet = wire.NewSet(
 	NewBackoff,
 	wire.Bind(new(ports.Backoff), new(*backoff.ExponentialBackOff)),
 	NewRecorder,
+	NewRetention,
+	NewWorker,
 	NewFireObserver,
 	NewFireLoop,
 	wire.Bind(new(rpc.Subscriber), new(*fireloop.Loop)),
@@ -39,16 +47,16 @@ var coreSet = wire.NewSet(
 )
 
 // adapterSet is what the core reads through adapters: the snapshot
-// source and the simulator's controls (from an Engine, built by NewEngine
-// or given by the caller) and the metrics.
+// source (a row of sources, or the Engine the caller gives), the
+// simulator's controls and the metrics.
 var adapterSet = wire.NewSet(
-	wire.FieldsOf(new(Engine), "Source", "Sim"),
+	NewEngine,
 	NewSimControl,
 	NewMetrics,
 )
 
 // transportSet is everything served on the one port: the RPC services,
-// polling, the dashboard, probes, the handler and the server.
+// polling, the dashboard, probes, access, the handler and the server.
 var transportSet = wire.NewSet(
 	NewMonitor,
 	orca.New,
@@ -61,6 +69,10 @@ var transportSet = wire.NewSet(
 	NewHealth,
 	NewReadiness,
 	NewStalls,
+	NewTLS,
+	NewAccess,
+	NewBounds,
+	wire.Struct(new(Routes), "*"),
 	NewHandler,
 	NewServer,
 	NewFront,

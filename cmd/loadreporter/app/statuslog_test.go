@@ -77,6 +77,7 @@ func TestStatusLogFollowsKindsNotWordings(t *testing.T) {
 		t.Fatalf("the kind change: %s", lines[perHour])
 	}
 }
+
 // TestStatusLogSaysWhenTheCauseChanges: within one kind of failure, a new
 // cause (another rank, the discovery's real answer) is logged within
 // causeChangeHold, while measurements that change every fire are not.

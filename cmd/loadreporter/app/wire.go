@@ -4,14 +4,9 @@ package app
 
 import "github.com/google/wire"
 
-// initializeMain wires the service from its configuration.
-func initializeMain(c Config) (*Main, func(), error) {
-	wire.Build(coreSet, adapterSet, transportSet, NewEngine, NewMain)
-	return nil, nil, nil
-}
-
-// initializeMainWithEngine wires the service around a given engine.
-func initializeMainWithEngine(c Config, e Engine) (*Main, func(), error) {
-	wire.Build(coreSet, adapterSet, transportSet, NewMain)
+// initializeMain wires the service from its configuration, around given
+// when it holds a source (InitializeMainWithEngine).
+func initializeMain(c Config, given givenEngine) (*Main, func(), error) {
+	wire.Build(configSet, coreSet, adapterSet, transportSet, wire.Struct(new(Parts), "*"), NewMain)
 	return nil, nil, nil
 }

@@ -14,40 +14,61 @@ import (
 
 // Injectors from wire.go:
 
-// initializeMain wires the service from its configuration.
-func initializeMain(c Config) (*Main, func(), error) {
-	logger := NewLogger(c)
-	system := _wireSystemValue
-	metrics := NewMetrics(system)
-	engine, cleanup, err := NewEngine(c, system, metrics)
+// initializeMain wires the service from its configuration, around given
+// when it holds a source (InitializeMainWithEngine).
+func initializeMain(c Config, given givenEngine) (*Main, func(), error) {
+	serverConfig := c.Server
+	fireConfig := c.Fire
+	flags := c.Logs
+	logger, err := NewLogger(flags)
 	if err != nil {
 		return nil, nil, err
 	}
-	snapshotSource := engine.Source
-	source := engine.Sim
+	system := _wireSystemValue
+	limits := c.Sessions
+	historyConfig := c.History
+	workerConfig := c.Worker
+	worker, err := NewWorker(workerConfig, serverConfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	sourceConfig := c.Source
+	metrics := NewMetrics(system)
+	engine, cleanup, err := NewEngine(sourceConfig, given, system, metrics)
+	if err != nil {
+		return nil, nil, err
+	}
 	precise := _wirePreciseValue
 	fireObserver := NewFireObserver(metrics, logger)
-	history, cleanup2, err := NewHistory(c, logger)
+	history, cleanup2, err := NewHistory(historyConfig, logger)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
 	exponentialBackOff := NewBackoff()
-	recorder, cleanup3, err := NewRecorder(c, history, system, exponentialBackOff, metrics, logger)
+	recorder, cleanup3, err := NewRecorder(historyConfig, serverConfig, history, system, exponentialBackOff, metrics, logger)
 	if err != nil {
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	loop, err := NewFireLoop(c, snapshotSource, source, precise, fireObserver, recorder, logger)
+	loop, err := NewFireLoop(fireConfig, limits, historyConfig, worker, engine, precise, fireObserver, recorder, logger)
 	if err != nil {
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	stalls := NewStalls(c, logger, metrics)
-	monitor, err := NewMonitor(c, loop, system, logger, metrics, stalls)
+	retention, err := NewRetention(historyConfig, history, system, metrics, logger)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	streamsConfig := c.Streams
+	stalls := NewStalls(streamsConfig, logger, metrics)
+	monitor, err := NewMonitor(streamsConfig, loop, system, logger, metrics, stalls)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -55,15 +76,16 @@ func initializeMain(c Config) (*Main, func(), error) {
 		return nil, nil, err
 	}
 	watch := rpc.NewWatch(loop)
-	simControl := NewSimControl(source)
-	admin, err := NewAdmin(c, simControl, loop, logger)
+	securityConfig := c.Security
+	simControl := NewSimControl(engine)
+	admin, err := NewAdmin(sourceConfig, securityConfig, simControl, loop, logger)
 	if err != nil {
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	rpcHistory := NewHistoryService(c, history, system)
+	rpcHistory := NewHistoryService(historyConfig, history, system)
 	options := _wireOptionsValue
 	service, err := orca.New(loop, options)
 	if err != nil {
@@ -72,8 +94,15 @@ func initializeMain(c Config) (*Main, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	handler := NewPoll(c, loop)
-	webHandler, err := NewDashboard(c, loop, history, system, logger)
+	pollConfig := c.Poll
+	handler, err := NewPoll(pollConfig, engine, loop)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	webHandler, err := NewDashboard(historyConfig, pollConfig, limits, worker, loop, history, system, logger)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -81,23 +110,69 @@ func initializeMain(c Config) (*Main, func(), error) {
 		return nil, nil, err
 	}
 	v := NewHealth()
-	readiness := NewReadiness(c, loop)
-	httpHandler := NewHandler(c, loop, monitor, watch, admin, rpcHistory, service, handler, webHandler, v, metrics, readiness, stalls)
-	server, err := NewServer(c, httpHandler, logger)
+	readiness := NewReadiness(serverConfig, pollConfig, loop)
+	routes := Routes{
+		Monitor:   monitor,
+		Watch:     watch,
+		Admin:     admin,
+		History:   rpcHistory,
+		ORCA:      service,
+		Poll:      handler,
+		Dashboard: webHandler,
+		Health:    v,
+		Ready:     readiness,
+		Metrics:   metrics,
+		Stalls:    stalls,
+	}
+	access, err := NewAccess(securityConfig, serverConfig)
 	if err != nil {
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	front, err := NewFront(c, handler, metrics, logger)
+	bounds := NewBounds(streamsConfig, loop)
+	httpHandler := NewHandler(routes, access, bounds)
+	tls, err := NewTLS(securityConfig, logger)
 	if err != nil {
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	main := NewMain(c, logger, system, loop, engine, history, recorder, server, front, v, readiness, metrics)
+	server, err := NewServer(serverConfig, streamsConfig, httpHandler, tls, logger)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	frontConfig := c.Front
+	front, err := NewFront(frontConfig, serverConfig, sourceConfig, pollConfig, streamsConfig, tls, handler, metrics, logger)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	parts := Parts{
+		Server:    serverConfig,
+		Fire:      fireConfig,
+		Log:       logger,
+		Clock:     system,
+		Loop:      loop,
+		Engine:    engine,
+		History:   history,
+		Recorder:  recorder,
+		Retention: retention,
+		HTTP:      server,
+		Front:     front,
+		Health:    v,
+		Ready:     readiness,
+		Metrics:   metrics,
+		Access:    access,
+	}
+	main := NewMain(parts)
 	return main, func() {
 		cleanup3()
 		cleanup2()
@@ -110,80 +185,3 @@ var (
 	_wirePreciseValue = clock.Precise{}
 	_wireOptionsValue = orca.Options{}
 )
-
-// initializeMainWithEngine wires the service around a given engine.
-func initializeMainWithEngine(c Config, e Engine) (*Main, func(), error) {
-	logger := NewLogger(c)
-	system := _wireSystemValue
-	snapshotSource := e.Source
-	source := e.Sim
-	precise := _wirePreciseValue
-	metrics := NewMetrics(system)
-	fireObserver := NewFireObserver(metrics, logger)
-	history, cleanup, err := NewHistory(c, logger)
-	if err != nil {
-		return nil, nil, err
-	}
-	exponentialBackOff := NewBackoff()
-	recorder, cleanup2, err := NewRecorder(c, history, system, exponentialBackOff, metrics, logger)
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	loop, err := NewFireLoop(c, snapshotSource, source, precise, fireObserver, recorder, logger)
-	if err != nil {
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	stalls := NewStalls(c, logger, metrics)
-	monitor, err := NewMonitor(c, loop, system, logger, metrics, stalls)
-	if err != nil {
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	watch := rpc.NewWatch(loop)
-	simControl := NewSimControl(source)
-	admin, err := NewAdmin(c, simControl, loop, logger)
-	if err != nil {
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	rpcHistory := NewHistoryService(c, history, system)
-	options := _wireOptionsValue
-	service, err := orca.New(loop, options)
-	if err != nil {
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	handler := NewPoll(c, loop)
-	webHandler, err := NewDashboard(c, loop, history, system, logger)
-	if err != nil {
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	v := NewHealth()
-	readiness := NewReadiness(c, loop)
-	httpHandler := NewHandler(c, loop, monitor, watch, admin, rpcHistory, service, handler, webHandler, v, metrics, readiness, stalls)
-	server, err := NewServer(c, httpHandler, logger)
-	if err != nil {
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	front, err := NewFront(c, handler, metrics, logger)
-	if err != nil {
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	main := NewMain(c, logger, system, loop, e, history, recorder, server, front, v, readiness, metrics)
-	return main, func() {
-		cleanup2()
-		cleanup()
-	}, nil
-}

@@ -39,14 +39,15 @@ func TestZMQMaxRunningRequestsReachesTheSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, closer, err := openSource(c, porttest.NewClock(time.Now()), metrics.New(time.Now))
+	e, cleanup, err := NewEngine(c.Source, givenEngine{}, porttest.NewClock(time.Now()), metrics.New(time.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closer.Close()
-	if err := src.(interface{ Start(context.Context) error }).Start(context.Background()); err != nil {
+	defer cleanup()
+	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	src := e.Source
 	var snap domain.Snapshot
 	for seq := uint64(1); ; seq++ {
 		if err := pub.Send(zmq4.NewMsgFrom([]byte("load"), binary.BigEndian.AppendUint64(nil, seq), body)); err != nil {

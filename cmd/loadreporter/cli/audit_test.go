@@ -238,7 +238,7 @@ func TestAuditSaysOnStderrWhatALimitCut(t *testing.T) {
 // TestAuditReachesATLSReporterAndSaysWhatIsWrong: --tls asks a TLS
 // reporter; TLS on one side only, and a refused token, say what to fix.
 func TestAuditReachesATLSReporterAndSaysWhatIsWrong(t *testing.T) {
-	store := memory.New(memory.Options{})
+	store, _ := memory.New(memory.Options{})
 	history := rpc.NewHistory(store, time.Now, time.Second)
 	mux := http.NewServeMux()
 	mux.Handle(history.Handler())
@@ -276,7 +276,7 @@ func TestAuditReachesATLSReporterAndSaysWhatIsWrong(t *testing.T) {
 // TestAuditLimitIsALimit: --limit 3 prints three reports, not pages of
 // three until the window ends.
 func TestAuditLimitIsALimit(t *testing.T) {
-	store := memory.New(memory.Options{})
+	store, _ := memory.New(memory.Options{})
 	at := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
 	var reports []*domain.Report
 	for i := range 10 {

@@ -33,8 +33,8 @@ func TestParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Port != serve.Port || c.Flags != serve.Flags || c.MaxWatchSessions != serve.Limits.MaxWatchSessions ||
-		c.ShutdownGrace != serve.ShutdownGrace || c.FinalWriteTimeout != serve.Monitor.FinalWriteTimeout {
+	if c.Port != serve.Streams.Port || c.Flags != serve.Logs || c.MaxWatchSessions != serve.Sessions.MaxWatchSessions ||
+		c.ShutdownGrace != serve.Server.ShutdownGrace || c.FinalWriteTimeout != serve.Streams.Monitor.FinalWriteTimeout {
 		t.Fatalf("fleet's defaults %+v differ from serve's %+v", c, serve)
 	}
 	c, err = Parse([]string{"--targets", "a:1", "--log-format", "json", "--log-level", "debug", "--max-watch-sessions", "3",

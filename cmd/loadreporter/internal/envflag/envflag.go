@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -78,20 +79,103 @@ func Parse(fs *flag.FlagSet, args []string, getenv func(string) string, extra ma
 func Usage(fs *flag.FlagSet, w io.Writer, synopsis string, extra map[string]string) func() {
 	return func() {
 		fmt.Fprintf(w, "%s\n\nFlags (each also settable as %s<NAME>):\n", synopsis, Prefix)
-		fs.VisitAll(func(f *flag.Flag) {
-			env := "env " + Name(f.Name)
-			switch e := extra[f.Name]; e {
-			case CommandLineOnly:
-				env = "command line only"
-			case "":
-			default:
-				env += ", " + e
+		fs.VisitAll(func(f *flag.Flag) { printFlag(w, f, extra) })
+	}
+}
+
+// printFlag prints one flag of a usage.
+func printFlag(w io.Writer, f *flag.Flag, extra map[string]string) {
+	env := "env " + Name(f.Name)
+	switch e := extra[f.Name]; e {
+	case CommandLineOnly:
+		env = "command line only"
+	case "":
+	default:
+		env += ", " + e
+	}
+	if f.DefValue != "" {
+		env = "default " + f.DefValue + "; " + env
+	}
+	fmt.Fprintf(w, "  --%s\n        %s (%s)\n", f.Name, f.Usage, env)
+}
+
+// Sections group a flag set's flags for its usage, in the order the
+// sections are added.
+type Sections struct {
+	fs   *flag.FlagSet
+	list []section
+}
+
+type section struct {
+	title string
+	flags []string
+}
+
+// NewSections groups the flags declared on fs through Add.
+func NewSections(fs *flag.FlagSet) *Sections { return &Sections{fs: fs} }
+
+// Add runs register, which declares flags on the flag set, and puts the
+// flags it declared in a section titled title: first those named in first,
+// in that order (the ones most read), then the others by name.
+func (s *Sections) Add(title string, register func(fs *flag.FlagSet), first ...string) {
+	before := map[string]bool{}
+	s.fs.VisitAll(func(f *flag.Flag) { before[f.Name] = true })
+	register(s.fs)
+	var added []string
+	s.fs.VisitAll(func(f *flag.Flag) {
+		if !before[f.Name] {
+			added = append(added, f.Name)
+		}
+	})
+	sec := section{title: title}
+	for _, name := range first {
+		if slices.Contains(added, name) {
+			sec.flags = append(sec.flags, name)
+		}
+	}
+	for _, name := range added {
+		if !slices.Contains(sec.flags, name) {
+			sec.flags = append(sec.flags, name)
+		}
+	}
+	s.list = append(s.list, sec)
+}
+
+// Titles lists the sections' titles, in order.
+func (s *Sections) Titles() []string {
+	var out []string
+	for _, sec := range s.list {
+		out = append(out, sec.title)
+	}
+	return out
+}
+
+// Usage prints the flags as Usage does, section by section, each under
+// its title, in the order of the sections and of their declaration;
+// flags declared outside Add come last, under "Other".
+func (s *Sections) Usage(w io.Writer, synopsis string, extra map[string]string) func() {
+	return func() {
+		fmt.Fprintf(w, "%s\n\nFlags (each also settable as %s<NAME>), by section:\n", synopsis, Prefix)
+		seen := map[string]bool{}
+		for _, sec := range s.list {
+			fmt.Fprintf(w, "\n%s:\n", sec.title)
+			for _, name := range sec.flags {
+				seen[name] = true
+				printFlag(w, s.fs.Lookup(name), extra)
 			}
-			if f.DefValue != "" {
-				env = "default " + f.DefValue + "; " + env
+		}
+		var other []*flag.Flag
+		s.fs.VisitAll(func(f *flag.Flag) {
+			if !seen[f.Name] {
+				other = append(other, f)
 			}
-			fmt.Fprintf(w, "  --%s\n        %s (%s)\n", f.Name, f.Usage, env)
 		})
+		if len(other) > 0 {
+			fmt.Fprintf(w, "\nOther:\n")
+			for _, f := range other {
+				printFlag(w, f, extra)
+			}
+		}
 	}
 }
 

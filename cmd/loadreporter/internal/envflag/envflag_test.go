@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -158,5 +159,48 @@ func TestNoArguments(t *testing.T) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	if err := fs.Parse(nil); err != nil || NoArguments(fs, nil, "serve") != nil {
 		t.Error("no arguments refused")
+	}
+}
+
+// TestSectionsPrintTheirFlagsInOrder: a sectioned usage prints each
+// section's title, then its flags, those it names first in that order and
+// the others by name, and the flags declared outside any section last.
+func TestSectionsPrintTheirFlagsInOrder(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	secs := NewSections(fs)
+	secs.Add("Second first", func(fs *flag.FlagSet) {
+		fs.String("zeta", "z", "the last letter")
+		fs.String("alpha", "", "the first")
+		fs.String("gamma", "", "the third")
+	}, "zeta", "unknown")
+	secs.Add("Then", func(fs *flag.FlagSet) { fs.Int("beta", 2, "two") })
+	fs.Bool("loose", false, "declared outside")
+	var out strings.Builder
+	secs.Usage(&out, "Usage: x", nil)()
+	want := `Usage: x
+
+Flags (each also settable as LOADREPORTER_<NAME>), by section:
+
+Second first:
+  --zeta
+        the last letter (default z; env LOADREPORTER_ZETA)
+  --alpha
+        the first (env LOADREPORTER_ALPHA)
+  --gamma
+        the third (env LOADREPORTER_GAMMA)
+
+Then:
+  --beta
+        two (default 2; env LOADREPORTER_BETA)
+
+Other:
+  --loose
+        declared outside (default false; env LOADREPORTER_LOOSE)
+`
+	if out.String() != want {
+		t.Errorf("usage:\n%s\nwant:\n%s", out.String(), want)
+	}
+	if got := secs.Titles(); !slices.Equal(got, []string{"Second first", "Then"}) {
+		t.Errorf("titles %q", got)
 	}
 }

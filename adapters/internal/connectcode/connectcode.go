@@ -1,4 +1,4 @@
-package rpc
+package connectcode
 
 import (
 	"context"
@@ -9,25 +9,24 @@ import (
 	"github.com/loadreporter/loadreporter/domain"
 )
 
-// codeRow pairs a domain error code with the Connect code it travels as.
-type codeRow struct {
-	domain  string
-	connect connect.Code
+// Row pairs a domain error code with the Connect code it travels as.
+type Row struct {
+	Domain  string
+	Connect connect.Code
 }
 
-// codeTable is the one table between domain codes and Connect codes, and
-// both directions scan it in order (wtf's error.go keeps one table the same
-// way, so the two directions cannot drift apart):
+// table is scanned in order in both directions (wtf's error.go keeps one
+// table the same way):
 //
 //   - a server sends the Connect code of the first row whose domain code
-//     matches (toConnectError);
+//     matches (ToConnect);
 //   - a client reads back the domain code of the first row whose Connect
-//     code matches (fromConnectError).
+//     code matches (FromConnect).
 //
 // Where several domain codes share a Connect code, the row listed first is
 // what a client reads back; the rows after it are the documented
 // equivalents. A row shadowed in one direction says so.
-var codeTable = []codeRow{
+var table = []Row{
 	{domain.CodeInvalidArgument, connect.CodeInvalidArgument},
 	// Read back as INVALID_ARGUMENT. Monitor sends it in a StreamError
 	// frame, where it keeps its own name.
@@ -47,37 +46,45 @@ var codeTable = []codeRow{
 	{domain.CodeUnavailable, connect.CodeCanceled},
 	// Server direction only (the row above wins for a client). No RPC of
 	// ours ends with a lease as its status: Monitor sends LEASE_EXPIRED in
-	// a StreamError frame and Watch sessions hold no lease.
+	// a StreamError frame and Watch and ORCA sessions hold no lease.
 	{domain.CodeLeaseExpired, connect.CodeDeadlineExceeded},
 	{domain.CodeReplaced, connect.CodeAborted},
 	{domain.CodeUnauthenticated, connect.CodeUnauthenticated},
 	{domain.CodePermissionDenied, connect.CodePermissionDenied},
 }
 
-// connectCode returns the Connect code a server sends for a domain code.
-func connectCode(code string) (connect.Code, bool) {
-	for _, r := range codeTable {
-		if r.domain == code {
-			return r.connect, true
+// Rows returns a copy of the table, in order, for tests that cover every
+// row.
+func Rows() []Row { return append([]Row(nil), table...) }
+
+// Code returns the Connect code a server sends for a domain code.
+func Code(code string) (connect.Code, bool) {
+	for _, r := range table {
+		if r.Domain == code {
+			return r.Connect, true
 		}
 	}
 	return 0, false
 }
 
-// domainCode returns the domain code a client reads for a Connect code.
-func domainCode(code connect.Code) (string, bool) {
-	for _, r := range codeTable {
-		if r.connect == code {
-			return r.domain, true
+// DomainCode returns the domain code a client reads for a Connect code.
+func DomainCode(code connect.Code) (string, bool) {
+	for _, r := range table {
+		if r.Connect == code {
+			return r.Domain, true
 		}
 	}
 	return "", false
 }
 
-// toConnectError maps err through codeTable; anything unknown (INTERNAL
-// included) becomes Internal with a generic message (details stay in the
-// logs).
-func toConnectError(err error) error {
+// errInternal is what a peer reads for any error the table does not
+// list: its details stay in the logs.
+var errInternal = errors.New("internal error")
+
+// ToConnect maps err through the table for a server to send; a
+// *connect.Error passes as it is, and anything unknown (INTERNAL included)
+// becomes Internal with a generic message.
+func ToConnect(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -85,19 +92,19 @@ func toConnectError(err error) error {
 	if errors.As(err, &ce) {
 		return ce
 	}
-	if code, ok := connectCode(domain.ErrorCode(err)); ok {
+	if code, ok := Code(domain.ErrorCode(err)); ok {
 		return connect.NewError(code, errors.New(domain.ErrorMessage(err)))
 	}
-	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+	return connect.NewError(connect.CodeInternal, errInternal)
 }
 
-// fromConnectError turns the error of a call made with ctx back into the
-// domain error model. A call that ended on the client's side (ctx ended, or
-// the client gave up or timed out before the server answered) is
+// FromConnect turns the error of a call made with ctx back into the
+// domain error model. A call that ended on the client's side (ctx ended,
+// or the client gave up or timed out before the server answered) is
 // UNAVAILABLE and keeps err as its cause, so errors.Is still sees
-// context.DeadlineExceeded or context.Canceled. A code codeTable does not
+// context.DeadlineExceeded or context.Canceled. A code the table does not
 // list is INTERNAL, naming the code.
-func fromConnectError(ctx context.Context, err error) error {
+func FromConnect(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -108,7 +115,7 @@ func fromConnectError(ctx context.Context, err error) error {
 	if ctx.Err() != nil || (!connect.IsWireError(err) && isContextCode(ce.Code())) {
 		return domain.Wrap(err, domain.CodeUnavailable, "the request ended before the reporter answered: %s", ce.Message())
 	}
-	if code, ok := domainCode(ce.Code()); ok {
+	if code, ok := DomainCode(ce.Code()); ok {
 		return domain.Errorf(code, "%s", ce.Message())
 	}
 	return domain.Errorf(domain.CodeInternal, "%s: %s", ce.Code(), ce.Message())
