@@ -83,7 +83,7 @@ func points(d string) int { return strings.Count(d, "M") + strings.Count(d, "L")
 // red). The sparklines go on drawing each report.
 func TestBrowserLivePageStale(t *testing.T) {
 	c := historyConfig()
-	c.StaleAfter = time.Second
+	c.Fire.StaleAfter = time.Second
 	m := startMain(t, c, nil)
 	ctx := testCtx(t, 40*time.Second)
 	waitLatest(t, ctx, m, domain.StatusHealthy)
@@ -170,7 +170,7 @@ func TestBrowserLivePageStale(t *testing.T) {
 func TestBrowserHistoryPictures(t *testing.T) {
 	boot := time.Now()
 	c := historyConfig()
-	c.DPSize = 8
+	c.Source.DPSize = 8
 	m := startMain(t, c, nil)
 	ctx := testCtx(t, 40*time.Second)
 	hold(t, ctx, 4*time.Second)

@@ -154,12 +154,9 @@ func startGRPCWorker(t *testing.T, name, dir string, tune func(*enginesim.Config
 	t.Cleanup(func() { _ = e.Close() })
 	tap := startCallTap(t, e.GRPCAddr())
 	c := testConfig()
-	c.Source, c.EngineURL, c.Front.Listen = "sglang-grpc", tap.addr, "127.0.0.1:0"
-	c.PollMaxAge = 50 * time.Millisecond
-	c.HistoryInterval = 0
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	c.Source.Name, c.Source.EngineURL, c.Front.Listen = "sglang-grpc", tap.addr, "127.0.0.1:0"
+	c.Poll.MaxAge = 50 * time.Millisecond
+	c.History.Interval = 0
 	return &grpcWorker{name: name, engine: e, tap: tap, main: startMain(t, c, nil)}
 }
 
