@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -313,5 +314,57 @@ func TestTheProxiedPathNeverWaitsForAPull(t *testing.T) {
 	case code := <-polled:
 		t.Fatalf("the poll was answered (%d) while its pull hangs", code)
 	default:
+	}
+}
+
+// TestTheFrontDrainsBeforeItCloses: once the reporter stops, the front
+// keeps taking requests for --front-drain while its load endpoints say
+// "shutting down" (a full worker to /get_load, never a refused
+// connection, which sglang-router reads as load −1); then its port closes.
+func TestTheFrontDrainsBeforeItCloses(t *testing.T) {
+	e := newStandInEngine(t)
+	c := testConfig()
+	c.Source.Name, c.Source.EngineURL, c.Front.Listen = "sglang-http", e.srv.URL, "127.0.0.1:0"
+	c.Front.Drain = time.Second
+	m, err := app.InitializeMain(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + m.FrontAddr()
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close() }()
+	ctx := testCtx(t, 5*time.Second)
+	for {
+		load := sglangRouterLoad(t, base)
+		if load == -1 {
+			t.Fatal("sglang-router read load -1 (a failed poll) while the front drains")
+		}
+		resp, err := http.Get(base + "/get_load")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), "SHUTTING_DOWN") {
+			if load < math.MaxInt32 {
+				t.Fatalf("shutting down, yet load %d", load)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the front never said it was shutting down: %s", b)
+		}
+	}
+	if resp, err := http.Get(base + "/health"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("a request passed to the engine while the front drains: %v %v", resp, err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.Get(base + "/health"); err == nil {
+		t.Fatal("the front still serves after Close")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -65,6 +66,10 @@ type Options struct {
 	ResponseHeaderTimeout time.Duration
 	// DialTimeout bounds a connection to the engine (default 5 s).
 	DialTimeout time.Duration
+	// MaxInFlight bounds the requests passed to the engine at once (each
+	// holds a goroutine pair, buffers and an engine connection: tens of
+	// KiB); one more is answered 503 at once. Default DefaultMaxInFlight.
+	MaxInFlight int
 	// Transport replaces the pooled transport to the engine (tests).
 	Transport http.RoundTripper
 	Observer  Observer
@@ -86,6 +91,11 @@ const (
 // Classes lists every route class.
 var Classes = []string{ClassGenerate, ClassHealth, ClassInfo, ClassGRPC, ClassOther}
 
+// DefaultMaxInFlight is Options.MaxInFlight's default: far above what one
+// engine serves at once, and a bound on what a flood of slow requests can
+// hold (about 160 MiB at 40 KiB a request).
+const DefaultMaxInFlight = 4096
+
 // StatusClientClosed is the status counted for a proxied request whose
 // client went away before the engine answered (nginx's 499).
 const StatusClientClosed = 499
@@ -93,6 +103,7 @@ const StatusClientClosed = 499
 // Front is the handler of the worker's public address.
 type Front struct {
 	opts     Options
+	inFlight atomic.Int64
 	engine   string // the engine's address as operators wrote it, for errors
 	proxy    *httputil.ReverseProxy
 	scrapes  *scrapes // nil when /metrics is passed through
@@ -114,6 +125,12 @@ func New(o Options) (*Front, error) {
 	if o.DialTimeout == 0 {
 		o.DialTimeout = 5 * time.Second
 	}
+	if o.MaxInFlight < 0 {
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "front: the bound of requests in flight must not be negative, got %d", o.MaxInFlight)
+	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = DefaultMaxInFlight
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -134,6 +151,11 @@ func New(o Options) (*Front, error) {
 	f.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(o.Engine)
+			// Appended to, as proxies do, so an ingress's chain reaches the
+			// engine (the proxy removes the inbound one before Rewrite).
+			if xff := pr.In.Header.Values("X-Forwarded-For"); len(xff) > 0 {
+				pr.Out.Header["X-Forwarded-For"] = xff
+			}
 			pr.SetXForwarded()
 		},
 		Transport: observed{next: tr, f: f},
@@ -174,7 +196,14 @@ func newTransport(o Options) *http.Transport {
 		var p http.Protocols
 		p.SetUnencryptedHTTP2(true)
 		t.Protocols = &p
-		t.HTTP2 = &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second}
+		t.HTTP2 = &http.HTTP2Config{
+			SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second,
+			// What the engine may send ahead of a client that reads slowly
+			// or not at all: HTTP/2's defaults (4 MiB a stream, 1 GiB a
+			// connection) let a few such clients fill the front's memory.
+			MaxReceiveBufferPerStream:     256 << 10,
+			MaxReceiveBufferPerConnection: 4 << 20,
+		}
 	}
 	return t
 }
@@ -200,6 +229,12 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.serveMetrics(w, r)
 		return
 	}
+	if n := f.inFlight.Add(1); n > int64(f.opts.MaxInFlight) {
+		f.inFlight.Add(-1)
+		f.refuse(w, r)
+		return
+	}
+	defer f.inFlight.Add(-1)
 	if r.ProtoMajor == 1 {
 		// HTTP/1's server otherwise reads what is left of the request body
 		// before it writes the response: a stream the engine starts before
@@ -213,6 +248,23 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer r.Body.Close()
 	}
 	f.proxy.ServeHTTP(w, r)
+}
+
+// refuse answers a request over MaxInFlight: 503 (RESOURCE_EXHAUSTED for
+// gRPC), to be retried on another worker.
+func (f *Front) refuse(w http.ResponseWriter, r *http.Request) {
+	class := ClassOf(r)
+	f.observe(class, http.StatusServiceUnavailable, 0)
+	msg := fmt.Sprintf("%d requests are in flight through the front, the limit is %d", f.opts.MaxInFlight, f.opts.MaxInFlight)
+	if ok, suppressed := f.errLines.Allow(f.opts.Now()); ok {
+		f.opts.Logger.Warn("front: a request refused: too many in flight", "limit", f.opts.MaxInFlight, "class", class, "suppressed", suppressed)
+	}
+	if isGRPC(r) && f.errs.IsSupported(r) {
+		_ = f.errs.Write(w, r, connect.NewError(connect.CodeResourceExhausted, errors.New(msg)))
+		return
+	}
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, "RESOURCE_EXHAUSTED", msg)
 }
 
 // admitted reports whether r carries the engine's key, when there is one.

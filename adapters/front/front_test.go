@@ -745,3 +745,115 @@ func TestAnAnswerWithAContentLengthIsWrittenOnce(t *testing.T) {
 		t.Errorf("%d writes to the client for %d answers, want one each", got, requests)
 	}
 }
+
+// TestRequestsInFlightAreBounded: one request past MaxInFlight is a 503
+// at once, not one more goroutine pair and engine connection; a slot
+// frees when a request ends.
+func TestRequestsInFlightAreBounded(t *testing.T) {
+	release := make(chan struct{})
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer engine.Close()
+	defer close(release)
+	var refused atomic.Int64
+	f, addr := startFront(t, Options{Engine: mustURL(t, engine.URL), MaxInFlight: 2, Observer: Observer{Proxied: func(_ string, code int, _ time.Duration) {
+		if code == http.StatusServiceUnavailable {
+			refused.Add(1)
+		}
+	}}})
+	ctx := testCtx(t)
+	for range 2 {
+		go func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, addr+"/generate", strings.NewReader("{}"))
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	for f.inFlight.Load() < 2 {
+		time.Sleep(time.Millisecond) // until both are with the engine
+	}
+	resp, err := http.Post(addr+"/generate", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body ErrorBody
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || body.Error.Code != "RESOURCE_EXHAUSTED" || resp.Header.Get("Retry-After") == "" || refused.Load() != 1 {
+		t.Fatalf("past the bound: %d %+v, counted %d", resp.StatusCode, body, refused.Load())
+	}
+}
+
+// TestForwardedForIsAppendedTo: an ingress's X-Forwarded-For reaches the
+// engine with the client's address after it.
+func TestForwardedForIsAppendedTo(t *testing.T) {
+	got := make(chan string, 1)
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("X-Forwarded-For")
+	}))
+	defer engine.Close()
+	_, addr := startFront(t, Options{Engine: mustURL(t, engine.URL)})
+	req, _ := http.NewRequest(http.MethodGet, addr+"/v1/models", nil)
+	req.Header.Set("X-Forwarded-For", "203.0.113.7")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if xff := <-got; xff != "203.0.113.7, 127.0.0.1" {
+		t.Fatalf("X-Forwarded-For at the engine: %q", xff)
+	}
+}
+
+// TestAGRPCEngineCannotFillTheFrontForAClientThatDoesNotRead: over h2c the
+// front takes at most its receive buffer from the engine ahead of a client
+// that reads nothing (HTTP/2's defaults would take 4 MiB a stream).
+func TestAGRPCEngineCannotFillTheFrontForAClientThatDoesNotRead(t *testing.T) {
+	var written atomic.Int64
+	engine := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/grpc")
+		chunk := make([]byte, 16<<10)
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			written.Add(int64(len(chunk)))
+		}
+	}))
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	engine.Config.Protocols = &p
+	engine.Start()
+	defer engine.Close()
+	_, addr := startFront(t, Options{Engine: mustURL(t, engine.URL), H2C: true})
+	var cp http.Protocols
+	cp.SetUnencryptedHTTP2(true)
+	client := &http.Transport{Protocols: &cp, HTTP2: &http.HTTP2Config{MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10}}
+	defer client.CloseIdleConnections()
+	req, _ := http.NewRequestWithContext(testCtx(t), http.MethodPost, addr+"/sglang.grpc.scheduler.SglangScheduler/Generate", strings.NewReader(""))
+	req.Header.Set("Content-Type", "application/grpc")
+	resp, err := (&http.Client{Transport: client}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close() // read nothing
+	last, steady := int64(-1), time.Now()
+	for deadline := time.Now().Add(10 * time.Second); time.Since(steady) < 300*time.Millisecond; {
+		if n := written.Load(); n != last {
+			last, steady = n, time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the engine kept writing: %d bytes", written.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if last > 1<<20 {
+		t.Fatalf("the engine wrote %d KiB ahead of a client that reads nothing, want at most the front's buffer and the client's window (~ 320 KiB)", last>>10)
+	}
+}

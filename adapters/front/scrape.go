@@ -17,8 +17,14 @@ import (
 const (
 	// maxScrapeBytes bounds one /metrics body held in the cache.
 	maxScrapeBytes = 32 << 20
-	// scrapeTimeout bounds one scrape of the engine.
-	scrapeTimeout = 10 * time.Second
+	// scrapeTimeout bounds one scrape of the engine. An engine answers its
+	// /metrics in milliseconds; one that does not is not waited on longer
+	// than a scraper's own deadline would allow.
+	scrapeTimeout = 5 * time.Second
+	// failureHold is how long a failed scrape is served: an engine that
+	// hangs would otherwise make every window's first scraper wait out a
+	// whole scrapeTimeout again.
+	failureHold = 2 * scrapeTimeout
 	// maxAcceptKinds bounds the cache's entries: one per Accept header a
 	// scraper sent (the text format, OpenMetrics, protobuf), so a client
 	// inventing Accept values cannot grow it.
@@ -67,12 +73,15 @@ func (s *scrapes) get(accept string) (sc *scrape, hit bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, known := s.byAccept[accept]; !known && len(s.byAccept) >= maxAcceptKinds {
-		accept = ""
+		s.evictStale()
+		if len(s.byAccept) >= maxAcceptKinds {
+			accept = ""
+		}
 	}
 	if sc = s.byAccept[accept]; sc != nil {
 		select {
 		case <-sc.done:
-			if s.now().Sub(sc.at) < s.maxAge {
+			if s.fresh(sc) {
 				return sc, true
 			}
 		default:
@@ -83,6 +92,30 @@ func (s *scrapes) get(accept string) (sc *scrape, hit bool) {
 	s.byAccept[accept] = sc
 	go s.fetch(sc, accept)
 	return sc, false
+}
+
+// fresh reports whether a finished scrape still serves: a window for an
+// answer, failureHold for a failure.
+func (s *scrapes) fresh(sc *scrape) bool {
+	hold := s.maxAge
+	if sc.err != nil || sc.status >= http.StatusInternalServerError {
+		hold = max(hold, failureHold)
+	}
+	return s.now().Sub(sc.at) < hold
+}
+
+// evictStale drops the finished scrapes that no longer serve, so that
+// Accept values a client invented once do not keep their slots.
+func (s *scrapes) evictStale() {
+	for k, sc := range s.byAccept {
+		select {
+		case <-sc.done:
+			if !s.fresh(sc) {
+				delete(s.byAccept, k)
+			}
+		default:
+		}
+	}
 }
 
 // fetch scrapes the engine once, under its own deadline.

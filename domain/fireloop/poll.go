@@ -13,6 +13,10 @@ import (
 // session. Any number of concurrent pollers therefore cost the engine at
 // most one pull per fire.
 func (l *Loop) Poll(ctx context.Context, maxAge time.Duration) (*domain.Report, error) {
+	if l.stopping.Err() != nil {
+		// A poller told now would route on a worker about to go.
+		return nil, domain.Errorf(domain.CodeShuttingDown, "the reporter is shutting down")
+	}
 	l.mu.Lock()
 	latest := l.latest
 	fresh := latest != nil && l.clock.Now().Sub(latest.ReportTime) < maxAge

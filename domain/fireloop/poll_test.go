@@ -101,3 +101,16 @@ func TestPollGivesUpWithItsContext(t *testing.T) {
 		t.Fatal("a cancelled poll returned no error")
 	}
 }
+
+// TestPollSaysShuttingDownEvenWithAFreshReport: once the loop shuts down,
+// a poller learns it rather than the latest numbers of a worker about to
+// go.
+func TestPollSaysShuttingDownEvenWithAFreshReport(t *testing.T) {
+	h := newHarness(t, nil)
+	sub := h.register("r", 1000, 60000)
+	_ = report(t, sub)
+	h.loop.Shutdown()
+	if _, err := h.loop.Poll(context.Background(), time.Hour); domain.ErrorCode(err) != domain.CodeShuttingDown {
+		t.Fatalf("poll after shutdown: %v, want SHUTTING_DOWN", err)
+	}
+}

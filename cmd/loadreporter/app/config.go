@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/loadreporter/loadreporter/adapters/front"
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/adapters/rpc"
 	"github.com/loadreporter/loadreporter/adapters/source/sglangzmq"
@@ -156,6 +157,14 @@ type FrontConfig struct {
 	// client CA too, when set), for routers that reach the worker by
 	// https:// or TLS gRPC.
 	TLS bool
+	// MaxRequests bounds the requests passed to the engine at once.
+	MaxRequests int
+	// Drain is how long the front keeps taking requests once the
+	// reporter stops (its load endpoints then answer "shutting down", a
+	// full worker to /get_load), before it stops accepting and lets those
+	// in flight finish within the grace: a router polling it meanwhile
+	// steers away instead of meeting a refused connection.
+	Drain time.Duration
 }
 
 // DefaultConfig is the embedded default: a simulated engine on localhost.
@@ -172,6 +181,7 @@ func DefaultConfig() Config {
 		Security: SecurityConfig{AuthScope: AuthScopeAll},
 		History: HistoryConfig{Migrate: true, Interval: time.Second, Retention: 7 * 24 * time.Hour,
 			Capacity: memory.DefaultCapacity},
+		Front:    FrontConfig{MaxRequests: front.DefaultMaxInFlight, Drain: 2 * time.Second},
 		Poll:     PollConfig{MaxAge: pollapi.DefaultMaxAge},
 		Fire:     FireConfig{StaleAfter: 3 * time.Second, PullBudget: fireloop.DefaultPullBudget, Schedule: "aligned", PhaseSlots: 1},
 		Sessions: session.DefaultLimits(),
@@ -285,6 +295,8 @@ func (c *FrontConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "front-listen", c.Listen, "front mode: the worker's public address (e.g. 0.0.0.0:30000); every request there is passed to the engine unchanged but GET /v1/loads and /get_load, answered from the shared pull, and GET /metrics, the engine's own served from one scrape per --poll-max-age (empty: off)")
 	fs.StringVar(&c.EngineURL, "front-engine-url", c.EngineURL, "front mode: where requests are passed (empty: --engine-url); http://HOST:PORT, or grpc://HOST:PORT for an engine's gRPC server")
 	fs.BoolVar(&c.TLS, "front-tls", c.TLS, "front mode: serve the worker's address over TLS with --tls-cert and --tls-key (and mutual TLS with --tls-client-ca), for routers that reach workers by https:// or TLS gRPC; the engine behind stays plaintext on loopback")
+	fs.IntVar(&c.MaxRequests, "front-max-requests", c.MaxRequests, "front mode: requests passed to the engine at once at most; one more is answered 503 with Retry-After (gRPC: RESOURCE_EXHAUSTED) to be retried on another worker")
+	fs.DurationVar(&c.Drain, "front-drain", c.Drain, "front mode: when the reporter stops, how long the front keeps taking requests while its load endpoints answer \"shutting down\" (a full worker to /get_load), so polling routers steer away before its port closes; then requests in flight have what is left of --shutdown-grace")
 	fs.DurationVar(&c.ResponseHeaderTimeout, "front-response-header-timeout", c.ResponseHeaderTimeout, "front mode: how long a proxied request waits for the engine's response headers (0: as long as the client waits; a generation that does not stream answers when it is done)")
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -23,6 +24,7 @@ type Front struct {
 	server *http.Server
 	engine string
 	listen string
+	drain  time.Duration
 }
 
 // engine is where the front passes requests, and whether it is spoken
@@ -76,6 +78,12 @@ func NewFront(c FrontConfig, srv ServerConfig, src SourceConfig, pc PollConfig, 
 	if c.TLS && t == nil {
 		return nil, fmt.Errorf("--front-tls needs --tls-cert and --tls-key")
 	}
+	if c.Drain < 0 {
+		return nil, fmt.Errorf("--front-drain %s: must not be negative (0: stop taking requests at once)", c.Drain)
+	}
+	if c.Drain >= srv.ShutdownGrace {
+		return nil, fmt.Errorf("--front-drain %s: must be below --shutdown-grace %s (requests in flight need some of it)", c.Drain, srv.ShutdownGrace)
+	}
 	if c.ResponseHeaderTimeout < 0 {
 		return nil, fmt.Errorf("--front-response-header-timeout %s: must not be negative (0: no bound)", c.ResponseHeaderTimeout)
 	}
@@ -97,6 +105,7 @@ func NewFront(c FrontConfig, srv ServerConfig, src SourceConfig, pc PollConfig, 
 		APIKey:                src.EngineAPIKey,
 		MetricsMaxAge:         pollAge(pc),
 		ResponseHeaderTimeout: c.ResponseHeaderTimeout,
+		MaxInFlight:           c.MaxRequests,
 		Observer:              front.Observer{Proxied: fm.Proxied, Scrape: fm.Scrape},
 		Logger:                log,
 	})
@@ -107,5 +116,5 @@ func NewFront(c FrontConfig, srv ServerConfig, src SourceConfig, pc PollConfig, 
 	if c.TLS {
 		server.TLSConfig = t.Config()
 	}
-	return &Front{server: server, engine: engine.Redacted(), listen: c.Listen}, nil
+	return &Front{server: server, engine: engine.Redacted(), listen: c.Listen, drain: c.Drain}, nil
 }

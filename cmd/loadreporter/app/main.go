@@ -260,11 +260,20 @@ func (m *Main) close() error {
 	return err
 }
 
-// closeFront lets the front's requests in flight finish until ctx ends,
-// then closes their connections.
+// closeFront keeps the front taking requests for its drain (the fire
+// loop has shut down: its load endpoints answer "shutting down", so
+// polling routers steer away rather than meet a refused connection), then
+// lets the requests in flight finish until ctx ends, then closes their
+// connections.
 func (m *Main) closeFront(ctx context.Context) error {
 	if m.frontDone == nil {
 		return nil // never served
+	}
+	drain := time.NewTimer(m.p.Front.drain)
+	select {
+	case <-drain.C:
+	case <-ctx.Done():
+		drain.Stop()
 	}
 	if err := m.p.Front.server.Shutdown(ctx); err != nil {
 		m.p.Log.Warn("front requests still in flight when their share of the grace ended; closing their connections")
