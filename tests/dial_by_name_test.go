@@ -227,3 +227,23 @@ func TestRoutersWithoutCredentialsUnderOperatorsScope(t *testing.T) {
 		t.Errorf("AdminService without the token: %v, want unauthenticated", err)
 	}
 }
+
+// TestUnknownMethodsOfServedServicesAreUnimplemented: a method a served
+// service does not declare (a newer client's Health/List, a typo) is
+// UNIMPLEMENTED too, and a path under Monitor's service is not Monitor.
+func TestUnknownMethodsOfServedServicesAreUnimplemented(t *testing.T) {
+	m := startMain(t, testConfig(), &countingEngine{ranks: 2})
+	cc := dialByName(t, "passthrough:///"+m.Addr(), m.Addr())
+	for _, method := range []string{"/loadreporter.v1.AdminService/Nope", "/loadreporter.v1.HistoryService/Nope",
+		"/grpc.health.v1.Health/Nope", "/sglang.router.loadmonitor.v1.LoadMonitorService/Nope"} {
+		var out healthpb.HealthCheckResponse
+		err := cc.Invoke(testCtx(t, 5e9), method, &healthpb.HealthCheckRequest{}, &out)
+		if status.Code(err) != codes.Unimplemented || !strings.Contains(status.Convert(err).Message(), "is not served here") {
+			t.Errorf("%s: %v, want Unimplemented", method, err)
+		}
+	}
+	var hc healthpb.HealthCheckResponse
+	if err := cc.Invoke(testCtx(t, 5e9), "/grpc.health.v1.Health/Check", &healthpb.HealthCheckRequest{}, &hc); err != nil {
+		t.Fatalf("a declared method: %v", err)
+	}
+}

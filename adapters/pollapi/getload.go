@@ -1,7 +1,6 @@
 package pollapi
 
 import (
-	"fmt"
 	"math"
 	"net/http"
 
@@ -73,11 +72,7 @@ func (h *Handler) ServeGetLoad(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if refused := h.refusal(rep); refused != nil {
-		msg := refused.Error.Message
-		if refused.AgeMs > 0 {
-			msg = fmt.Sprintf("%s (snapshot %d ms old)", msg, refused.AgeMs)
-		}
-		h.writeSaturated(w, refused.Error.Code, msg)
+		h.writeSaturated(w, refused.Error.Code, refused.Error.Message)
 		return
 	}
 	if h.opts.GetLoadShape == GetLoadVLLM {

@@ -47,9 +47,6 @@ func (h *Handler) getLoads(ctx context.Context, req *connect.Request[schedulerpb
 	}
 	if refused := h.refusal(rep); refused != nil {
 		msg := fmt.Sprintf("%s: %s", refused.Error.Code, refused.Error.Message)
-		if refused.AgeMs > 0 {
-			msg = fmt.Sprintf("%s (snapshot %d ms old)", msg, refused.AgeMs)
-		}
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New(msg))
 	}
 	ranks := rep.Ranks

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/grpchealth"
 
 	"github.com/loadreporter/loadreporter/adapters/orca"
+	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/hostcheck"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
@@ -33,12 +34,21 @@ func NewAccess(c SecurityConfig, s ServerConfig) (*Access, error) {
 	}
 	for _, tok := range []struct{ flag, v string }{{"auth-token", c.AuthToken}, {"admin-token", c.AdminToken}} {
 		if strings.HasPrefix(strings.ToLower(strings.TrimSpace(tok.v)), "change-me") {
-			return nil, fmt.Errorf("--%s is still the shipped placeholder %q: set a long random token (openssl rand -hex 32) or remove the setting",
+			return nil, fmt.Errorf("--%s is still the shipped placeholder %q: set a long random token (openssl rand -hex 32)",
 				tok.flag, domain.Shorten(tok.v, 40))
 		}
+		if n := len(tok.v); n > 0 && n < minTokenLength {
+			c.warnings = append(c.warnings, fmt.Sprintf("--%s is %d characters: a token this short can be guessed; use a long random one (openssl rand -hex 32)", tok.flag, n))
+		}
+	}
+	if c.AdminToken != "" && c.AdminToken == c.AuthToken {
+		c.warnings = append(c.warnings, "--admin-token equals --auth-token: every holder of the routers' token may change the topology; give AdminService a token of its own")
 	}
 	return &Access{c: c, listen: s.Listen}, nil
 }
+
+// minTokenLength is the shortest token said nothing about at start.
+const minTokenLength = 16
 
 // guard puts the access check in front of h; opts are the port's
 // handler options, for the refusals authn writes.
@@ -178,7 +188,7 @@ func routerSurface(r *http.Request) bool {
 	return false
 }
 
-var routerRoutes = []string{monitorRoute, "/" + orca.ServiceName + "/", "/" + grpchealth.HealthV1ServiceName + "/"}
+var routerRoutes = []string{monitorRoute, "/" + orca.ServiceName + "/", "/" + grpchealth.HealthV1ServiceName + "/", pollapi.GetLoadsProcedure}
 
 // isProbe reports whether r is a liveness or readiness probe: served to
 // anyone, by any name, as orchestrators and load balancers probe.

@@ -149,6 +149,8 @@ func TestOperatorsScopeLeavesRoutersOpen(t *testing.T) {
 		{"POST", "/grpc.health.v1.Health/Check", "application/grpc", true},
 		{"GET", "/v1/loads", "", true},
 		{"GET", "/get_load", "", true},
+		{"POST", "/sglang.grpc.scheduler.SglangScheduler/GetLoads", "application/grpc", true},
+		{"POST", "/sglang.grpc.scheduler.SglangScheduler/Generate", "application/grpc", false},
 		{"GET", "/metrics", "", true},
 		{"GET", "/healthz", "", true},
 		{"GET", "/", "", false},

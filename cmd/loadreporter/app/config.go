@@ -278,7 +278,7 @@ func (c *SecurityConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "TLS private key file (PEM)")
 	fs.StringVar(&c.TLSClientCA, "tls-client-ca", c.TLSClientCA, "CA file (PEM) for client certificates; turns on mutual TLS")
 	fs.StringVar(&c.AuthToken, "auth-token", c.AuthToken, "bearer token required on every RPC and page (a browser sends it as the password of HTTP Basic authentication)")
-	fs.StringVar(&c.AuthScope, "auth-scope", c.AuthScope, "what --auth-token guards: all (every RPC and page) or operators (pages, Watch, history and AdminService; routers' Monitor and ORCA streams, gRPC health checks, GET /v1/loads and /metrics are served without it, as the routers that exist send no credentials)")
+	fs.StringVar(&c.AuthScope, "auth-scope", c.AuthScope, "what --auth-token guards: all (every RPC and page) or operators (pages, Watch, history and AdminService; routers' Monitor and ORCA streams, gRPC health checks, GET /v1/loads, GET /get_load, SglangScheduler/GetLoads and /metrics are served without it, as the routers that exist send no credentials)")
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "the only bearer token AdminService accepts (so routers' --auth-token cannot change the topology or the sim mode)")
 	fs.StringVar(&c.AllowedHosts, "allowed-host", c.AllowedHosts, "without --auth-token: host names (comma-separated) requests may name in Host, besides IPs, localhost and the --listen host")
 }

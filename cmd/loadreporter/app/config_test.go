@@ -280,3 +280,27 @@ func TestTokensThatOpenThePortAreCaught(t *testing.T) {
 		t.Fatalf("warnings without --auth-token: %q", c.Security.warnings)
 	}
 }
+
+// TestWeakTokensAreSaidAtStart: a short token, and an admin token equal to
+// the routers', start but are said in the log.
+func TestWeakTokensAreSaidAtStart(t *testing.T) {
+	for _, tc := range []struct {
+		sec  SecurityConfig
+		want string
+	}{
+		{SecurityConfig{AuthScope: AuthScopeAll, AuthToken: "x"}, "--auth-token is 1 characters"},
+		{SecurityConfig{AuthScope: AuthScopeAll, AuthToken: "0123456789abcdef0123", AdminToken: "0123456789abcdef0123"}, "--admin-token equals --auth-token"},
+	} {
+		a, err := NewAccess(tc.sec, ServerConfig{Listen: "127.0.0.1:0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := strings.Join(a.warnings(), "\n"); !strings.Contains(w, tc.want) {
+			t.Errorf("%+v: warnings %q, want %q", tc.sec, w, tc.want)
+		}
+	}
+	a, err := NewAccess(SecurityConfig{AuthScope: AuthScopeAll, AuthToken: "0123456789abcdef0123"}, ServerConfig{Listen: "127.0.0.1:0"})
+	if err != nil || len(a.warnings()) != 0 {
+		t.Fatalf("a long token: %v %q", err, a.warnings())
+	}
+}

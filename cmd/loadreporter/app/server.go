@@ -16,6 +16,8 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/loadreporter/loadreporter/adapters/metrics"
 	"github.com/loadreporter/loadreporter/adapters/orca"
@@ -156,7 +158,7 @@ func NewHandler(r Routes, a *Access, bound Bounds) http.Handler {
 func answerUnknownRPCs(mux *http.ServeMux) http.Handler {
 	errs := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, pattern := mux.Handler(r); pattern == "" && r.Method == http.MethodPost && errs.IsSupported(r) {
+		if r.Method == http.MethodPost && errs.IsSupported(r) && !knownProcedure(mux, r) {
 			_ = errs.Write(w, r, connect.NewError(connect.CodeUnimplemented,
 				fmt.Errorf("method %s is not served here", domain.Shorten(r.URL.Path, 200))))
 			return
@@ -166,6 +168,26 @@ func answerUnknownRPCs(mux *http.ServeMux) http.Handler {
 }
 
 var monitorRoute = "/" + loadmonitorv1connect.LoadMonitorServiceName + "/"
+
+// knownProcedure reports whether the mux serves r's path as an RPC: a
+// route of its own, and, under a service's route, a method the service
+// declares (a service's handler takes any path under its name: Monitor
+// would answer /Nope as Monitor).
+func knownProcedure(mux *http.ServeMux, r *http.Request) bool {
+	if _, pattern := mux.Handler(r); pattern == "" {
+		return false
+	}
+	service, method, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if !ok {
+		return true
+	}
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
+	if err != nil {
+		return true // not a service of ours: the route decides
+	}
+	sd, isService := d.(protoreflect.ServiceDescriptor)
+	return !isService || sd.Methods().ByName(protoreflect.Name(method)) != nil
+}
 
 // NewServer returns the HTTP server for the one port: HTTP/1.1 and HTTP/2
 // (h2c without TLS), TLS and mutual TLS with t.
