@@ -289,7 +289,11 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 				return fmt.Errorf("audit %s: %s", c.Query, dbError(err, c.DatabaseURL))
 			}
 			// The reporter's message: it keeps its database's errors to itself.
-			return fmt.Errorf("audit %s: %s%s", c.Query, domain.ErrorMessage(err), targetHint(err, c.TLS))
+			msg := domain.ErrorMessage(err)
+			if msg == "" {
+				msg = "the target refused the call (" + strings.ToLower(domain.ErrorCode(err)) + ")"
+			}
+			return fmt.Errorf("audit %s: %s%s", c.Query, msg, targetHint(err, c.TLS, c.AuthToken != ""))
 		}
 		if c.Format == "table" && !c.Wide {
 			t = audittable.Narrow(t)
@@ -315,12 +319,19 @@ func Audit(ctx context.Context, c AuditConfig, out io.Writer) error {
 }
 
 // targetHint says what an operator likely got wrong when --target
-// refused the call: the token, or TLS on one side only.
-func targetHint(err error, withTLS bool) string {
+// refused the call: the token, TLS on one side only, a certificate of its
+// own, or the front's port instead of the reporter's.
+func targetHint(err error, withTLS, withToken bool) string {
 	msg := domain.ErrorMessage(err)
 	switch {
+	case domain.ErrorCode(err) == domain.CodeUnauthenticated && withToken:
+		return " (the target refused the token given with --auth-token; the front answers with its engine's rules: is --target the reporter's --listen port?)"
 	case domain.ErrorCode(err) == domain.CodeUnauthenticated:
 		return " (give the reporter's token with --auth-token, or LOADREPORTER_AUTH_TOKEN)"
+	case withTLS && strings.Contains(msg, "x509:"):
+		return " (a certificate this machine does not trust: add --tls-insecure, or install its CA)"
+	case strings.Contains(msg, "404 Not Found") || strings.Contains(msg, "invalid content-type"):
+		return " (nothing answers the history there: is --target the front, not the reporter's --listen port?)"
 	case !withTLS && (strings.Contains(msg, "400 Bad Request") || strings.Contains(msg, "malformed HTTP response")):
 		return " (a TLS reporter answers plaintext with 400: add --tls)"
 	case withTLS && (strings.Contains(msg, "does not look like a TLS handshake") || strings.Contains(msg, "HTTP response to HTTPS client")):

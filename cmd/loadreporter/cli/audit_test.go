@@ -302,3 +302,33 @@ func TestAuditLimitIsALimit(t *testing.T) {
 		t.Fatalf("no limit: %v\n%s", err, out)
 	}
 }
+
+// TestAuditHintsAtTheFrontAndCertificates: --target at the front (the
+// engine answers 404, or refuses a token meant for the reporter) and a
+// certificate this machine does not trust say what to do.
+func TestAuditHintsAtTheFrontAndCertificates(t *testing.T) {
+	front := httptest.NewServer(http.NotFoundHandler())
+	defer front.Close()
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"error":"Unauthorized"}`)
+	}))
+	defer refusing.Close()
+	tlsSrv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer tlsSrv.Close()
+	addr := func(s *httptest.Server) string { return s.Listener.Addr().String() }
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--target", addr(front)}, "is --target the front"},
+		{[]string{"--target", addr(refusing), "--auth-token", "operator-token-0123456789"}, "refused the token given with --auth-token"},
+		{[]string{"--target", addr(tlsSrv), "--tls"}, "--tls-insecure"},
+	} {
+		msg := auditErr(t, append([]string{"outages", "--since", "1h"}, tc.args...)...)
+		if !strings.Contains(msg, tc.want) || strings.Contains(msg, "reports:  (") {
+			t.Errorf("%q: %s, want %q", tc.args, msg, tc.want)
+		}
+	}
+}

@@ -98,7 +98,9 @@ func Watch(ctx context.Context, c WatchConfig, out io.Writer) error {
 		last    *pb.LoadReport
 		granted client.Grant // the grant printed last; zero while disconnected
 		down    string       // the reason printed last; "" while connected
-		reports int
+		// registered is whether any stream registered since the watch began.
+		registered bool
+		reports    int
 	)
 	for {
 		var v *client.View
@@ -116,7 +118,7 @@ func Watch(ctx context.Context, c WatchConfig, out io.Writer) error {
 		}
 		switch {
 		case v.State != client.Disconnected:
-			down = ""
+			down, registered = "", true
 			if v.Granted != granted {
 				granted = v.Granted
 				fmt.Fprint(out, grantLine(c, v.Granted))
@@ -128,7 +130,11 @@ func Watch(ctx context.Context, c WatchConfig, out io.Writer) error {
 			// Each retry that fails alike republishes the same reason:
 			// said once, it need not be said again until it changes.
 			granted, down = client.Grant{}, v.Reason
-			fmt.Fprintf(problems, "%s: disconnected (%s)%s; retrying\n", c.Target, v.Reason, tlsHint(v.Reason, c.Router.TLS))
+			hint := ""
+			if !registered { // a worker that served us once is not on the wrong port
+				hint = portHint(v.Reason, c.Router.TLS)
+			}
+			fmt.Fprintf(problems, "%s: disconnected (%s)%s; retrying\n", c.Target, v.Reason, hint)
 		}
 		if v.Report == nil || v.Report == last {
 			continue
@@ -146,9 +152,12 @@ func refusedToken(reason string) bool {
 	return strings.Contains(reason, "unauthenticated:") || strings.Contains(reason, "permission_denied:")
 }
 
-// tlsHint says when a failure looks like TLS on one side only.
-func tlsHint(reason string, withTLS bool) string {
+// portHint says what a first failure suggests about --target: an
+// HTTP/1.1 server (the front, an engine), or TLS on one side only.
+func portHint(reason string, withTLS bool) string {
 	switch {
+	case strings.Contains(reason, "looked like an HTTP/1.1 header"):
+		return " (an HTTP/1.1 server answers there, not the reporter: the front or the engine? watch the reporter's --listen port)"
 	case !withTLS && (strings.Contains(reason, "unexpected EOF") || strings.Contains(reason, "frame too large") ||
 		strings.Contains(reason, "could not be established")):
 		return " (a TLS port? add --tls)"

@@ -229,3 +229,25 @@ func TestWatchHintsAtTLSOnOneSide(t *testing.T) {
 		srv.Close()
 	}
 }
+
+// TestWatchOfAnHTTPServerSaysSo: --target naming an HTTP/1.1 server (the
+// front, or an engine) says so instead of suggesting TLS.
+func TestWatchOfAnHTTPServerSaysSo(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	problems := make(lines, 100)
+	go func() { _ = Watch(ctx, watchConfig(srv.Listener.Addr().String(), problems), io.Discard) }()
+	select {
+	case line := <-problems:
+		if !strings.Contains(line, "an HTTP/1.1 server answers there") && !strings.Contains(line, "add --tls") {
+			t.Errorf("watch of an HTTP/1.1 server: %q", line)
+		}
+		if strings.Contains(line, "looked like an HTTP/1.1 header") && !strings.Contains(line, "an HTTP/1.1 server answers there") {
+			t.Errorf("HTTP/2 saw the HTTP/1.1 answer, yet: %q", line)
+		}
+	case <-ctx.Done():
+		t.Fatal("nothing said")
+	}
+}
