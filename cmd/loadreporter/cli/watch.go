@@ -159,7 +159,10 @@ func portHint(reason string, withTLS bool) string {
 	case strings.Contains(reason, "looked like an HTTP/1.1 header"):
 		return " (an HTTP/1.1 server answers there, not the reporter: the front or the engine? watch the reporter's --listen port)"
 	case !withTLS && (strings.Contains(reason, "unexpected EOF") || strings.Contains(reason, "frame too large") ||
-		strings.Contains(reason, "could not be established")):
+		strings.Contains(reason, "could not be established") || strings.Contains(reason, "broken pipe") ||
+		strings.Contains(reason, "connection reset by peer")):
+		// A TLS server drops a plaintext connection at once; the client
+		// sees one of these, depending on timing.
 		return " (a TLS port? add --tls)"
 	case withTLS && (strings.Contains(reason, "does not look like a TLS handshake") || strings.Contains(reason, "HTTP response to HTTPS client")):
 		return " (a plaintext port? drop --tls)"
