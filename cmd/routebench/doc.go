@@ -88,8 +88,14 @@
 // and window), within 10 %. The goal — push 100 ms with accounting
 // within 1.10× the oracle's p99 TTFT at every ρ up to 0.95 and through the
 // burst — is printed met or not met per workload, with the rows without
-// accounting and the pollers beside it. Nothing is asserted in a timed
-// test; the tests cover the pure parts.
+// accounting and the pollers beside it, the accounting on against off
+// over five more arrival streams, and three what-ifs of the push 100 ms
+// row with accounting that say where a gap to the oracle comes from: the
+// engine stamps its snapshots (so the accounting knows when the numbers
+// were taken), the engine publishes its load every step (so the numbers
+// are never older than a step), and one router takes every request (so
+// nothing is sent that the accounting does not count). Nothing is
+// asserted in a timed test; the tests cover the pure parts.
 //
 // It is a measuring tool: nothing imports it.
 package main
