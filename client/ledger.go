@@ -150,6 +150,19 @@ func (l *Ledger) Observe(r *pb.LoadReport, receivedAt time.Time) {
 			until = t
 		}
 	}
+	if len(l.ranks) > len(ranks) {
+		// The rank set changed: forget the ranks that left, so that a
+		// worker renumbering its ranks cannot grow the map for ever.
+		present := make(map[int32]struct{}, len(ranks))
+		for _, k := range ranks {
+			present[k.GetDpRank()] = struct{}{}
+		}
+		for dp := range l.ranks {
+			if _, ok := present[dp]; !ok {
+				delete(l.ranks, dp)
+			}
+		}
+	}
 	if until.After(l.until) {
 		l.until = until
 	}

@@ -181,6 +181,21 @@ func TestLedgerObserveEdges(t *testing.T) {
 	}
 }
 
+// A worker that renumbers its ranks at every report leaves the ledger
+// remembering only the ranks of the last one.
+func TestLedgerForgetsRanksThatLeft(t *testing.T) {
+	var l Ledger
+	for i := range int64(100) {
+		r := pulledReport(i, at(i))
+		r.Ranks[0].DpRank = int32(i)
+		r.Ranks = append(r.Ranks, &pb.RankLoad{DpRank: int32(1000 + i), SnapshotTimeUnixMs: at(i).UnixMilli()})
+		l.Observe(r, at(i))
+	}
+	if len(l.ranks) != 2 {
+		t.Fatalf("%d ranks remembered, want the last report's 2", len(l.ranks))
+	}
+}
+
 // What a request counts: a negative size as 0, an unknown prompt as its
 // Tokens; Done once; Reset forgets everything, and a Done after it
 // counts nothing down.
