@@ -96,7 +96,9 @@ func ExampleScore() {
 			NumWaitingUncachedTokens: 25_000, MaxTotalNumTokens: 100_000},
 	}}
 	score, best := client.Score(report)
-	fmt.Printf("rank 0 %.2f, rank 1 %.2f, worker %.2f, best rank %d\n",
+	// Rank 0: 64 requests, nothing queued; rank 1: 25 000 prompt tokens
+	// queued behind 160 requests.
+	fmt.Printf("rank 0 %.0f, rank 1 %.0f, worker %.0f, best rank %d\n",
 		client.RankScore(report.Ranks[0]), client.RankScore(report.Ranks[1]), score, best)
-	// Output: rank 0 0.50, rank 1 1.50, worker 1.00, best rank 0
+	// Output: rank 0 64, rank 1 25160, worker 12612, best rank 0
 }

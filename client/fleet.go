@@ -172,7 +172,7 @@ type Pick struct {
 	Worker *Worker
 	// View is the view it was chosen on.
 	View *View
-	// Pending is what the router had sent the worker that View's report
+	// Pending is what the router had sent the worker that its reports
 	// did not count yet (zero with accounting off), this pick excluded.
 	Pending Pending
 	// Score is ScorePending(View.Report, Pending): lower is less loaded;
@@ -224,8 +224,9 @@ func (f *Fleet) Pick(n int) PickResult { return f.PickFor(Request{}, n) }
 // best state present qualifies, and the result says Degraded.
 //
 // With accounting on (Options.Accounting), a worker's score is
-// ScorePending of its report and what the router sent it since that
-// report's snapshot, and the request is counted against Picks[0]
+// ScorePending of its report and what the router sent it that the
+// worker's reports do not count yet (its Ledger, fed every report the
+// Worker accepts), and the request is counted against Picks[0]
 // (PickResult.Dispatch) until its Done or a report that counts it. So a
 // burst of picks between two reports spreads over the workers instead of
 // all landing on the one the last report showed least loaded.
@@ -250,7 +251,7 @@ func (f *Fleet) PickFor(req Request, n int) PickResult {
 		}
 		c := candidate{w: w, v: v}
 		if w.pending != nil {
-			c.pending = w.pending.current(countedUntil(v))
+			c.pending = w.pending.current()
 		}
 		c.score, c.best = ScorePending(v.Report, c.pending)
 		pool = append(pool, c)
@@ -289,7 +290,7 @@ func (f *Fleet) dispatch(w *Worker, now time.Time, req Request) *Dispatch {
 	if w.pending == nil {
 		return nil
 	}
-	return w.pending.add(w, now, req.Tokens)
+	return w.pending.add(w, now, req)
 }
 
 // bestOf returns the index of the least loaded of Options.Choices
@@ -339,45 +340,42 @@ func (f *Fleet) bestOf(pool []candidate) int {
 }
 
 // Score is the load score of a report alone: ScorePending with nothing
-// pending. Per rank:
-//
-//	rank = (num_running_reqs + num_waiting_reqs) / max(1, max_running_requests)
-//	     + num_waiting_uncached_tokens / max(1, max_total_num_tokens)
-//
-// the first term is the share of the rank's request slots spoken for
-// (above 1 once requests queue), the second the prefill work queued
-// ahead, as a share of the KV cache: an estimate of how long a new
-// request waits, modelled on SMG's least-load policy. The worker's score
-// is the mean over its ranks (SGLang's data-parallel controller spreads
-// requests over ranks, so a request lands on an average rank, not the
-// best one); best is the rank with the lowest score, for routers that
-// pick the rank themselves. Lower is better. A report without ranks (nil,
-// UNREACHABLE) scores +Inf with best -1.
+// pending.
 func Score(r *pb.LoadReport) (score float64, best int32) { return ScorePending(r, Pending{}) }
 
-// ScorePending is Score with the router's pending dispatches added as if
-// the engine already counted them, spread evenly over the N ranks as
-// SGLang's data-parallel controller spreads requests:
+// ScorePending is a worker's load score, in prompt tokens: what a new
+// request would find ahead of it. Per rank, with the router's pending
+// dispatches added as if the engine already held them, spread evenly over
+// the N ranks as SGLang's data-parallel controller spreads requests:
 //
-//	rank = (num_running_reqs + num_waiting_reqs + p.Requests/N) / max(1, max_running_requests)
-//	     + (num_waiting_uncached_tokens + p.Tokens/N) / max(1, max_total_num_tokens)
+//	rank = num_waiting_uncached_tokens + p.PromptTokens/N
+//	     + RequestWeight × (num_running_reqs + num_waiting_reqs + p.Requests/N)
 //
-// where the pending tokens count only on a rank whose
-// max_total_num_tokens is known (> 0): without a capacity they have no
-// scale, and the request count already stands for them.
+// The first term is the prefill queued ahead of a new request, which is
+// what makes its time to first token: an engine prefills before it
+// decodes, a queued prompt at a time, and a long prompt queued delays
+// every request behind it by its whole prefill. The second counts the
+// requests, a small term (RequestWeight tokens each): it orders workers
+// whose queues are alike (none queued: the fewer requests, the shorter
+// the decode steps a new request waits behind) and still counts a
+// pending request of unknown size. Tokens are compared as they are, so
+// scores compare workers of one kind (one model on one accelerator);
+// across kinds, a token of prefill does not take the same time.
+//
+// The worker's score is the mean over its ranks (a request lands on an
+// average rank, not the best one); best is the rank with the lowest
+// score, for routers that pick the rank themselves. Lower is better. A
+// report without ranks (nil, UNREACHABLE) scores +Inf with best -1.
 func ScorePending(r *pb.LoadReport, p Pending) (score float64, best int32) {
 	ranks := r.GetRanks()
 	if len(ranks) == 0 {
 		return math.Inf(1), -1
 	}
 	n := float64(len(ranks))
-	reqs, toks := float64(max(0, p.Requests))/n, float64(max(0, p.Tokens))/n
+	added := (float64(max(0, p.PromptTokens)) + RequestWeight*float64(max(0, p.Requests))) / n
 	lowest := math.Inf(1)
 	for _, k := range ranks {
-		s := RankScore(k) + reqs/float64(max(1, k.GetMaxRunningRequests()))
-		if m := k.GetMaxTotalNumTokens(); m > 0 {
-			s += toks / float64(m)
-		}
+		s := RankScore(k) + added
 		score += s
 		if s < lowest {
 			lowest, best = s, k.GetDpRank()
@@ -386,11 +384,15 @@ func ScorePending(r *pb.LoadReport, p Pending) (score float64, best int32) {
 	return score / n, best
 }
 
-// RankScore is one rank's term of Score.
+// RequestWeight is what one request weighs in a score, in prompt tokens
+// (see ScorePending).
+const RequestWeight = 1.0
+
+// RankScore is one rank's term of Score: its waiting uncached tokens
+// plus RequestWeight per running or waiting request.
 func RankScore(k *pb.RankLoad) float64 {
-	slots := float64(k.GetNumRunningReqs()+k.GetNumWaitingReqs()) / float64(max(1, k.GetMaxRunningRequests()))
-	queued := float64(k.GetNumWaitingUncachedTokens()) / float64(max(1, k.GetMaxTotalNumTokens()))
-	return slots + queued
+	return float64(max(0, k.GetNumWaitingUncachedTokens())) +
+		RequestWeight*float64(max(0, k.GetNumRunningReqs())+max(0, k.GetNumWaitingReqs()))
 }
 
 // notify signals a change to every subscriber.

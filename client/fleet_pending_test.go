@@ -15,9 +15,11 @@ import (
 )
 
 // at1ms is a report of one rank, running requests out of 100 slots and
-// 10 000 tokens, snapshotted at snap.
+// 10 000 tokens, that the engine snapshotted at snap (its own stamp: the
+// pull completed a millisecond later).
 func at1ms(running int64, snap time.Time) *pb.LoadReport {
 	r := loaded(running)
+	r.ReportTimeUnixMs = snap.UnixMilli() + 1
 	r.Ranks[0].SnapshotTimeUnixMs = snap.UnixMilli()
 	r.Ranks[0].MaxTotalNumTokens, r.Ranks[0].NumUsedTokens, r.Ranks[0].NumTotalTokens = 10_000, 0, 0
 	return r
@@ -49,10 +51,13 @@ func countingFleet(t *testing.T, opts Options, clk *fakeClock, seed uint64, ws .
 	return f
 }
 
-// report shows r as w's latest view, received now, as the Worker would
-// publish it.
+// report shows r as w's latest view, received now, and hands it to the
+// fleet's count, as the Worker does with a report it accepts.
 func report(w *Worker, r *pb.LoadReport, now time.Time) {
 	w.view.Store(&View{Addr: w.addr, State: Fresh, Report: r, ReceivedAt: now, StaleAt: now.Add(time.Hour)})
+	if w.pending != nil {
+		w.pending.observe(r, now)
+	}
 }
 
 // TestABurstBetweenTwoReportsSpreads: 100 requests picked between two
@@ -116,7 +121,7 @@ func TestABurstBetweenTwoReportsSpreads(t *testing.T) {
 			var sum int64
 			for _, w := range ws {
 				p := w.Pending()
-				if p.Requests != int64(count[w.addr]) || p.Tokens != 100*p.Requests {
+				if p.Requests != int64(count[w.addr]) || p.Tokens != 100*p.Requests || p.PromptTokens != p.Tokens {
 					t.Fatalf("%s: pending %+v after %d picks of 100 tokens", w.addr, p, count[w.addr])
 				}
 				sum += p.Requests
@@ -151,14 +156,14 @@ func TestDoneDecrements(t *testing.T) {
 		t.Fatalf("dispatch on %v", first.Dispatch.Worker())
 	}
 	second := f.PickFor(Request{Tokens: -5}, 1) // a negative size counts as 0
-	want := Pending{Requests: 1, Tokens: 700}
+	want := Pending{Requests: 1, Tokens: 700, PromptTokens: 700}
 	if p := second.Picks[0]; p.Pending != want {
 		t.Fatalf("second pick sees %+v pending, want %+v", p.Pending, want)
 	}
 	if s, _ := ScorePending(w.View().Report, want); second.Picks[0].Score != s || s <= first.Picks[0].Score {
 		t.Fatalf("second pick scores %v, want %v, above the first's %v", second.Picks[0].Score, s, first.Picks[0].Score)
 	}
-	if got := w.Pending(); got != (Pending{Requests: 2, Tokens: 700}) {
+	if got := w.Pending(); got != (Pending{Requests: 2, Tokens: 700, PromptTokens: 700}) {
 		t.Fatalf("pending %+v", got)
 	}
 	first.Dispatch.Done()
@@ -180,8 +185,8 @@ func TestDoneDecrements(t *testing.T) {
 	}
 
 	// A fallback is counted where it goes.
-	d := f.Dispatch(w, Request{Tokens: 3})
-	if got := w.Pending(); got != (Pending{Requests: 1, Tokens: 3}) {
+	d := f.Dispatch(w, Request{Tokens: 3, PromptTokens: 2})
+	if got := w.Pending(); got != (Pending{Requests: 1, Tokens: 3, PromptTokens: 2}) {
 		t.Fatalf("after Dispatch: %+v", got)
 	}
 	d.Done()
@@ -190,10 +195,10 @@ func TestDoneDecrements(t *testing.T) {
 	}
 }
 
-// A dispatch ages out once the worker's view shows a report whose
-// snapshot (its oldest stamped rank) was taken after it, and not before;
-// an unstamped report counts from its arrival; one without ranks counts
-// nothing.
+// A dispatch ages out once the worker reports numbers taken after it:
+// stamped by the engine after it, or (stamped by the pull) numbers that
+// moved since a pull after it (the Ledger's tests go through each rule);
+// a report without ranks counts nothing.
 func TestAReportAfterTheDispatchAgesItOut(t *testing.T) {
 	// 0.5 ms into a millisecond: a snapshot stamped at that millisecond
 	// was taken before the dispatch.
@@ -203,15 +208,13 @@ func TestAReportAfterTheDispatchAgesItOut(t *testing.T) {
 	w := counting("a", at1ms(10, ms(-100)), t0.Add(time.Hour))
 	f := countingFleet(t, Options{}, clk, 1, w)
 	f.PickFor(Request{Tokens: 50}, 1)
-	one := Pending{Requests: 1, Tokens: 50}
+	one := Pending{Requests: 1, Tokens: 50, PromptTokens: 50}
 
-	two := func(a, b time.Time) *pb.LoadReport {
-		r := at1ms(10, a)
-		r.Ranks = append(r.Ranks, &pb.RankLoad{DpRank: 1, SnapshotTimeUnixMs: b.UnixMilli(), MaxRunningRequests: 100})
+	pulled := func(running int64, pull time.Time) *pb.LoadReport {
+		r := at1ms(running, pull)
+		r.ReportTimeUnixMs = pull.UnixMilli()
 		return r
 	}
-	unstamped := at1ms(10, t0)
-	unstamped.Ranks[0].SnapshotTimeUnixMs = 0
 	for _, c := range []struct {
 		name     string
 		r        *pb.LoadReport
@@ -219,27 +222,22 @@ func TestAReportAfterTheDispatchAgesItOut(t *testing.T) {
 		want     Pending
 	}{
 		{"snapshot the millisecond before", at1ms(10, ms(-1)), t0.Add(time.Millisecond), one},
-		{"snapshot within the dispatch's millisecond, before it", at1ms(10, ms(0)), t0.Add(time.Millisecond), one},
-		{"one rank after, one before", two(ms(1), ms(0)), t0.Add(time.Millisecond), one},
-		{"unstamped, received before", unstamped, t0.Add(-time.Millisecond), one},
+		{"snapshot within the dispatch's millisecond, before it", at1ms(11, ms(0)), t0.Add(time.Millisecond), one},
 		{"unreachable", unreachable("a", 9), t0.Add(time.Second), one},
-		{"every rank after", two(ms(1), ms(2)), t0.Add(time.Millisecond), Pending{}},
+		{"pulled after it, numbers that moved since the last, taken before it", pulled(12, ms(5)), t0.Add(5 * time.Millisecond), one},
+		{"pulled after it, the same numbers again", pulled(12, ms(6)), t0.Add(6 * time.Millisecond), one},
+		{"pulled after it, numbers that moved since a pull after it", pulled(13, ms(7)), t0.Add(7 * time.Millisecond), Pending{}},
 	} {
 		report(w, c.r, c.received)
 		if got := w.Pending(); got != c.want {
 			t.Fatalf("%s: pending %+v, want %+v", c.name, got, c.want)
 		}
 	}
-	// An unstamped report counts from its arrival.
-	clk.Advance(time.Millisecond)
-	d := f.PickFor(Request{}, 1).Dispatch
-	report(w, unstamped, clk.Now().Add(time.Nanosecond))
+	clk.Advance(10 * time.Millisecond)
+	f.PickFor(Request{}, 1)
+	report(w, at1ms(13, clk.Now().Add(time.Millisecond)), clk.Now().Add(2*time.Millisecond))
 	if got := w.Pending(); got != (Pending{}) {
-		t.Fatalf("unstamped, received after: %+v", got)
-	}
-	d.Done() // after the count aged out: nothing goes negative
-	if got := w.Pending(); got != (Pending{}) {
-		t.Fatalf("Done after the age-out: %+v", got)
+		t.Fatalf("stamped by the engine after it: %+v", got)
 	}
 }
 
@@ -281,7 +279,7 @@ func TestReportsOnTheStreamAgeDispatchesOut(t *testing.T) {
 	}
 	w := f.Worker(fw.addr)
 	send(2, clk.Now().Add(-time.Millisecond))
-	if got := w.Pending(); got != (Pending{Requests: 1, Tokens: 40}) {
+	if got := w.Pending(); got != (Pending{Requests: 1, Tokens: 40, PromptTokens: 40}) {
 		t.Fatalf("after a report snapshotted before the dispatch: %+v", got)
 	}
 	if r, k := gauge(t, reg, "loadreporter_client_pending_requests", "worker", fw.addr),
@@ -294,6 +292,29 @@ func TestReportsOnTheStreamAgeDispatchesOut(t *testing.T) {
 	}
 	if r := gauge(t, reg, "loadreporter_client_pending_requests", "worker", fw.addr); r != 0 {
 		t.Fatalf("pending metric %v after the age-out", r)
+	}
+
+	// A worker whose engine stamps no rank: the reporter's pull stamps
+	// them (and the report). Its old numbers pulled again after a
+	// dispatch keep it counted; numbers that moved since a pull after it
+	// count it.
+	pulled := func(seq uint64, running int64, pull time.Time) {
+		t.Helper()
+		r := at1ms(running, pull)
+		r.SourceInstanceId, r.SequenceId, r.ReportTimeUnixMs = "a", seq, pull.UnixMilli()
+		fs.report(t, r)
+		waitFleet(ctx, t, f, changed, "the report", func(vs []*View) bool { return vs[0].Report.GetSequenceId() == seq })
+	}
+	clk.Advance(10 * time.Millisecond)
+	f.PickFor(Request{PromptTokens: 7}, 1)
+	one := Pending{Requests: 1, PromptTokens: 7}
+	pulled(4, 10, clk.Now().Add(5*time.Millisecond))
+	if got := w.Pending(); got != one {
+		t.Fatalf("after the old numbers pulled after the dispatch: %+v", got)
+	}
+	pulled(5, 11, clk.Now().Add(10*time.Millisecond))
+	if got := w.Pending(); got != (Pending{}) {
+		t.Fatalf("after numbers that moved since a pull after the dispatch: %+v", got)
 	}
 }
 
@@ -315,7 +336,7 @@ func TestAWorkerThatLeavesDropsItsPending(t *testing.T) {
 	old := f.Worker(addr)
 	res := f.PickFor(Request{Tokens: 9}, 1)
 	f.PickFor(Request{Tokens: 9}, 1)
-	if !res.Degraded || res.Dispatch.Worker() != old || old.Pending() != (Pending{Requests: 2, Tokens: 18}) {
+	if !res.Degraded || res.Dispatch.Worker() != old || old.Pending() != (Pending{Requests: 2, Tokens: 18, PromptTokens: 18}) {
 		t.Fatalf("pick %+v, pending %+v", res, old.Pending())
 	}
 	if !f.Remove(addr) {
@@ -390,9 +411,7 @@ func TestConcurrentPickAndDone(t *testing.T) {
 	for _, ds := range kept {
 		for _, d := range ds {
 			p := want[d.Worker()]
-			p.Requests++
-			p.Tokens += d.tokens
-			want[d.Worker()] = p
+			want[d.Worker()] = p.plus(d.sent.req, 1)
 		}
 	}
 	for _, w := range ws {
@@ -417,62 +436,88 @@ func TestConcurrentPickAndDone(t *testing.T) {
 	}
 }
 
-// A router that never calls Done, to a worker that never reports, keeps
-// at most maxPendingDispatches: the oldest are forgotten.
-func TestPendingIsBounded(t *testing.T) {
-	s := new(pendingSet)
-	w := &Worker{}
-	at := time.UnixMilli(1)
-	first := s.add(w, at, 1)
-	for range maxPendingDispatches + 10 {
-		s.add(w, at, 1)
+// Through a Fleet on a fake clock, least loaded over all: the worker with
+// a long prompt queued loses to the one with a short one queued; a long
+// prompt the router sends there counts as queued, so the next pick goes
+// to the other; once the reports count it (numbers that moved since a
+// pull after it), the worker is judged on its report again.
+func TestPickForWeighsPromptsQueuedAndSent(t *testing.T) {
+	start := time.UnixMilli(1_700_000_000_000)
+	clk := newFakeClock(start)
+	queued := func(tokens int64, pull time.Time) *pb.LoadReport {
+		r := at1ms(50, pull)
+		r.ReportTimeUnixMs = pull.UnixMilli()
+		r.Ranks[0].NumWaitingReqs, r.Ranks[0].NumWaitingUncachedTokens = 1, tokens
+		return r
 	}
-	if got := s.current(time.Time{}); got.Requests != maxPendingDispatches || got.Tokens != maxPendingDispatches {
-		t.Fatalf("pending %+v, want %d", got, maxPendingDispatches)
+	long := counting("long", nil, start.Add(time.Hour))
+	short := counting("short", nil, start.Add(time.Hour))
+	f := countingFleet(t, Options{Choices: 1}, clk, 1, long, short)
+	report(long, queued(8000, start), start)
+	report(short, queued(600, start), start)
+	pick := func() string {
+		t.Helper()
+		clk.Advance(time.Millisecond)
+		res := f.PickFor(Request{PromptTokens: 9000, Tokens: 9500}, 1)
+		if len(res.Picks) != 1 {
+			t.Fatalf("result %+v", res)
+		}
+		return res.Picks[0].Worker.Addr()
 	}
-	first.Done() // forgotten: nothing changes
-	if got := s.current(time.Time{}); got.Requests != maxPendingDispatches {
-		t.Fatalf("pending %+v after a forgotten Done", got)
+	if got := pick(); got != "short" {
+		t.Fatalf("picked %s, want the worker with the short prompt queued", got)
 	}
-	if len(s.q)-s.head > 2*maxPendingDispatches+64 {
-		t.Fatalf("%d records kept for %d counted", len(s.q)-s.head, s.live)
+	if got, want := short.Pending(), (Pending{Requests: 1, Tokens: 9500, PromptTokens: 9000}); got != want {
+		t.Fatalf("pending %+v, want %+v", got, want)
+	}
+	if got := pick(); got != "long" {
+		t.Fatalf("picked %s, want the other: the 9 000 tokens sent count on the first", got)
+	}
+	// Both engines took their request in and prefilled it; their next
+	// reports, pulled after the dispatches, show it.
+	now := clk.Now()
+	report(long, queued(8000, now), now)
+	report(short, queued(600, now), now)
+	if got := short.Pending(); got.Requests != 1 {
+		t.Fatalf("the old numbers pulled again age out %+v", got)
+	}
+	report(long, queued(8001, now.Add(time.Millisecond)), now.Add(time.Millisecond))
+	report(short, queued(601, now.Add(time.Millisecond)), now.Add(time.Millisecond))
+	if got := short.Pending(); got != (Pending{}) {
+		t.Fatalf("numbers that moved since: %+v still pending", got)
+	}
+	if got := pick(); got != "short" {
+		t.Fatalf("picked %s, want the worker with the short prompt queued again", got)
 	}
 }
 
-// Done in any order keeps the records in proportion to what is counted.
-func TestDoneOutOfOrderIsTidied(t *testing.T) {
-	s := new(pendingSet)
-	w := &Worker{}
-	long := s.add(w, time.UnixMilli(1), 0) // one long request holds the head
-	for range 10_000 {
-		s.add(w, time.UnixMilli(2), 0).Done()
-	}
-	if n := len(s.q) - s.head; n > 2*s.live+64 {
-		t.Fatalf("%d records kept for %d counted", n, s.live)
-	}
-	long.Done()
-	if got := s.current(time.Time{}); got != (Pending{}) || len(s.q) != s.head {
-		t.Fatalf("pending %+v, %d records", got, len(s.q)-s.head)
-	}
-}
-
+// What the router sent counts as the engine's own queue would: its
+// prompt tokens and a request each, spread over the ranks; so a worker
+// the router just sent a long prompt loses to a twin it sent a short one.
 func TestScorePending(t *testing.T) {
 	r := &pb.LoadReport{Ranks: []*pb.RankLoad{
-		{DpRank: 0, NumRunningReqs: 10, MaxRunningRequests: 100, MaxTotalNumTokens: 1000},
-		{DpRank: 1, NumRunningReqs: 20, MaxRunningRequests: 200}, // capacity unknown
+		{DpRank: 0, NumRunningReqs: 10, NumWaitingUncachedTokens: 500, MaxRunningRequests: 100},
+		{DpRank: 1, NumRunningReqs: 20, MaxRunningRequests: 200},
 	}}
-	// 4 requests and 600 tokens, 2 and 300 per rank: rank 0 is
-	// (10+2)/100 + 300/1000 = 0.42, rank 1 (20+2)/200 = 0.11 (no token
-	// term without a capacity).
-	score, best := ScorePending(r, Pending{Requests: 4, Tokens: 600})
-	if want := (0.42 + 0.11) / 2; math.Abs(score-want) > 1e-12 || best != 1 {
+	// 4 requests and 600 prompt tokens, 2 and 300 per rank: rank 0 is
+	// 500 + 300 + 12, rank 1 300 + 22.
+	score, best := ScorePending(r, Pending{Requests: 4, Tokens: 5000, PromptTokens: 600})
+	if want := (812.0 + 322.0) / 2; math.Abs(score-want) > 1e-12 || best != 1 {
 		t.Fatalf("ScorePending %v best %d, want %v and rank 1", score, best, want)
 	}
-	if s, b := ScorePending(r, Pending{}); s != scoreOf(r) || b != 0 {
-		t.Fatalf("nothing pending: %v %d, want Score's %v 0", s, b, scoreOf(r))
+	if s, b := ScorePending(r, Pending{}); s != scoreOf(r) || b != 1 {
+		t.Fatalf("nothing pending: %v %d, want Score's %v 1", s, b, scoreOf(r))
 	}
 	if s, b := ScorePending(nil, Pending{Requests: 1}); !math.IsInf(s, 1) || b != -1 {
 		t.Fatalf("no ranks: %v %d", s, b)
+	}
+	twin := loaded(10)
+	short, _ := ScorePending(twin, Pending{Requests: 1, PromptTokens: 200})
+	long, _ := ScorePending(twin, Pending{Requests: 1, PromptTokens: 4000})
+	unknown, _ := ScorePending(twin, Pending{Requests: 1})
+	if !(scoreOf(twin) < unknown && unknown < short && short < long) {
+		t.Fatalf("nothing %v, a request of unknown size %v, a short prompt %v, a long one %v: want that order",
+			scoreOf(twin), unknown, short, long)
 	}
 }
 

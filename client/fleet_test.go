@@ -15,28 +15,48 @@ import (
 
 func TestScore(t *testing.T) {
 	k := &pb.RankLoad{NumRunningReqs: 3, NumWaitingReqs: 1, MaxRunningRequests: 256, NumWaitingUncachedTokens: 100, MaxTotalNumTokens: 4000}
-	if got, want := RankScore(k), 4.0/256+100.0/4000; got != want {
+	if got, want := RankScore(k), 100+4*RequestWeight; got != want {
 		t.Fatalf("RankScore %v, want %v", got, want)
 	}
-	unknownMax := &pb.RankLoad{NumRunningReqs: 2, NumWaitingUncachedTokens: 3}
-	if got := RankScore(unknownMax); got != 5 {
-		t.Fatalf("a max of 0 counts as 1: %v", got)
-	}
 	r := &pb.LoadReport{Ranks: []*pb.RankLoad{
-		{DpRank: 0, NumRunningReqs: 100, MaxRunningRequests: 100},                   // 1
-		{DpRank: 1, NumRunningReqs: 50, NumWaitingReqs: 0, MaxRunningRequests: 100}, // 0.5
+		{DpRank: 0, NumRunningReqs: 100, MaxRunningRequests: 100},                   // 100
+		{DpRank: 1, NumRunningReqs: 50, NumWaitingReqs: 0, MaxRunningRequests: 100}, // 50
 		{DpRank: 2, NumRunningReqs: 100, NumWaitingReqs: 50, MaxRunningRequests: 100,
-			NumWaitingUncachedTokens: 1000, MaxTotalNumTokens: 2000}, // 2
+			NumWaitingUncachedTokens: 1000, MaxTotalNumTokens: 2000}, // 1150
 	}}
 	score, best := Score(r)
-	if score != 3.5/3 || best != 1 {
-		t.Fatalf("Score %v best %d, want mean %v and rank 1", score, best, 3.5/3)
+	if score != 1300.0/3 || best != 1 {
+		t.Fatalf("Score %v best %d, want mean %v and rank 1", score, best, 1300.0/3)
 	}
 	if s, b := Score(nil); !math.IsInf(s, 1) || b != -1 {
 		t.Fatalf("no report: %v %d", s, b)
 	}
 	if s, b := Score(unreachable("a", 1)); !math.IsInf(s, 1) || b != -1 {
 		t.Fatalf("no ranks: %v %d", s, b)
+	}
+}
+
+// The score orders workers by the prefill a new request would wait
+// behind: the worker with a long prompt queued loses to one with a short
+// one, however many requests either holds; a prompt queued outweighs a
+// larger batch; with nothing queued anywhere, the fewer requests win.
+func TestScoreOrdersByWhatMakesTTFT(t *testing.T) {
+	one := func(running, waiting, tokens int64) *pb.LoadReport {
+		return &pb.LoadReport{Ranks: []*pb.RankLoad{{NumRunningReqs: running, NumWaitingReqs: waiting,
+			NumWaitingUncachedTokens: tokens, MaxRunningRequests: 256, MaxTotalNumTokens: 400_000}}}
+	}
+	for _, c := range []struct {
+		name          string
+		better, worse *pb.LoadReport
+	}{
+		{"a short prompt queued beats a long one", one(200, 3, 600), one(20, 1, 8000)},
+		{"a big batch with nothing queued beats a small one with a prompt queued", one(200, 0, 0), one(10, 1, 512)},
+		{"nothing queued: fewer requests", one(40, 0, 0), one(41, 0, 0)},
+		{"the same prompts queued: fewer requests", one(40, 2, 1000), one(60, 2, 1000)},
+	} {
+		if b, w := scoreOf(c.better), scoreOf(c.worse); !(b < w) {
+			t.Errorf("%s: %v, want below %v", c.name, b, w)
+		}
 	}
 }
 

@@ -377,6 +377,13 @@ func (w *Worker) publish(st *loopState) {
 		v.StaleAt = st.receivedAt.Add(f.staleAfter)
 	}
 	w.view.Store(v)
+	if w.pending != nil {
+		// After the view, so that a pick in between counts a dispatch
+		// twice rather than not at all; before the signals, so that
+		// whoever a signal wakes reads the count of this report. The
+		// ledger takes each report once however often it is published.
+		w.pending.observe(st.report, st.receivedAt)
+	}
 	w.subs.publish(v)
 	if w.deps.published != nil {
 		w.deps.published()

@@ -16,7 +16,8 @@
 //     (least), with no reporter; round robin; random.
 //
 // Every way scores a worker with client.Score / client.ScorePending and
-// draws its best of d as client.Fleet does (choose mirrors Fleet's draws).
+// draws its best of d as client.Fleet does (choose mirrors Fleet's draws),
+// so a change of the score moves the oracle with the rows it measures.
 //
 // # Two modes
 //
@@ -40,12 +41,14 @@
 // latest report when younger than a second (--poll-max-age) and with a
 // pull otherwise; each report is stamped with its pull's time, as the
 // reporter stamps a snapshot that carries no per-rank timestamp (SGLang's
-// /v1/loads and the simulated engine carry none). It copies client's
-// pending accounting (pendingQ) because client.Fleet runs only on the
-// machine's clock; the end-to-end mode uses the client itself, and the
-// agreement check below compares the two. The model mode sweeps ρ over
-// 0.5–0.95 and a 10 s burst at 1.5× capacity for every row and both
-// workloads, and the report interval over 0–1 s (written as an SVG chart).
+// /v1/loads and the simulated engine carry none). Its routers count
+// their dispatches with client.Ledger, the pure rules client.Fleet runs
+// on the machine's clock, fed every report a reporter pushes as a
+// Fleet's workers feed theirs; the end-to-end mode uses client.Fleet
+// itself, and the agreement check below compares the two. The model mode
+// sweeps ρ over 0.5–0.95 and a 10 s burst at 1.5× capacity for every row
+// and both workloads, and the report interval over 0–1 s (written as an
+// SVG chart).
 //
 // # What is measured
 //
@@ -85,8 +88,14 @@
 // and window), within 10 %. The goal — push 100 ms with accounting
 // within 1.10× the oracle's p99 TTFT at every ρ up to 0.95 and through the
 // burst — is printed met or not met per workload, with the rows without
-// accounting and the pollers beside it. Nothing is asserted in a timed
-// test; the tests cover the pure parts.
+// accounting and the pollers beside it, the accounting on against off
+// over five more arrival streams, and three what-ifs of the push 100 ms
+// row with accounting that say where a gap to the oracle comes from: the
+// engine stamps its snapshots (so the accounting knows when the numbers
+// were taken), the engine publishes its load every step (so the numbers
+// are never older than a step), and one router takes every request (so
+// nothing is sent that the accounting does not count). Nothing is
+// asserted in a timed test; the tests cover the pure parts.
 //
 // It is a measuring tool: nothing imports it.
 package main

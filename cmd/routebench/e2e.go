@@ -307,7 +307,7 @@ func (v e2eSources) live(k int) *pb.LoadReport {
 	if v.r.inWin.Load() {
 		v.r.reads.Add(1)
 	}
-	return reportOf(v.r.engines[k].Live(), time.Now())
+	return reportOf(v.r.engines[k].Live(), time.Now(), false)
 }
 
 func (v e2eSources) report(i, k int) *pb.LoadReport { return v.r.views[i][k].Load() }
@@ -512,7 +512,7 @@ func (r *e2eRun) quiesce(ctx context.Context, bound time.Duration) {
 // when the request ends.
 func (r *e2eRun) pick(i int, q request) (int, func()) {
 	if r.pol.Kind == kindPush {
-		res := r.fleets[i].PickFor(client.Request{Tokens: q.tokens()}, 1)
+		res := r.fleets[i].PickFor(q.clientRequest(), 1)
 		if res.Degraded || len(res.Picks) == 0 {
 			r.degr.Add(1)
 		}

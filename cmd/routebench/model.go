@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/loadreporter/loadreporter/client"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/enginesim/model"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 )
@@ -16,10 +17,11 @@ type fleet struct {
 	Engines int
 	Routers int
 	Params  model.Params
-	// SnapshotStamps (model mode only) stamps each report with its
-	// engine's snapshot time instead of the pull's, as the reporter would
-	// if the engine sent a per-rank timestamp (SGLang's /v1/loads and the
-	// simulated engine send none): what the accounting could do then.
+	// SnapshotStamps (model mode only) stamps each rank of a report with
+	// its engine's snapshot time instead of the pull's, as the reporter
+	// does when the engine sends a per-rank timestamp (SGLang's /v1/loads
+	// and the simulated engine send none): what the accounting could do
+	// then.
 	SnapshotStamps bool
 }
 
@@ -99,7 +101,7 @@ type sim struct {
 	// per trace request
 	worker []int16
 	eid    []uint64 // the engine's request id
-	disp   []*dispatch
+	disp   []*client.Sent
 	ttft   []float64
 	queue  []float64
 	e2e    []float64
@@ -146,7 +148,7 @@ func simulate(f fleet, pol policy, trace []request, win window, seed uint64) (re
 	n := len(trace)
 	s.worker = make([]int16, n)
 	s.eid = make([]uint64, n)
-	s.disp = make([]*dispatch, n)
+	s.disp = make([]*client.Sent, n)
 	s.ttft, s.queue, s.e2e = infs(n), infs(n), infs(n)
 	s.done = make([]bool, n)
 	res := result{Dispatched: make([]int, f.Engines)}
@@ -298,16 +300,7 @@ func (s *sim) pull(k int) *pb.LoadReport {
 	if s.inWindow(s.now) {
 		s.reads++
 	}
-	stamp := s.clock(s.now)
-	if s.f.SnapshotStamps {
-		stamp = s.published(k)[0].Timestamp
-		for _, l := range s.loads[1:] {
-			if l.Timestamp.Before(stamp) {
-				stamp = l.Timestamp
-			}
-		}
-	}
-	rep := reportOf(s.published(k), stamp)
+	rep := reportOf(s.published(k), s.clock(s.now), s.f.SnapshotStamps)
 	s.reps[k].latest, s.reps[k].latestAt = rep, s.now
 	return rep
 }
@@ -321,6 +314,9 @@ func (s *sim) fire(k int) {
 	push := s.pol.Kind == kindPush && s.pol.Interval > 0
 	if push && (t-v.phase)%s.pol.Interval == 0 {
 		v.pushed = rep
+		for _, rt := range s.routers {
+			rt.observe(k, rep, s.clock(t))
+		}
 	}
 	v.next = nextGrid(t, v.phase, historyInterval)
 	if push {
@@ -395,7 +391,7 @@ func (v simSources) live(k int) *pb.LoadReport {
 	for r := range e.Params().DPSize {
 		s.loads = append(s.loads, e.Live(r, at))
 	}
-	return reportOf(s.loads, at)
+	return reportOf(s.loads, at, false)
 }
 
 func (v simSources) report(r, k int) *pb.LoadReport {
@@ -408,7 +404,7 @@ func (v simSources) report(r, k int) *pb.LoadReport {
 		if s.inWindow(s.now) {
 			s.reads++
 		}
-		return reportOf(s.published(k), s.clock(s.now))
+		return reportOf(s.published(k), s.clock(s.now), s.f.SnapshotStamps)
 	}
 	return s.reps[k].pushed
 }

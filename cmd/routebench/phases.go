@@ -186,8 +186,10 @@ func (b *bench) sweep(ctx context.Context) (sweepResults, error) {
 
 // accountingDetail adds to the goal what decides the accounting's
 // default: the on/off difference over five arrival streams at the main
-// ρ (how much of it is noise), and two what-ifs that say where the gap to
-// the oracle comes from.
+// ρ (how much of it is noise), and three what-ifs that say where the gap
+// to the oracle comes from: when the engine's numbers were taken (its own
+// stamps), how late it publishes them (every step), and what the other
+// routers sent (one router).
 func (b *bench) accountingDetail(ctx context.Context, sr sweepResults) error {
 	o := b.o
 	win := b.modelWindow()
@@ -197,7 +199,16 @@ func (b *bench) accountingDetail(ctx context.Context, sr sweepResults) error {
 	stamped.SnapshotStamps = true
 	every := b.fleet
 	every.Params.LoadSnapshotPublishInterval = 1
-	whatIfs := []fleet{stamped, every}
+	single := b.fleet
+	single.Routers = 1
+	whatIfs := []struct {
+		name string
+		f    fleet
+	}{
+		{"the engine stamps its snapshots (a per-rank timestamp in /v1/loads, which SGLang does not send)", stamped},
+		{"the engine publishes its load every step (--load-snapshot-publish-interval 1)", every},
+		{"one router takes every request (nothing is sent that the router does not count)", single},
+	}
 	var fns []func() (result, error)
 	for _, w := range workloads {
 		for s := range uint64(seeds) {
@@ -208,16 +219,17 @@ func (b *bench) accountingDetail(ctx context.Context, sr sweepResults) error {
 				}
 			}
 		}
-		for _, f := range whatIfs {
+		for _, wi := range whatIfs {
+			f := wi.f
 			for _, rho := range sr.rhos {
 				if rho > 0.95 {
 					continue
 				}
-				trace := arrivals(o.seed, w, profile{Rate: rho * b.cap[w.Name] * float64(o.engines)}, win.end(), o.routers)
+				trace := arrivals(o.seed, w, profile{Rate: rho * b.cap[w.Name] * float64(o.engines)}, win.end(), f.Routers)
 				fns = append(fns, func() (result, error) { return simulate(f, policies[rowPush100Acct], trace, win, o.seed) })
 			}
 			bp, bw := b.burstProfile(w)
-			trace := arrivals(o.seed, w, bp, bw.end(), o.routers)
+			trace := arrivals(o.seed, w, bp, bw.end(), f.Routers)
 			fns = append(fns, func() (result, error) { return simulate(f, policies[rowPush100Acct], trace, bw, o.seed) })
 		}
 	}
@@ -245,7 +257,7 @@ func (b *bench) accountingDetail(ctx context.Context, sr sweepResults) error {
 				strings.TrimSuffix(policies[pr[1]].Name, ", best of 2"), strings.Join(cells, " "), mean(rs),
 				len(slices.DeleteFunc(slices.Clone(rs), func(r float64) bool { return r >= 1 })), len(rs)))
 		}
-		for _, name := range []string{"the engine stamps its snapshots (a per-rank timestamp in /v1/loads, which SGLang does not send)", "the engine publishes its load every step (--load-snapshot-publish-interval 1)"} {
+		for _, wi := range whatIfs {
 			var cells []string
 			for ri, rho := range sr.rhos {
 				if rho > 0.95 {
@@ -256,7 +268,7 @@ func (b *bench) accountingDetail(ctx context.Context, sr sweepResults) error {
 			}
 			cells = append(cells, fmt.Sprintf("burst ×%.2f", p99(all[i])/p99(sr.burst[w.Name][rowOracle])))
 			i++
-			b.goal = append(b.goal, fmt.Sprintf("  what-if, workload %s, push 100ms + accounting if %s, ÷ the oracle: %s", w.Name, name, strings.Join(cells, ", ")))
+			b.goal = append(b.goal, fmt.Sprintf("  what-if, workload %s, push 100ms + accounting if %s, ÷ the oracle: %s", w.Name, wi.name, strings.Join(cells, ", ")))
 		}
 	}
 	return nil

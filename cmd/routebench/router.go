@@ -148,69 +148,6 @@ type sources interface {
 	report(r, k int) *pb.LoadReport
 }
 
-// dispatch is one request a router counts against a worker, as
-// client.Dispatch: until it is done or a report whose snapshot is after
-// it arrives.
-type dispatch struct {
-	at      time.Time
-	tokens  int64
-	counted bool
-}
-
-// pendingQ is one router's dispatches to one worker, oldest first: the
-// model mode's copy of client's pending set (the end-to-end mode uses the
-// client's own).
-type pendingQ struct {
-	q          []*dispatch
-	head       int
-	reqs, toks int64
-}
-
-func (p *pendingQ) add(d *dispatch) {
-	p.q = append(p.q, d)
-	p.reqs++
-	p.toks += d.tokens
-}
-
-func (p *pendingQ) uncount(d *dispatch) {
-	if d.counted {
-		d.counted = false
-		p.reqs--
-		p.toks -= d.tokens
-	}
-}
-
-// current ages out the dispatches made before until and returns what is
-// left, as client's pendingSet.current.
-func (p *pendingQ) current(until time.Time) client.Pending {
-	for p.head < len(p.q) && (!p.q[p.head].counted || p.q[p.head].at.Before(until)) {
-		p.uncount(p.q[p.head])
-		p.q[p.head] = nil
-		p.head++
-	}
-	if p.head > 1024 && p.head > len(p.q)/2 {
-		p.q = append(p.q[:0], p.q[p.head:]...)
-		p.head = 0
-	}
-	return client.Pending{Requests: p.reqs, Tokens: p.toks}
-}
-
-// countedUntil is client's rule: the oldest stamped rank's snapshot, in
-// the wire's whole milliseconds; the zero time for a report without
-// ranks.
-func countedUntil(r *pb.LoadReport) time.Time {
-	var oldest int64
-	for _, k := range r.GetRanks() {
-		if t := k.GetSnapshotTimeUnixMs(); t > 0 && (oldest == 0 || t < oldest) {
-			oldest = t
-		}
-	}
-	if oldest == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(oldest)
-}
-
 // router is one router's choosing, shared by both modes (the end-to-end
 // push rows excepted: there client.Fleet chooses).
 type router struct {
@@ -220,14 +157,16 @@ type router struct {
 	n        int
 	rr       int
 	inflight []int
-	pend     []pendingQ
+	// pend is the router's accounting per worker: client's own rules
+	// (client.Ledger), which client.Fleet runs on the machine's clock.
+	pend []client.Ledger
 }
 
 func newRouter(id int, pol policy, workers int, seed uint64) *router {
 	return &router{
 		id: id, pol: pol, n: workers, rr: id % workers,
 		rng:      rand.New(rand.NewPCG(seed, uint64(id)+1)),
-		inflight: make([]int, workers), pend: make([]pendingQ, workers),
+		inflight: make([]int, workers), pend: make([]client.Ledger, workers),
 	}
 }
 
@@ -241,7 +180,8 @@ func (r *router) pick(now time.Time, src sources) int {
 			rep := src.report(r.id, k)
 			var p client.Pending
 			if r.pol.Accounting {
-				p = r.pend[k].current(countedUntil(rep))
+				r.observe(k, rep, now)
+				p = r.pend[k].Pending()
 			}
 			s, _ := client.ScorePending(rep, p)
 			return s
@@ -256,33 +196,44 @@ func (r *router) pick(now time.Time, src sources) int {
 	return r.rng.IntN(r.n)
 }
 
-// sent records a request sent to worker k at now; the returned dispatch
-// is what finished takes.
-func (r *router) sent(k int, now time.Time, req request) *dispatch {
+// observe hands worker k's report, received at now, to the router's
+// accounting, as client.Fleet's workers hand it every report they
+// accept (one already observed changes nothing).
+func (r *router) observe(k int, rep *pb.LoadReport, now time.Time) {
+	if r.pol.Accounting {
+		r.pend[k].Observe(rep, now)
+	}
+}
+
+// sent records a request sent to worker k at now; the returned record is
+// what finished takes.
+func (r *router) sent(k int, now time.Time, req request) *client.Sent {
 	r.inflight[k]++
 	if !r.pol.Accounting {
 		return nil
 	}
-	d := &dispatch{at: now, tokens: req.tokens(), counted: true}
-	r.pend[k].add(d)
-	return d
+	return r.pend[k].Add(now, req.clientRequest())
 }
 
 // finished records the end of a request sent to worker k.
-func (r *router) finished(k int, d *dispatch) {
+func (r *router) finished(k int, d *client.Sent) {
 	r.inflight[k]--
-	if d != nil {
-		r.pend[k].uncount(d)
-	}
+	r.pend[k].Done(d)
 }
 
-// reportOf is the report a loadreporter builds from an engine's loads,
-// every rank stamped at stamp (the reporter stamps its pull's completion
-// when the engine sends no per-rank timestamp, as SGLang's /v1/loads and
-// the simulated engine do not).
-func reportOf(loads []model.Load, stamp time.Time) *pb.LoadReport {
+// reportOf is the report a loadreporter builds from an engine's loads
+// pulled at pulled: the report's time is the pull's, and so is every
+// rank's stamp, as the reporter stamps a rank that carries no timestamp
+// of its own (SGLang's /v1/loads and the simulated engine send none);
+// with engineStamps, each rank carries the engine's own time of its
+// numbers (model.Load.Timestamp) instead.
+func reportOf(loads []model.Load, pulled time.Time, engineStamps bool) *pb.LoadReport {
 	ranks := make([]*pb.RankLoad, len(loads))
 	for i, l := range loads {
+		stamp := pulled
+		if engineStamps {
+			stamp = l.Timestamp
+		}
 		ranks[i] = &pb.RankLoad{
 			DpRank: int32(l.DPRank), SnapshotTimeUnixMs: stamp.UnixMilli(),
 			NumRunningReqs: int64(l.NumRunningReqs), NumWaitingReqs: int64(l.NumWaitingReqs),
@@ -292,5 +243,5 @@ func reportOf(loads []model.Load, stamp time.Time) *pb.LoadReport {
 			GenThroughput: l.GenThroughput, CacheHitRate: l.CacheHitRate, Utilization: l.Utilization,
 		}
 	}
-	return &pb.LoadReport{ReportTimeUnixMs: stamp.UnixMilli(), Status: pb.ReportStatus_REPORT_STATUS_HEALTHY, Ranks: ranks}
+	return &pb.LoadReport{ReportTimeUnixMs: pulled.UnixMilli(), Status: pb.ReportStatus_REPORT_STATUS_HEALTHY, Ranks: ranks}
 }

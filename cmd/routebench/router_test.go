@@ -66,15 +66,16 @@ func loaded(running int64, at time.Time) *pb.LoadReport {
 // TestAccountingSpreadsABurst: between two reports, a router that
 // compares every worker on the last report alone sends a burst to the one
 // it showed least loaded (Mitzenmacher's herd); counting its own
-// dispatches, as client.Fleet does, spreads the burst; a report whose
-// snapshot postdates the dispatches ages them out, and Done uncounts one.
+// dispatches with client's Ledger, as client.Fleet does, spreads the
+// burst; a report whose numbers moved after the dispatches ages them out,
+// one showing the old numbers again does not, and Done uncounts one.
 func TestAccountingSpreadsABurst(t *testing.T) {
 	snap := time.Unix(1_800_000_000, 0)
 	src := fakeSources{[]*pb.LoadReport{loaded(10, snap), loaded(11, snap), loaded(11, snap), loaded(11, snap)}}
 	for _, acct := range []bool{false, true} {
 		r := newRouter(0, policy{Kind: kindPush, Choices: 0, Accounting: acct}, 4, 1)
 		got := map[int]int{}
-		var ds []*dispatch
+		var ds []*client.Sent
 		for i := range 8 {
 			at := snap.Add(time.Duration(i+1) * time.Millisecond)
 			k := r.pick(at, src)
@@ -84,38 +85,31 @@ func TestAccountingSpreadsABurst(t *testing.T) {
 		if !acct && got[0] != 8 {
 			t.Errorf("without accounting the burst went %v, want all 8 to worker 0", got)
 		}
-		// Each pending request adds 1/256 for its slot and 200/400 000
-		// for its tokens: worker 0's lead of one request is gone after
-		// its first, so eight spread two a worker.
+		// Each pending request adds its 100 prompt tokens and one
+		// request: worker 0's lead of one request is gone after its
+		// first, so eight spread two a worker.
 		if acct && (got[0] != 2 || got[1] != 2 || got[2] != 2 || got[3] != 2) {
 			t.Errorf("with accounting the burst went %v, want two to each worker", got)
 		}
 		if !acct {
 			continue
 		}
-		if p := r.pend[0].current(countedUntil(src.reports[0])); p.Requests != 2 || p.Tokens != 400 {
-			t.Errorf("pending on worker 0 before a new report: %+v, want 2 requests, 400 tokens", p)
+		want := client.Pending{Requests: 2, Tokens: 400, PromptTokens: 200}
+		if p := r.pend[0].Pending(); p != want {
+			t.Errorf("pending on worker 0 before a new report: %+v, want %+v", p, want)
 		}
 		r.finished(0, ds[0])
-		if p := r.pend[0].current(countedUntil(src.reports[0])); p.Requests != 1 || p.Tokens != 200 {
-			t.Errorf("after Done of the first: %+v, want 1 request, 200 tokens", p)
+		if p := r.pend[0].Pending(); p.Requests != 1 || p.PromptTokens != 100 {
+			t.Errorf("after Done of the first: %+v, want 1 request, 100 prompt tokens", p)
 		}
-		// client's rule: a report counts the dispatches made before its
-		// snapshot, not one made at the same millisecond.
-		var w1 []time.Time
-		for _, d := range r.pend[1].q[r.pend[1].head:] {
-			w1 = append(w1, d.at)
+		late := snap.Add(time.Second)
+		r.observe(1, loaded(11, late), late) // the old snapshot pulled again
+		if p := r.pend[1].Pending(); p.Requests != 2 {
+			t.Errorf("after the old numbers again: %+v pending on worker 1, want the 2 sent", p)
 		}
-		if len(w1) != 2 {
-			t.Fatalf("worker 1 holds %d dispatches, want 2", len(w1))
-		}
-		for _, tc := range []struct {
-			stamp time.Time
-			want  int64
-		}{{w1[0], 2}, {w1[0].Add(time.Millisecond), 1}, {w1[1].Add(time.Millisecond), 0}} {
-			if p := r.pend[1].current(countedUntil(loaded(13, tc.stamp))); p.Requests != tc.want {
-				t.Errorf("a report stamped %v after the burst began counts %+v pending, want %d", tc.stamp.Sub(snap), p, tc.want)
-			}
+		r.observe(1, loaded(13, late), late) // numbers that moved
+		if p := r.pend[1].Pending(); p != (client.Pending{}) {
+			t.Errorf("after numbers taken since: %+v pending on worker 1, want none", p)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/loadreporter/loadreporter/client"
 )
 
 // request is one arrival of the shared stream: when it comes, how large
@@ -19,9 +21,12 @@ type request struct {
 	Router int
 }
 
-// tokens is what the request may hold in the KV cache: client.Request's
-// Tokens.
-func (r request) tokens() int64 { return int64(r.Prompt) + int64(r.Output) }
+// clientRequest is what a router tells client's accounting of it: what
+// it may hold in the KV cache (prompt plus max new tokens) and its
+// prompt.
+func (r request) clientRequest() client.Request {
+	return client.Request{Tokens: int64(r.Prompt) + int64(r.Output), PromptTokens: int64(r.Prompt)}
+}
 
 // sizes draws request sizes.
 type sizes struct {
