@@ -3,7 +3,6 @@ package front
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -19,6 +18,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/loadreporter/loadreporter/adapters/internal/httpjson"
 	"github.com/loadreporter/loadreporter/adapters/internal/loglimit"
 	"github.com/loadreporter/loadreporter/domain"
 )
@@ -218,7 +218,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					_ = f.errs.Write(w, r, connect.NewError(connect.CodeUnauthenticated, errors.New("missing or wrong bearer token (the engine's API key)")))
 					return
 				}
-				writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized"})
+				httpjson.Write(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized"})
 				return
 			}
 			rt.Handler.ServeHTTP(w, r)
@@ -380,14 +380,7 @@ type ErrorBody struct {
 func writeError(w http.ResponseWriter, status int, code, msg string) {
 	var b ErrorBody
 	b.Error.Code, b.Error.Message = code, msg
-	writeJSON(w, status, b)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	httpjson.Write(w, status, b)
 }
 
 // contextWithoutCancel is the scrape's context: its own deadline, never a

@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/http"
 
+	"github.com/loadreporter/loadreporter/adapters/internal/httpjson"
 	"github.com/loadreporter/loadreporter/domain"
 )
 
@@ -80,7 +81,7 @@ func (h *Handler) ServeGetLoad(w http.ResponseWriter, r *http.Request) {
 		for _, k := range rep.Ranks {
 			reqs = addSat(reqs, addSat(k.NumRunningReqs, k.NumWaitingReqs))
 		}
-		writeJSON(w, http.StatusOK, VLLMLoad{Load: sat32(reqs)})
+		httpjson.Write(w, http.StatusOK, VLLMLoad{Load: sat32(reqs)})
 		return
 	}
 	out := make([]SGLangRankLoad, len(rep.Ranks))
@@ -99,15 +100,15 @@ func (h *Handler) ServeGetLoad(w http.ResponseWriter, r *http.Request) {
 			NumPendingTokens: sat32(max(0, total-k.NumUsedTokens)),
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpjson.Write(w, http.StatusOK, out)
 }
 
 // writeSaturated answers a full worker, saying why.
 func (h *Handler) writeSaturated(w http.ResponseWriter, status, reason string) {
 	if h.opts.GetLoadShape == GetLoadVLLM {
-		writeJSON(w, http.StatusOK, VLLMLoad{Load: SaturatedLoad, Status: status, Error: reason})
+		httpjson.Write(w, http.StatusOK, VLLMLoad{Load: SaturatedLoad, Status: status, Error: reason})
 		return
 	}
 	// One entry, so that a router summing num_tokens cannot overflow.
-	writeJSON(w, http.StatusOK, []SGLangRankLoad{{DPRank: 0, NumTokens: SaturatedLoad, Status: status, Error: reason}})
+	httpjson.Write(w, http.StatusOK, []SGLangRankLoad{{DPRank: 0, NumTokens: SaturatedLoad, Status: status, Error: reason}})
 }

@@ -2,7 +2,6 @@ package pollapi
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loadreporter/loadreporter/adapters/internal/httpjson"
 	"github.com/loadreporter/loadreporter/domain"
 )
 
@@ -150,10 +150,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if refused := h.refusal(rep); refused != nil {
-		writeJSON(w, http.StatusServiceUnavailable, refused)
+		httpjson.Write(w, http.StatusServiceUnavailable, refused)
 		return
 	}
-	writeJSON(w, http.StatusOK, EnvelopeOf(rep))
+	httpjson.Write(w, http.StatusOK, EnvelopeOf(rep))
 }
 
 // refusal is the body of the 503 that answers a report no poller may
@@ -307,12 +307,5 @@ func sat32(v int64) int32 {
 func writeError(w http.ResponseWriter, status int, code, msg string, seq uint64) {
 	var b ErrorBody
 	b.Error.Code, b.Error.Message, b.SequenceID = code, msg, seq
-	writeJSON(w, status, b)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	httpjson.Write(w, status, b)
 }

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/loadreporter/loadreporter/cmd/internal/machine"
 )
 
 func main() {
@@ -112,7 +114,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	date, loadStart := time.Now(), loadAvg()
+	date, loadStart := time.Now(), machine.LoadAvg()
 
 	// The engine, in this process.
 	eng := newEngine(o.events, o.holdEvery)
@@ -273,7 +275,7 @@ func header(o options, date time.Time, loadStart, engine, grpcEngine string) []s
 	}
 	return []string{
 		fmt.Sprintf("frontbench %s — loadreporter's front against the engine direct and %s, one run", date.Format("2006-01-02 15:04:05 MST"), nginxVersion(o.nginx)),
-		fmt.Sprintf("machine: %d CPUs, %s; load average %s at the start, %s at the end", runtime.NumCPU(), runtime.Version(), loadStart, loadAvg()),
+		fmt.Sprintf("machine: %d CPUs, %s; load average %s at the start, %s at the end", runtime.NumCPU(), runtime.Version(), loadStart, machine.LoadAvg()),
 		fmt.Sprintf("engine: a stand-in in the bench process on %s (answers at once)", engine),
 		fmt.Sprintf("front: %s %s", frontCmd, strings.Join(serveArgs("ENGINE", "127.0.0.1:P", "127.0.0.1:Q", o.window), " ")),
 		fmt.Sprintf("gRPC front: the same and %s (a front of its own); gRPC engine: grpc-go in the bench process on %s", strings.Join(grpcFrontArgs("ENGINE_GRPC"), " "), grpcEngine),

@@ -130,16 +130,3 @@ func readUsage(pids []int) usage {
 	}
 	return u
 }
-
-// loadAvg is the machine's 1, 5 and 15 minute load averages.
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}

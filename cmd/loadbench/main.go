@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/loadreporter/loadreporter/cmd/internal/machine"
 	"github.com/loadreporter/loadreporter/domain/session"
 )
 
@@ -77,7 +78,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if o.peer != "orca" && o.peer != "perstream" && o.peer != "grpcfanout" {
 		return fmt.Errorf("--peer %q: want orca, perstream or grpcfanout", o.peer)
 	}
-	fmt.Fprintf(out, "loadbench %s, load average %s\n", time.Now().Format(time.DateTime), loadAvg())
+	fmt.Fprintf(out, "loadbench %s, load average %s\n", time.Now().Format(time.DateTime), machine.LoadAvg())
 	scenarios := []options{o}
 	if o.suite {
 		scenarios = suiteScenarios(o)
@@ -126,7 +127,7 @@ func suiteScenarios(o options) []options {
 // and prints each of ours side by side with the peer.
 func runScenario(ctx context.Context, out io.Writer, o options) ([]scenarioResult, error) {
 	o.warmup = max(o.warmup, 2*o.interval)
-	loadBefore := loadAvg()
+	loadBefore := machine.LoadAvg()
 	fmt.Fprintf(out, "\n== %d routers × %v, %d ranks, %d connection(s), %s, %v measured after %v warm-up; load %s\n",
 		o.routers, o.interval, o.ranks, o.conns, clientLabel(o), o.measure, o.warmup, loadBefore)
 	peer, err := measureServer(ctx, o, o.peer, 1)
@@ -139,7 +140,7 @@ func runScenario(ctx context.Context, out io.Writer, o options) ([]scenarioResul
 		if err != nil {
 			return nil, fmt.Errorf("ours, --phase-slots %d: %w", n, err)
 		}
-		sr := scenarioResult{o: o, slots: n, peer: peer, ours: ours, loadBefore: loadBefore, loadAfter: loadAvg()}
+		sr := scenarioResult{o: o, slots: n, peer: peer, ours: ours, loadBefore: loadBefore, loadAfter: machine.LoadAvg()}
 		printTable(out, &sr)
 		results = append(results, sr)
 	}
@@ -214,17 +215,4 @@ func startChild(ctx context.Context, o options, kind string, slots int) (*exec.C
 		return nil, "", errors.New("child said " + line)
 	}
 	return cmd, addr, nil
-}
-
-// loadAvg is the machine's 1, 5 and 15 minute load averages.
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/loadreporter/loadreporter/cmd/internal/machine"
 )
 
 // scenarioResult is one scenario: the peer and ours with one --phase-slots
@@ -170,7 +172,7 @@ func perSecond(r result, n int64) float64 { return float64(n) / r.window.Seconds
 
 // printSummary lists, per scenario, the targets met and not met.
 func printSummary(out io.Writer, rows []scenarioResult) {
-	fmt.Fprintf(out, "\n== targets (SPEC §8), load now %s\n", loadAvg())
+	fmt.Fprintf(out, "\n== targets (SPEC §8), load now %s\n", machine.LoadAvg())
 	for _, sr := range rows {
 		fmt.Fprintf(out, "%5d × %-5v %3d conn, %-8s met %d of %d", sr.o.routers, sr.o.interval, sr.o.conns,
 			oursLabel(sr.slots)+":", len(sr.met), len(sr.met)+len(sr.unmet))

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/loadreporter/loadreporter/cmd/internal/machine"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/enginesim/model"
 )
 
@@ -188,7 +189,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	p.DPSize = o.dp
 	b.fleet = fleet{Engines: o.engines, Routers: o.routers, Params: p}
 	fmt.Fprintf(out, "routebench: what fresh load buys a router (SPEC §10, issue 25)\n")
-	fmt.Fprintf(out, "load average at start: %s (other work on the machine moves the end-to-end figures)\n", loadAvg())
+	fmt.Fprintf(out, "load average at start: %s (other work on the machine moves the end-to-end figures)\n", machine.LoadAvg())
 	fmt.Fprintf(out, "fleet: %d engines × %d rank (Llama-3.1-8B on an A100 80 GB as model.DefaultParams: %d running, %d KV tokens, step %v + %v/seq + %v/1k KV tokens, prefill %v/token, load published every %d decode steps), %d routers, seed %d\n",
 		o.engines, o.dp, p.MaxRunningRequests, p.MaxTotalNumTokens, p.StepOverhead, p.DecodePerSeq, p.DecodePer1kKVTokens, p.PrefillPerToken, p.LoadSnapshotPublishInterval, o.routers, o.seed)
 	for _, w := range workloads {
@@ -222,7 +223,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	for _, g := range b.goal {
 		fmt.Fprintln(out, g)
 	}
-	fmt.Fprintf(out, "\nload average at end: %s; took %v\n", loadAvg(), time.Since(b.started).Round(time.Second))
+	fmt.Fprintf(out, "\nload average at end: %s; took %v\n", machine.LoadAvg(), time.Since(b.started).Round(time.Second))
 	return nil
 }
 
@@ -282,17 +283,4 @@ func okIf(ok bool) string {
 		return "ok"
 	}
 	return "FAILED"
-}
-
-// loadAvg is the machine's 1, 5 and 15 minute load averages.
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/loadreporter/loadreporter/cmd/internal/machine"
 )
 
 // goalRatio is the bound: push 100 ms with accounting within
@@ -502,7 +504,7 @@ func (b *bench) endToEnd(ctx context.Context) error {
 		how = "streamed chat completions, TTFT and e2e as the routers timed them, queue wait as the engines did"
 	}
 	fmt.Fprintf(b.out, "== end-to-end mode, workload %s, ρ = %.2f (%.1f requests/s): engine-sim HTTP servers on 127.0.0.1, a loadreporter child beside each (serve --source sglang-http, default flags), %d routers in this process; %s; %v of measured arrivals after %v, on the machine's clock; load average %s\n",
-		w.Name, o.rho, rate, o.routers, how, win.Measure, win.Warmup, loadAvg())
+		w.Name, o.rho, rate, o.routers, how, win.Measure, win.Warmup, machine.LoadAvg())
 	results := make([]result, len(o.e2eRows))
 	extras := make([]e2eExtra, len(o.e2eRows))
 	for i, row := range o.e2eRows {
@@ -531,7 +533,7 @@ func (b *bench) endToEnd(ctx context.Context) error {
 			router, ms(percentile(slices.Clone(extras[i].Lag), 99)), extras[i].Failed, extras[i].Degraded, results[i].Wall.Round(time.Second))
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(b.out, "load average after the end-to-end rows: %s\n\n", loadAvg())
+	fmt.Fprintf(b.out, "load average after the end-to-end rows: %s\n\n", machine.LoadAvg())
 
 	if ref != nil {
 		var cells []string

@@ -1,0 +1,17 @@
+// Package httpjson writes the JSON answers of the adapters that answer
+// HTTP themselves (the pollers' endpoints, the front's own errors). It
+// must not know what they answer.
+package httpjson
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// Write answers v as JSON with status, never cached.
+func Write(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
