@@ -83,7 +83,7 @@ lint:
 	$(BUF) lint
 	$(BUF) format -d --exit-code
 
-# bench runs SPEC §8's fan-out scenarios (1 and 100 × 100 ms; 1 000 × 100 ms
+# bench runs the fan-out scenarios of docs/performance.md (1 and 100 × 100 ms; 1 000 × 100 ms
 # over 1, 10 and 1 000 connections; 10 000 × 1 s over 100) against loadreporter
 # and a grpc-go server shaped like ORCA's service, side by side, with the
 # targets; with ROUTERS, INTERVAL or CONNS set, the one scenario they describe
@@ -113,7 +113,7 @@ bench-front:
 	$(GO) build -o bin/frontbench ./cmd/frontbench
 	./bin/frontbench --loadreporter bin/loadreporter $(FRONTBENCH_ARGS)
 
-# bench-route: SPEC §10's routing benchmark (cmd/routebench). The model mode's
+# bench-route: the routing benchmark of docs/performance.md (cmd/routebench). The model mode's
 # sweeps in virtual time, then a few rows end to end (engine-sim, a loadreporter
 # child per engine, client.Fleet routers); writes the staleness chart to
 # bin/routebench-staleness.svg. ROUTEBENCH_ARGS adds flags, for example

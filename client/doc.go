@@ -107,46 +107,15 @@
 // comparison of an engine's stamp with a dispatch puts the worker's clock
 // beside ours, as MaxSnapshotAge does.
 //
-// # What the routing benchmark measured
+// # What the accounting buys
 //
-// make bench-route (cmd/routebench, SPEC §10), model mode, seed 1: 8
-// simulated engines (Llama-3.1-8B on an A100, publishing every 15 decode
-// steps), 4 routers, ρ 0.5 to 0.95 of capacity and a 10 s burst at 1.5×;
-// p99 TTFT of push every 100 ms, best of two, with accounting, against
-// the oracle (the same rule on the engines' true state):
-//
-//	                         lognormal sizes          512/512
-//	before (score of slot and KV shares; a pull after a dispatch aged it out)
-//	  push + accounting      986–1282 ms, burst 1677  188–309 ms (ρ ≤ 0.9), burst 447
-//	  ÷ oracle               ×1.24–1.37, burst ×1.27  ×1.13–1.31, ×1.01 at 0.95, burst ×1.71
-//	  accounting on ÷ off    mean −2.8 %              mean −0.4 %
-//	now
-//	  push + accounting      722–885 ms, burst 1122   160–206 ms (ρ ≤ 0.9), burst 261
-//	  ÷ oracle               ×1.09–1.20, burst ×1.36  ×1.31–1.40, ×0.90 at 0.95, burst ×0.50
-//	  accounting on ÷ off    mean −23 %, 8 of 8       mean −19 %, 7 of 8
-//
-// The score moved the oracle too: 651–766 ms from 721–1020 (lognormal),
-// 118–158 ms from 166–246 at ρ ≤ 0.9 (512/512), but worse for 512/512
-// at 0.95 (2121 ms from 1857) and in its burst (519 ms from 262), likely
-// because a prompt in a running prefill step has left
-// num_waiting_uncached_tokens while it is still ahead of a new request.
-// Over five more arrival streams at ρ 0.85, p99 TTFT with accounting is
-// on average ×0.75 (lognormal) and ×0.74 (512/512) of the same row
-// without, lower in every one; with a report every second, ×0.72 and
-// ×0.69. End to end (real reporters, client.Fleet, 30 s at ρ 0.85,
-// 512/512) the model agreed within 10 % (−2.7 % and +8.9 % in two runs),
-// but the ratios moved with the machine's load: push 100 ms with
-// accounting ×1.05 and ×0.78 of the oracle, without ×2.52 and ×0.92.
-//
-// The goal, within 1.10× of the oracle at every ρ and through the
-// burst, is not met, and what is left is not the accounting's rules: with
-// one router taking every request the same row is ×0.80–0.90 of the
-// oracle (lognormal; burst ×1.00) and ×0.95–1.12 (512/512; burst ×0.58).
-// The gap is what the other routers sent since the engine last published,
-// which no router counts: it shrinks to ×0.93–1.00 (lognormal; burst
-// ×1.04) when the engine publishes every step, and stays ×1.31–1.38 for
-// 512/512, whose first tokens (120 ms) are as short as the report
-// interval.
+// In the project's routing benchmark (make bench-route; its figures and
+// how they were measured are in docs/performance.md), 8 simulated engines
+// and 4 routers, push every 100 ms and best of two: the accounting lowers
+// p99 time to first token by about a quarter at every load, to within
+// ×1.09–1.20 of an oracle that sees the engines' true state (lognormal
+// request sizes). What is left is what the other routers sent since the
+// engine last published, which no router counts.
 //
 // # Metrics
 //

@@ -44,7 +44,7 @@ const (
 	DefaultMaxSnapshotAge      = 10 * time.Second
 )
 
-// maxRouterIDBytes is the worker's own bound on router_id (SPEC §2.2).
+// maxRouterIDBytes is the worker's own bound on router_id (docs/routers.md).
 const maxRouterIDBytes = 256
 
 // Options configure a Worker (and, through Fleet, every worker of a fleet).
@@ -116,10 +116,9 @@ const (
 	AccountingOff
 )
 
-// DefaultAccounting is on: in SPEC §10's routing benchmark (make
+// DefaultAccounting is on: in the project's routing benchmark (make
 // bench-route, 4 routers, a report every 100 ms) it lowers p99 TTFT at 15
-// of the 16 points of its sweep, by 19–23 % on average (see the package
-// documentation).
+// of the 16 points of its sweep, by 19–23 % on average.
 const DefaultAccounting = AccountingOn
 
 // DefaultChoices is the d of the best of d when Options.Choices is 0.

@@ -12,7 +12,7 @@ import (
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 )
 
-// Stream error codes (SPEC §2) the client tells apart.
+// Stream error codes (docs/routers.md) the client tells apart.
 const (
 	codeReplaced          = "REPLACED"
 	codeLeaseExpired      = "LEASE_EXPIRED"
@@ -23,7 +23,7 @@ const (
 )
 
 // maxCodeBytes bounds a stream error's code as the client keeps it; the
-// codes of SPEC §2 are a few words.
+// codes of the stream protocol (docs/routers.md) are a few words.
 const maxCodeBytes = 64
 
 // Reasons a stream ended besides a stream error code; they label the

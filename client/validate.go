@@ -79,7 +79,7 @@ func reject(reason RejectReason, format string, args ...any) *ReportError {
 }
 
 // ValidateReport checks one report the way SGLang's router does before it
-// routes on it (SPEC §3's validation, seen from the receiving side): an
+// routes on it (the validation of docs/routers.md, seen from the receiving side): an
 // instance id of at most MaxInstanceIDBytes; a known status; UNREACHABLE with last_error and no ranks;
 // HEALTHY and STALE with ranks (at most MaxRanks), each dp_rank non-negative and unique, the
 // seven counters non-negative, used ≤ max_total_num_tokens and running ≤

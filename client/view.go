@@ -143,7 +143,7 @@ func judge(connected bool, r *pb.LoadReport, receivedAt, now time.Time, f freshn
 
 // snapshotAge is how old the report's oldest stamped rank was at
 // receivedAt; a rank without a stamp (a loadreporter worker stamps every
-// one, SPEC §3; other reporters may not) says nothing of its age and does
+// one, docs/routers.md; other reporters may not) says nothing of its age and does
 // not hide an older rank.
 func snapshotAge(r *pb.LoadReport, receivedAt time.Time) time.Duration {
 	var oldest int64

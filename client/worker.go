@@ -29,7 +29,7 @@ var ErrClosed = errors.New("client: worker closed")
 type StreamError struct {
 	// Addr is the worker's address as dialed.
 	Addr string
-	// Code and Message are the frame's (SPEC §2).
+	// Code and Message are the frame's (docs/routers.md).
 	Code, Message string
 }
 

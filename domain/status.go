@@ -31,7 +31,7 @@ func (s Status) String() string {
 	}
 }
 
-// ReportBuilder turns one pull's outcome into a Report (SPEC §3).
+// ReportBuilder turns one pull's outcome into a Report (docs/routers.md).
 type ReportBuilder struct {
 	SourceInstanceID string
 	Worker           Worker
@@ -69,7 +69,7 @@ func (b ReportBuilder) Build(seq uint64, completedAt time.Time, snap Snapshot, p
 	return b.Report(seq, completedAt, snap, b.Verdict(snap, pullErr, expected, completedAt))
 }
 
-// Report makes report seq from a judged pull (SPEC §3): UNREACHABLE, with
+// Report makes report seq from a judged pull (docs/routers.md): UNREACHABLE, with
 // no ranks and the verdict as last_error, when verdict is set; otherwise
 // HEALTHY, or STALE when the oldest rank is older than StaleAfter (an age
 // equal to it is still HEALTHY).

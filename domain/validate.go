@@ -10,7 +10,7 @@ import (
 // is the same number), and --max-dp-size stops at it.
 const MaxRanks = 4096
 
-// ValidateSnapshot checks a snapshot against SPEC §3: it has ranks (at
+// ValidateSnapshot checks a snapshot against docs/routers.md: it has ranks (at
 // most MaxRanks), each
 // dp_rank fits int32, is not negative and appears once, the seven counters
 // are non-negative, used ≤ max_total_num_tokens, running ≤

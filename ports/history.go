@@ -8,7 +8,7 @@ import (
 	"github.com/loadreporter/loadreporter/domain/audit"
 )
 
-// HistoryStore is where the history recorder writes reports (SPEC §5).
+// HistoryStore is where the history recorder writes reports (docs/history.md).
 //
 // Times are kept to the microsecond and returned in UTC by every store.
 type HistoryStore interface {
@@ -32,7 +32,7 @@ type HistoryStore interface {
 	DeleteBefore(ctx context.Context, t time.Time, limit int) (int64, error)
 }
 
-// HistoryQuery answers the audit queries (SPEC §5) over what a HistoryStore
+// HistoryQuery answers the audit queries (docs/history.md) over what a HistoryStore
 // holds. Every method validates its query first (the query types' Validate
 // method) and returns CodeInvalidArgument, naming the argument, when it is
 // wrong; CodeUnavailable when the store cannot be reached.

@@ -368,3 +368,52 @@ func TestTheFrontDrainsBeforeItCloses(t *testing.T) {
 		t.Fatal("the front still serves after Close")
 	}
 }
+
+// TestARequestInFlightHasTheWholeGrace: a generation under way when the
+// reporter stops finishes within --shutdown-grace, past the front's drain
+// and the reporter's own streams' share.
+func TestARequestInFlightHasTheWholeGrace(t *testing.T) {
+	e := newStandInEngine(t)
+	started := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/slow" {
+			e.srv.Config.Handler.ServeHTTP(w, r)
+			return
+		}
+		close(started)
+		select {
+		case <-time.After(3500 * time.Millisecond): // past 3/5 of the grace
+			fmt.Fprint(w, "done")
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(slow.Close)
+	c := testConfig()
+	c.Source.Name, c.Source.EngineURL, c.Front.Listen = "sglang-http", slow.URL, "127.0.0.1:0"
+	c.Front.Drain = 500 * time.Millisecond
+	m, err := app.InitializeMain(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	go func() {
+		resp, err := http.Post("http://"+m.FrontAddr()+"/slow", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- string(b)
+	}()
+	<-started
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if body := <-got; body != "done" {
+		t.Fatalf("a request in flight at stop got %q, want the engine's answer", body)
+	}
+}

@@ -1,4 +1,4 @@
-// Package web is the operator's dashboard (SPEC §6): the live page, the
+// Package web is the operator's dashboard (docs/operations.md): the live page, the
 // history page and the audit page, server-rendered with templ (package
 // web/views), plus their embedded static assets.
 //

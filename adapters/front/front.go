@@ -42,6 +42,9 @@ type Observer struct {
 	// Scrape is one GET /metrics: hit when it was answered from the cache
 	// (or shared a scrape already under way), not by a scrape of its own.
 	Scrape func(hit bool)
+	// Refused is one request the front answered 503 itself, past
+	// MaxInFlight, without passing it on.
+	Refused func(class string)
 }
 
 // Options configure a Front.
@@ -119,14 +122,19 @@ func New(o Options) (*Front, error) {
 	if o.Engine.Scheme != "http" && o.Engine.Scheme != "https" {
 		return nil, domain.Errorf(domain.CodeInvalidArgument, "front: engine URL %q: want http:// or https://", o.Engine.Redacted())
 	}
-	if o.MetricsMaxAge < 0 || o.ResponseHeaderTimeout < 0 || o.DialTimeout < 0 {
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "front: durations must not be negative")
+	for _, d := range []struct {
+		option string
+		v      time.Duration
+	}{{"metrics-max-age", o.MetricsMaxAge}, {"response-header-timeout", o.ResponseHeaderTimeout}, {"dial-timeout", o.DialTimeout}} {
+		if d.v < 0 {
+			return nil, domain.InvalidOption(d.option, "%s: must not be negative (0: its default)", d.v)
+		}
 	}
 	if o.DialTimeout == 0 {
 		o.DialTimeout = 5 * time.Second
 	}
 	if o.MaxInFlight < 0 {
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "front: the bound of requests in flight must not be negative, got %d", o.MaxInFlight)
+		return nil, domain.InvalidOption("max-in-flight", "%d: must not be negative (0: %d)", o.MaxInFlight, DefaultMaxInFlight)
 	}
 	if o.MaxInFlight == 0 {
 		o.MaxInFlight = DefaultMaxInFlight
@@ -254,7 +262,9 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // gRPC), to be retried on another worker.
 func (f *Front) refuse(w http.ResponseWriter, r *http.Request) {
 	class := ClassOf(r)
-	f.observe(class, http.StatusServiceUnavailable, 0)
+	if f.opts.Observer.Refused != nil {
+		f.opts.Observer.Refused(class)
+	}
 	msg := fmt.Sprintf("%d requests are in flight through the front, the limit is %d", f.opts.MaxInFlight, f.opts.MaxInFlight)
 	if ok, suppressed := f.errLines.Allow(f.opts.Now()); ok {
 		f.opts.Logger.Warn("front: a request refused: too many in flight", "limit", f.opts.MaxInFlight, "class", class, "suppressed", suppressed)

@@ -426,7 +426,11 @@ func TestMetricsAreScrapedOncePerWindowHoweverManyScrapers(t *testing.T) {
 	for i := range bodies {
 		wg.Go(func() { bodies[i], _ = scrape("text/plain", i%2 == 0) })
 	}
+	waitCtx := testCtx(t)
 	for hits.Load()+misses.Load() < 20 {
+		if waitCtx.Err() != nil {
+			t.Fatal("not every scraper asked")
+		}
 		time.Sleep(time.Millisecond) // until every scraper has asked
 	}
 	close(release)
@@ -760,10 +764,8 @@ func TestRequestsInFlightAreBounded(t *testing.T) {
 	defer engine.Close()
 	defer close(release)
 	var refused atomic.Int64
-	f, addr := startFront(t, Options{Engine: mustURL(t, engine.URL), MaxInFlight: 2, Observer: Observer{Proxied: func(_ string, code int, _ time.Duration) {
-		if code == http.StatusServiceUnavailable {
-			refused.Add(1)
-		}
+	f, addr := startFront(t, Options{Engine: mustURL(t, engine.URL), MaxInFlight: 2, Observer: Observer{Refused: func(string) {
+		refused.Add(1)
 	}}})
 	ctx := testCtx(t)
 	for range 2 {
@@ -775,6 +777,9 @@ func TestRequestsInFlightAreBounded(t *testing.T) {
 		}()
 	}
 	for f.inFlight.Load() < 2 {
+		if ctx.Err() != nil {
+			t.Fatal("the two requests never reached the engine")
+		}
 		time.Sleep(time.Millisecond) // until both are with the engine
 	}
 	resp, err := http.Post(addr+"/generate", "application/json", strings.NewReader("{}"))
@@ -855,5 +860,67 @@ func TestAGRPCEngineCannotFillTheFrontForAClientThatDoesNotRead(t *testing.T) {
 	}
 	if last > 1<<20 {
 		t.Fatalf("the engine wrote %d KiB ahead of a client that reads nothing, want at most the front's buffer and the client's window (~ 320 KiB)", last>>10)
+	}
+}
+
+// TestAFailedScrapeIsHeldLongerThanAWindow: an engine whose /metrics
+// fails is not scraped again each window, but after failureHold.
+func TestAFailedScrapeIsHeldLongerThanAWindow(t *testing.T) {
+	var hits atomic.Int64
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		http.Error(w, "scheduler stuck", http.StatusInternalServerError)
+	}))
+	defer engine.Close()
+	clock := &fakeNow{t: time.Unix(1000, 0)}
+	_, addr := startFront(t, Options{Engine: mustURL(t, engine.URL), MetricsMaxAge: time.Second, Now: clock.Now})
+	scrape := func() {
+		resp, err := http.Get(addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	scrape()
+	clock.Add(2 * time.Second) // two windows, within failureHold
+	scrape()
+	if hits.Load() != 1 {
+		t.Fatalf("a failing /metrics was scraped %d times within failureHold", hits.Load())
+	}
+	clock.Add(failureHold)
+	scrape()
+	if hits.Load() != 2 {
+		t.Fatalf("after failureHold: %d scrapes, want 2", hits.Load())
+	}
+}
+
+// TestInventedAcceptValuesGiveTheirSlotsBack: once the cache holds
+// maxAcceptKinds formats and they age out, a new format gets a slot of its
+// own instead of the engine's default.
+func TestInventedAcceptValuesGiveTheirSlotsBack(t *testing.T) {
+	seen := make(chan string, 64)
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Get("Accept")
+	}))
+	defer engine.Close()
+	clock := &fakeNow{t: time.Unix(1000, 0)}
+	_, addr := startFront(t, Options{Engine: mustURL(t, engine.URL), MetricsMaxAge: time.Second, Now: clock.Now})
+	scrape := func(accept string) {
+		req, _ := http.NewRequest(http.MethodGet, addr+"/metrics", nil)
+		req.Header.Set("Accept", accept)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	for i := range maxAcceptKinds {
+		scrape(fmt.Sprintf("invented/%d", i))
+		<-seen
+	}
+	clock.Add(2 * time.Second) // every slot stale
+	scrape("application/openmetrics-text")
+	if got := <-seen; got != "application/openmetrics-text" {
+		t.Fatalf("the engine was asked for %q, want the scraper's own format", got)
 	}
 }

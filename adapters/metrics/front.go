@@ -14,6 +14,7 @@ type FrontMetrics struct {
 	requests *prometheus.CounterVec
 	upstream *prometheus.HistogramVec
 	scrapes  *prometheus.CounterVec
+	refused  *prometheus.CounterVec
 	// counted holds each (class, status) counter once looked up: a
 	// proxied request costs a map read, not a label hash.
 	counted sync.Map // frontKey → prometheus.Counter
@@ -42,12 +43,17 @@ func (m *Metrics) Front(classes []string) *FrontMetrics {
 			Help: "GET /metrics at the front, by who answered: cache (a scrape of this window, or one under way) or engine (a scrape of its own).",
 		}, []string{"answered"}),
 	}
+	f.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "loadreporter_front_refused_requests_total",
+		Help: "Requests the front answered 503 itself, past --front-max-requests in flight, by route class.",
+	}, []string{"class"})
 	for _, c := range classes {
 		f.upstream.WithLabelValues(c)
+		f.refused.WithLabelValues(c)
 	}
 	f.scrapes.WithLabelValues("cache")
 	f.scrapes.WithLabelValues("engine")
-	m.registry.MustRegister(f.requests, f.upstream, f.scrapes)
+	m.registry.MustRegister(f.requests, f.upstream, f.scrapes, f.refused)
 	return f
 }
 
@@ -64,6 +70,9 @@ func (f *FrontMetrics) Proxied(class string, status int, d time.Duration) {
 		f.upstream.WithLabelValues(class).Observe(d.Seconds())
 	}
 }
+
+// Refused counts one request the front refused itself.
+func (f *FrontMetrics) Refused(class string) { f.refused.WithLabelValues(class).Inc() }
 
 // Scrape counts one GET /metrics answered from the cache (hit) or by a
 // scrape of the engine.

@@ -71,7 +71,7 @@ func codecOptions() connect.HandlerOption { return fanout.Options(unmarshalBinar
 
 // errRegisterDoesNotDecode marks a router frame that is a register whose
 // fields do not decode (a router_id of invalid UTF-8): a bad register is
-// INVALID_ARGUMENT (SPEC §2.2), where a first frame of another kind is
+// INVALID_ARGUMENT (docs/routers.md), where a first frame of another kind is
 // INVALID_FIRST_FRAME.
 var errRegisterDoesNotDecode = errors.New("register does not decode")
 

@@ -3,7 +3,7 @@
 // the one client it dials.
 //
 //   - Monitor serves sglang.router.loadmonitor.v1.LoadMonitorService/Monitor,
-//     the published stream routers use (SPEC §1 and §2): register, reports,
+//     the published stream routers use (docs/routers.md): register, reports,
 //     keep_alive, update_config, stop. Protocol errors travel as a final
 //     StreamError frame and the stream ends with status OK. Its codecs
 //     encode each report once per fire instead of once per router.

@@ -26,7 +26,7 @@ import (
 // Registrar starts Monitor sessions: the one thing the Monitor handler asks
 // of the core.
 type Registrar interface {
-	// Register validates a router's registration (SPEC §2.2) and starts its
+	// Register validates a router's registration (docs/routers.md) and starts its
 	// session, replacing a live one with the same router_id. Its errors are
 	// *domain.Error: INVALID_ARGUMENT, RESOURCE_EXHAUSTED, SHUTTING_DOWN.
 	Register(routerID string, intervalMs, leaseMs int64) (RouterSession, session.Config, error)
@@ -152,7 +152,7 @@ func (m *Monitor) Handler(opts ...connect.HandlerOption) (string, http.Handler) 
 type stream = connect.BidiStream[pb.RouterFrame, outFrame]
 
 // serve runs one Monitor stream. Errors of the protocol are sent as a
-// StreamError frame and the stream then ends with status OK (SPEC §2).
+// StreamError frame and the stream then ends with status OK (docs/routers.md).
 func (m *Monitor) serve(ctx context.Context, st *stream) error {
 	tr := transportFrom(ctx)
 	if tr == nil {
@@ -249,7 +249,7 @@ func (m *Monitor) relay(ctx context.Context, st *stream, tr *transport, r *recei
 				m.logAbuse(&m.budgetLog, "monitor stream ended: over its frame budget", st, err, "router_id", sub.RouterID())
 			}
 			// A router that sent stop or a bad frame right behind its
-			// register still gets the ack first (SPEC §2.3).
+			// register still gets the ack first (docs/routers.md).
 			if ackErr := w.sendAckLeft(); ackErr != nil {
 				var de *domain.Error
 				if errors.As(err, &de) { // its end cannot reach the router either, but counts

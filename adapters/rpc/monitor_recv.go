@@ -89,7 +89,7 @@ func (r *receiver) next() (*pb.RouterFrame, error) {
 var errOverBudget = errors.New("frame budget spent")
 
 // inboundError turns a frame that does not decode into a protocol error,
-// so the router learns why in a StreamError frame like any other (SPEC §2).
+// so the router learns why in a StreamError frame like any other (docs/routers.md).
 // A frame over the handler's read limit keeps connect's RESOURCE_EXHAUSTED
 // status: it was refused unread, and a peer that sends megabytes gets no
 // more of our time.

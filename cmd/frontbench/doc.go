@@ -1,7 +1,7 @@
 // Command frontbench measures the front mode against the engine direct and
 // against nginx, the reverse proxy an operator would otherwise put at the
-// worker's address, in one run and with one client (SPEC §8 "Front mode",
-// issue 24 §3).
+// worker's address, in one run and with one client (the front mode's
+// targets in docs/performance.md).
 //
 // The bench process serves a stand-in engine on 127.0.0.1 (a non-streaming
 // POST /generate, a 256-event SSE /generate, a long-lived SSE stream, an
@@ -23,7 +23,7 @@
 //   - the same for gRPC through the gRPC front, with a stock grpc-go
 //     client (one channel per target, the same clients and counts): a
 //     unary call and a server stream, against the engine's gRPC server
-//     direct (issue 30 asks for nothing more: no nginx, no target);
+//     direct (no nginx and no target there);
 //   - 1 000 concurrent long-lived SSE streams held through each proxy: its
 //     resident memory as they open and after they are held, per stream, and
 //     whether it stays flat;
@@ -31,7 +31,7 @@
 //     served against the engine's own count of scrapes.
 //
 // It prints one table with the date, the load average and the goal of
-// issue 24 (the front adds no more p99 latency and no more CPU per request
+// the front mode's goal (the front adds no more p99 latency and no more CPU per request
 // than nginx, and the engine sees one scrape per window), met or not
 // beside each figure; the gRPC rows are figures only. Other work on the
 // machine moves every figure: read the load average, and repeat a run

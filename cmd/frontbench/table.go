@@ -16,7 +16,7 @@ const (
 
 var columns = []string{direct, front, nginx}
 
-// goal is issue 24's, in its words.
+// goal is the front mode's, in docs/performance.md's words.
 const goal = "the front adds no more p99 latency and no more CPU per request than nginx, and the engine sees one scrape per window"
 
 // results is everything one run measured.
@@ -246,8 +246,8 @@ func printTable(out io.Writer, r results, header []string) {
 		}
 		fmt.Fprintf(out, "%-44s %10s %10s %10s  %-4s  %-22s %s\n", rw.name, rw.cells[0], rw.cells[1], rw.cells[2], rw.unit, rw.goal, rw.met)
 	}
-	fmt.Fprintf(out, "\ngoal (issue 24): %s\n", goal)
-	fmt.Fprintln(out, "gRPC rows (issue 30): side by side with the engine direct, the figures and what the front adds; the issue sets no target for them, so none is judged")
+	fmt.Fprintf(out, "\ngoal: %s\n", goal)
+	fmt.Fprintln(out, "gRPC rows: side by side with the engine direct, the figures and what the front adds; no target is set for them, so none is judged")
 	switch {
 	case len(unmet) == 0:
 		fmt.Fprintf(out, "met: all %d parts\n", len(met))

@@ -1,11 +1,11 @@
-// Command loadbench measures the Monitor fan-out the way SPEC §8 states its
+// Command loadbench measures the Monitor fan-out the way docs/performance.md states its
 // targets: one client process opens N router streams back to back against a
 // server in a child process, and the child's CPU time, memory and engine
 // pulls are read from /proc. It runs the same scenario, with the same
 // client, against loadreporter and against a peer — by default a grpc-go
 // server shaped like grpc-go's ORCA service (one goroutine, one ticker, one
 // read of the load and one marshal per stream) — and prints both side by
-// side with their ratio and SPEC §8's targets. Besides CPU, memory and
+// side with their ratio and the targets of docs/performance.md. Besides CPU, memory and
 // pulls it measures each gap's distance from the interval, the age of a
 // report at receipt (receipt − report_time_unix_ms, so up to 1 ms more than
 // the truth: the field has millisecond resolution), and, about once a
@@ -19,7 +19,7 @@
 // do not by default): with one connection per router that is about one PING
 // to answer per report. --client-bdp=false measures without it.
 //
-// --suite runs every scenario of issue 13, and SPEC §8's single router, in
+// --suite runs every scenario of docs/performance.md, and its single router, in
 // one invocation; `make bench` runs it. Other work on the machine moves
 // every figure: read the load average printed with each scenario, and
 // repeat a run before trusting a difference.

@@ -21,7 +21,7 @@ import (
 // the already encoded bytes (grpc-go's per-connection writer batches the
 // burst's frames). It has no lease, no session table and no latest-wins
 // outbox: what it costs is what grpc-go's transport costs, the lower bound
-// of serving routers' gRPC through it (issue 13's remaining lever).
+// of serving routers' gRPC through it (the remaining lever).
 type fanoutPeer struct {
 	mu     sync.Mutex
 	latest encoded

@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-// suiteScenarios are the rows of SPEC §8 and issue 13, and a fleet's shape
+// suiteScenarios are the rows of docs/performance.md, and a fleet's shape
 // (one connection per router), with o's other flags.
 func suiteScenarios(o options) []options {
 	shapes := []struct {

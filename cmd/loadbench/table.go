@@ -19,7 +19,7 @@ type scenarioResult struct {
 	met, unmet            []string
 }
 
-// row is one line of a scenario's table; target is empty when SPEC §8 sets
+// row is one line of a scenario's table; target is empty when docs/performance.md sets
 // none for the scenario.
 type row struct {
 	name        string
@@ -79,10 +79,10 @@ func oursLabel(slots int) string {
 	return "ours"
 }
 
-// scenarioRows builds the table of a scenario, with SPEC §8's targets where
+// scenarioRows builds the table of a scenario, with the targets of docs/performance.md where
 // they apply: the 1 router row (interval error and first report) and the
 // 1 000 and 10 000 router rows. Pulls may number one per phase slot and
-// interval, whatever the number of routers (SPEC §2.4: pulls are shared),
+// interval, whatever the number of routers (docs/routers.md: pulls are shared),
 // plus one per join probe.
 func scenarioRows(o options, slots int, peer, ours result) []row {
 	big, single := o.routers >= 1000, o.routers == 1
@@ -172,7 +172,7 @@ func perSecond(r result, n int64) float64 { return float64(n) / r.window.Seconds
 
 // printSummary lists, per scenario, the targets met and not met.
 func printSummary(out io.Writer, rows []scenarioResult) {
-	fmt.Fprintf(out, "\n== targets (SPEC §8), load now %s\n", machine.LoadAvg())
+	fmt.Fprintf(out, "\n== targets (docs/performance.md), load now %s\n", machine.LoadAvg())
 	for _, sr := range rows {
 		fmt.Fprintf(out, "%5d × %-5v %3d conn, %-8s met %d of %d", sr.o.routers, sr.o.interval, sr.o.conns,
 			oursLabel(sr.slots)+":", len(sr.met), len(sr.met)+len(sr.unmet))

@@ -1,5 +1,5 @@
-// Command routebench measures what fresh load buys a router (SPEC §10,
-// issue 25): K simulated engines (package enginesim/model, 8 by default),
+// Command routebench measures what fresh load buys a router
+// (docs/performance.md): K simulated engines (package enginesim/model, 8 by default),
 // R routers (4) sharing one seeded Poisson arrival stream at a
 // utilisation ρ of the fleet's capacity, and one row per way of choosing
 // a worker, every row on the same arrivals:

@@ -188,7 +188,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	p := model.DefaultParams()
 	p.DPSize = o.dp
 	b.fleet = fleet{Engines: o.engines, Routers: o.routers, Params: p}
-	fmt.Fprintf(out, "routebench: what fresh load buys a router (SPEC §10, issue 25)\n")
+	fmt.Fprintf(out, "routebench: what fresh load buys a router (docs/performance.md)\n")
 	fmt.Fprintf(out, "load average at start: %s (other work on the machine moves the end-to-end figures)\n", machine.LoadAvg())
 	fmt.Fprintf(out, "fleet: %d engines × %d rank (Llama-3.1-8B on an A100 80 GB as model.DefaultParams: %d running, %d KV tokens, step %v + %v/seq + %v/1k KV tokens, prefill %v/token, load published every %d decode steps), %d routers, seed %d\n",
 		o.engines, o.dp, p.MaxRunningRequests, p.MaxTotalNumTokens, p.StepOverhead, p.DecodePerSeq, p.DecodePer1kKVTokens, p.PrefillPerToken, p.LoadSnapshotPublishInterval, o.routers, o.seed)
@@ -219,7 +219,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	for _, c := range b.checks {
 		fmt.Fprintln(out, c)
 	}
-	fmt.Fprintf(out, "\n== goal (issue 25), printed, never asserted\n")
+	fmt.Fprintf(out, "\n== goal, printed, never asserted\n")
 	for _, g := range b.goal {
 		fmt.Fprintln(out, g)
 	}

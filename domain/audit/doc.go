@@ -1,5 +1,5 @@
 // Package audit defines the audit queries over the recorded history
-// (SPEC §5): their arguments and validation (query.go), their answers
+// (docs/history.md): their arguments and validation (query.go), their answers
 // (result.go), the cursor that pages through reports (cursor.go), the status
 // names they accept (status.go), the dashboard's chart of a window in
 // buckets (chart.go), and, as pure functions over reports, the

@@ -11,7 +11,7 @@ import (
 // Stored is a copy of r as every history store keeps it, so that both
 // stores answer with the same reports: times in UTC to the microsecond
 // (PostgreSQL's precision), a rank without a snapshot time taking the
-// report's (SPEC §3), ranks in dp_rank order, no ranks as nil.
+// report's (docs/routers.md), ranks in dp_rank order, no ranks as nil.
 func Stored(r *domain.Report) *domain.Report {
 	c := *r
 	c.ReportTime = micro(r.ReportTime)

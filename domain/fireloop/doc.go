@@ -1,4 +1,4 @@
-// Package fireloop is the fire loop (SPEC §3): the one timer of the process,
+// Package fireloop is the fire loop (docs/routers.md): the one timer of the process,
 // exactly one bounded pull per fire, one report per pull handed to every due
 // session, leases enforced, sessions registered and updated.
 //

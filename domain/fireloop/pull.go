@@ -59,7 +59,7 @@ func (l *Loop) pull(ctx context.Context, start time.Time, expected domain.RankSe
 		return res
 	case <-timer.C():
 		return pullResult{
-			// SPEC §3's words exactly: alert rules match them. The
+			// the words of docs/routers.md exactly: alert rules match them. The
 			// budget is --pull-budget, which the operator knows.
 			err:     domain.Errorf(domain.CodePullTimeout, "load snapshot pull timed out"),
 			outcome: ports.PullTimeout, attempts: 1,

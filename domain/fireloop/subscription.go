@@ -11,7 +11,7 @@ type Subscription struct {
 	s *session.Session
 }
 
-// Register validates a router's registration (SPEC §2.2) and starts a
+// Register validates a router's registration (docs/routers.md) and starts a
 // Monitor session that is due at once. A live session with the same
 // router_id is replaced (it ends with REPLACED).
 func (l *Loop) Register(routerID string, intervalMs, leaseMs int64) (*Subscription, session.Config, error) {
@@ -76,7 +76,7 @@ func (sub *Subscription) KeepAlive() error {
 }
 
 // Update applies an update_config as a whole: either every present field
-// applies or none does (SPEC §2.6).
+// applies or none does (docs/routers.md).
 func (sub *Subscription) Update(intervalMs, leaseMs *int64) (session.Config, error) {
 	l := sub.l
 	l.mu.Lock()

@@ -1,5 +1,5 @@
 // Package recorder is the history writer that sits off the fire loop
-// (SPEC §5): the fire loop hands it reports with Record, which never
+// (docs/history.md): the fire loop hands it reports with Record, which never
 // blocks; one writer goroutine batches them into ports.HistoryStore.Append,
 // retries while the store fails (keeping the batch, waiting as the injected
 // ports.Backoff says within a floor and a cap, logging each cause once per

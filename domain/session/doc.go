@@ -1,4 +1,4 @@
-// Package session holds the pure rules of report sessions (SPEC §2): limits
+// Package session holds the pure rules of report sessions (docs/routers.md): limits
 // and validation of router requests, leases, the two deadline schedules, the
 // session table with replacement by router_id, and the capacity-1
 // latest-wins outbox each session reads its reports from.

@@ -60,7 +60,7 @@ func (l *lease) sweep(now time.Time) bool {
 // expires is the lease's expiry.
 func (l *lease) expires() time.Time { return l.base.Add(time.Duration(l.expiry.Load())) }
 
-// Renew renews s's lease to now + lease (SPEC §2.5) and reports whether
+// Renew renews s's lease to now + lease (docs/routers.md) and reports whether
 // the session still lives; it never moves a report deadline and does
 // nothing to a session without a lease. Unlike the Table's methods, it is
 // safe to call concurrently with them: it is what a keep-alive costs, one

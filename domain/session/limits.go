@@ -11,7 +11,7 @@ import (
 // MaxRouterIDBytes bounds router_id.
 const MaxRouterIDBytes = 256
 
-// Default limits (SPEC §2).
+// Default limits (docs/routers.md).
 const (
 	DefaultMinInterval = 10 * time.Millisecond
 	DefaultMaxInterval = 60 * time.Second
@@ -38,7 +38,7 @@ type Limits struct {
 	MaxWatchSessions int
 }
 
-// DefaultLimits returns the limits of SPEC §2.
+// DefaultLimits returns the limits of docs/routers.md.
 func DefaultLimits() Limits {
 	return Limits{
 		MinInterval: DefaultMinInterval, MaxInterval: DefaultMaxInterval,

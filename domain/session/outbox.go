@@ -7,7 +7,7 @@ import (
 	"github.com/loadreporter/loadreporter/domain"
 )
 
-// Outbox is a session's capacity-1, latest-wins mailbox (SPEC §2.12): a slow
+// Outbox is a session's capacity-1, latest-wins mailbox (docs/routers.md): a slow
 // reader misses intermediate reports but never holds more than one, and never
 // delays the fire loop or other sessions.
 //

@@ -6,7 +6,7 @@ import (
 	"github.com/loadreporter/loadreporter/domain"
 )
 
-// Schedule decides a session's report deadlines (SPEC §2.4).
+// Schedule decides a session's report deadlines (docs/routers.md).
 type Schedule int8
 
 const (
@@ -34,7 +34,7 @@ const MaxPhaseSlots = 100
 // aligned one, how many phases of their interval sessions spread over.
 type Grid struct {
 	Schedule Schedule
-	// PhaseSlots (aligned only; 0 or 1: SPEC §2.4's single grid) puts each
+	// PhaseSlots (aligned only; 0 or 1: the single grid of docs/routers.md) puts each
 	// session on one of n phases of its interval, epoch + slot·interval/n +
 	// k·interval, the slot chosen least-loaded at registration and kept for
 	// the session's life. A fire then serves about 1/n of the routers, so

@@ -267,7 +267,7 @@ func (t *Table) KeepAlive(s *Session, now time.Time) bool {
 	return t.Live(s) && s.Renew(now)
 }
 
-// Update applies a validated config at now (SPEC §2.6): the lease is always
+// Update applies a validated config at now (docs/routers.md): the lease is always
 // re-anchored; when the request carried an interval (moveDeadline), even an
 // unchanged one, the next deadline moves per the schedule. A session that
 // has not had its first report stays due at once.

@@ -1,4 +1,4 @@
-// Package audittable turns the answers of the audit queries (SPEC §5:
+// Package audittable turns the answers of the audit queries (docs/history.md:
 // reports, outages, rank-stats, gaps, imbalance, asked through
 // ports.HistoryQuery) into tables of typed cells, and writes those tables
 // as CSV, JSON and aligned text.

@@ -1,5 +1,5 @@
 // Package sglanggrpc is the snapshot source for an SGLang engine's gRPC
-// scheduler service (SPEC §4, source "sglang-grpc"): one unary call of
+// scheduler service (docs/sources.md, source "sglang-grpc"): one unary call of
 // sglang.grpc.scheduler.SglangScheduler/GetLoads with include ["core"] per
 // pull.
 //

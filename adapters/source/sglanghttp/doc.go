@@ -1,5 +1,5 @@
 // Package sglanghttp is the snapshot source for an SGLang engine's HTTP
-// endpoint GET <engine>/v1/loads?include=core (SPEC §4, source
+// endpoint GET <engine>/v1/loads?include=core (docs/sources.md, source
 // "sglang-http").
 //
 // It turns one response into a domain.Snapshot and reports, in one line,

@@ -14,7 +14,7 @@ import (
 	"github.com/loadreporter/loadreporter/domain"
 )
 
-// The core per-rank keys (SPEC §4, RankLoad fields 3–13 and num_total_tokens).
+// The core per-rank keys (docs/sources.md, RankLoad fields 3–13 and num_total_tokens).
 // A key that is absent or null reads as 0: older engines lack some of them.
 // The two a router routes on first are required: every SGLang shape has
 // them, and a rank without them (a proxy's stub, a renamed schema) read as

@@ -11,7 +11,7 @@ import (
 //
 // Load fields (rates, ratios, token counts) are used only while the pull
 // that brought them is at most DetailMaxAge old: there is no last-good
-// store for load (SPEC §3), so an engine whose /v1/loads keeps failing
+// store for load (docs/routers.md), so an engine whose /v1/loads keeps failing
 // reports them as 0 rather than as old numbers. Capacities
 // (max_running_requests, max_total_num_tokens) are the engine's
 // configuration, not load, so the latest value each rank reported is kept

@@ -1,5 +1,5 @@
 // Package sglangzmq is the snapshot source for SGLang's per-rank load
-// sockets (SPEC §4, source "sglang-zmq"): with --load-publish-endpoint,
+// sockets (docs/sources.md, source "sglang-zmq"): with --load-publish-endpoint,
 // each scheduler (one per DP rank) publishes its load on a ZMQ PUB socket of
 // its own, rank r on port base+r. The engine pushes; this package listens,
 // keeps the latest value of each rank with the time it arrived, and answers
@@ -37,7 +37,7 @@
 // sglang-http source, every DetailInterval, in the Source's goroutine). A
 // failing detail pull never fails Pull: its load fields drop to 0 once the
 // last good pull is older than DetailMaxAge (three intervals by default),
-// since no old load is reported as current (SPEC §3), while the capacities
+// since no old load is reported as current (docs/routers.md), while the capacities
 // it reported (max_running_requests, max_total_num_tokens), which are the
 // engine's configuration and not load, are kept.
 //

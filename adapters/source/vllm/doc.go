@@ -1,5 +1,5 @@
 // Package vllm is the snapshot source for a vLLM server's Prometheus
-// /metrics endpoint (SPEC §4, source "vllm-metrics"): one rank per value of
+// /metrics endpoint (docs/sources.md, source "vllm-metrics"): one rank per value of
 // the engine label, which vLLM sets to the data-parallel rank.
 //
 // The exposition is parsed with github.com/prometheus/common/expfmt, never

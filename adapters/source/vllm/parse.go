@@ -82,7 +82,7 @@ func (e engine) rankLoad(maxRunning int64, prev, cur counters) domain.RankLoad {
 }
 
 // maxRateSpan bounds the span between two scrapes that a rate is derived
-// over. Nothing pulls while no one listens (SPEC §3): the first pull after
+// over. Nothing pulls while no one listens (docs/routers.md): the first pull after
 // an idle hour would otherwise report that hour's average as the engine's
 // rate now. Twice the longest report interval a router may ask for.
 const maxRateSpan = 2 * time.Minute

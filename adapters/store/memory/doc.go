@@ -1,5 +1,5 @@
 // Package memory keeps report history in memory, bounded, so history and
-// audit queries work with no database (SPEC §5, the default). It implements
+// audit queries work with no database (docs/history.md, the default). It implements
 // ports.HistoryStore and ports.HistoryQuery with the same semantics as the
 // PostgreSQL store (both pass porttest.HistoryStore), and, like it, answers
 // the dashboard's charts (Chart, see audit.ChartQuery); when full it evicts

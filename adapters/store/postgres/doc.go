@@ -1,5 +1,5 @@
 // Package postgres keeps report history in PostgreSQL through pgx and
-// answers the audit queries (SPEC §5). It implements ports.HistoryStore
+// answers the audit queries (docs/history.md). It implements ports.HistoryStore
 // and ports.HistoryQuery and applies the embedded migrations of package
 // migrations with goose (Migrate).
 //

@@ -12,6 +12,9 @@ import (
 // packages, whose flags are their own, name those flags themselves, as do
 // the providers of this package.
 var optionFlags = map[string]string{
+	// front.New
+	"max-in-flight":           "front-max-requests",
+	"response-header-timeout": "front-response-header-timeout",
 	// fireloop.New, and the session limits and grid it checks
 	"stale-after":         "stale-after",
 	"pull-budget":         "pull-budget",

@@ -60,7 +60,7 @@ func (f FrontConfig) engine(src SourceConfig) (*url.URL, bool, error) {
 // NewFront builds the front when --front-listen is set: the engine's API
 // passed through, the pollers' load endpoints answered from poll, the
 // engine's /metrics served from one scrape per --poll-max-age.
-func NewFront(c FrontConfig, srv ServerConfig, src SourceConfig, pc PollConfig, streams StreamsConfig, t *TLS,
+func NewFront(c FrontConfig, srv ServerConfig, src SourceConfig, streams StreamsConfig, t *TLS,
 	poll *pollapi.Handler, m *metrics.Metrics, log *slog.Logger) (*Front, error) {
 	if c.Listen == "" {
 		if c.EngineURL != "" {
@@ -81,11 +81,8 @@ func NewFront(c FrontConfig, srv ServerConfig, src SourceConfig, pc PollConfig, 
 	if c.Drain < 0 {
 		return nil, fmt.Errorf("--front-drain %s: must not be negative (0: stop taking requests at once)", c.Drain)
 	}
-	if c.Drain >= srv.ShutdownGrace {
-		return nil, fmt.Errorf("--front-drain %s: must be below --shutdown-grace %s (requests in flight need some of it)", c.Drain, srv.ShutdownGrace)
-	}
-	if c.ResponseHeaderTimeout < 0 {
-		return nil, fmt.Errorf("--front-response-header-timeout %s: must not be negative (0: no bound)", c.ResponseHeaderTimeout)
+	if c.Drain >= srv.ShutdownGrace/2 {
+		return nil, fmt.Errorf("--front-drain %s: must be below half --shutdown-grace %s (requests in flight need the rest)", c.Drain, srv.ShutdownGrace)
 	}
 	engine, h2c, err := c.engine(src)
 	if err != nil {
@@ -103,10 +100,10 @@ func NewFront(c FrontConfig, srv ServerConfig, src SourceConfig, pc PollConfig, 
 			{Method: http.MethodPost, Path: pollapi.GetLoadsProcedure, Handler: poll.GetLoadsHandler(connect.WithReadMaxBytes(serving.MaxRequestBytes))},
 		},
 		APIKey:                src.EngineAPIKey,
-		MetricsMaxAge:         pollAge(pc),
+		MetricsMaxAge:         poll.MaxAge(),
 		ResponseHeaderTimeout: c.ResponseHeaderTimeout,
 		MaxInFlight:           c.MaxRequests,
-		Observer:              front.Observer{Proxied: fm.Proxied, Scrape: fm.Scrape},
+		Observer:              front.Observer{Proxied: fm.Proxied, Scrape: fm.Scrape, Refused: fm.Refused},
 		Logger:                log,
 	})
 	if err != nil {

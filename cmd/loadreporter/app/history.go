@@ -66,7 +66,7 @@ func NewHistory(c HistoryConfig, log *slog.Logger) (*History, func(), error) {
 }
 
 // Start brings the history database up (postgres.Startup): a database
-// that does not answer yet must not hold serve back (SPEC §5); one that
+// that does not answer yet must not hold serve back (docs/history.md); one that
 // refuses for good, or a schema --migrate=false cannot write, stops it.
 func (h *History) Start() error {
 	if h.startup == nil {

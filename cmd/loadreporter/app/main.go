@@ -221,15 +221,18 @@ func (m *Main) close() error {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), streamsBy)
 	defer cancel()
+	// The front's requests are the engine's, not the reporter's: they may
+	// run to the end of the whole grace while the phases below go on.
+	frontCtx, cancelFront := context.WithDeadline(context.Background(), start.Add(grace))
+	defer cancelFront()
 	frontErr := make(chan error, 1)
-	go func() { frontErr <- m.closeFront(ctx) }()
+	go func() { frontErr <- m.closeFront(frontCtx) }()
 	err := m.p.HTTP.Shutdown(ctx)
 	if err != nil {
 		m.p.Log.Warn("streams still open when their share of the grace ended; closing their connections",
 			"grace", grace, "share", streamsBy.Sub(start).Round(time.Millisecond))
 		err = m.p.HTTP.Close()
 	}
-	err = errors.Join(err, <-frontErr)
 	m.stopLoop()
 	loopCtx, cancelLoop := context.WithDeadline(context.Background(), loopBy)
 	defer cancelLoop()
@@ -255,6 +258,7 @@ func (m *Main) close() error {
 	if serveErr := <-m.serveDone; serveErr != nil {
 		err = errors.Join(err, serveErr)
 	}
+	err = errors.Join(err, <-frontErr)
 	err = errors.Join(err, m.p.Engine.Close())
 	m.p.Log.Info("loadreporter stopped", "took", time.Since(start).Round(time.Millisecond))
 	return err
@@ -276,7 +280,7 @@ func (m *Main) closeFront(ctx context.Context) error {
 		drain.Stop()
 	}
 	if err := m.p.Front.server.Shutdown(ctx); err != nil {
-		m.p.Log.Warn("front requests still in flight when their share of the grace ended; closing their connections")
+		m.p.Log.Warn("front requests still in flight when the grace ended; closing their connections")
 		_ = m.p.Front.server.Close()
 	}
 	return <-m.frontDone

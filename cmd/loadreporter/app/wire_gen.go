@@ -148,7 +148,7 @@ func initializeMain(c Config, given givenEngine) (*Main, func(), error) {
 		return nil, nil, err
 	}
 	frontConfig := c.Front
-	front, err := NewFront(frontConfig, serverConfig, sourceConfig, pollConfig, streamsConfig, tls, handler, metrics, logger)
+	front, err := NewFront(frontConfig, serverConfig, sourceConfig, streamsConfig, tls, handler, metrics, logger)
 	if err != nil {
 		cleanup3()
 		cleanup2()
