@@ -166,15 +166,6 @@ func (m *Main) GRPCAddr() string {
 	return m.grpcLn.Addr().String()
 }
 
-// LoadEndpoint is rank r's load socket (tcp://HOST:PORT), "" without
-// one.
-func (m *Main) LoadEndpoint(r int) string {
-	if m.pub == nil {
-		return ""
-	}
-	return m.pub.endpoint(r)
-}
-
 // Live is every rank's load as it stands now, as /get_load reports it
 // but in full and without a request: a benchmark's oracle reads it at
 // the instant of each dispatch.
