@@ -137,9 +137,8 @@ func (f *Fleet) Worker(addr string) *Worker {
 // Workers are the fleet's workers, sorted by address.
 func (f *Fleet) Workers() []*Worker { return slices.Clone(*f.workers.Load()) }
 
-// Views are the workers' latest views, sorted by address. What the
-// router sent each worker since its view's report is Worker.Pending
-// (through Worker or Workers).
+// Views are the workers' latest views, sorted by address; Standings pair
+// each with what the router sent that worker since its view's report.
 func (f *Fleet) Views() []*View {
 	ws := *f.workers.Load()
 	vs := make([]*View, len(ws))
@@ -147,6 +146,24 @@ func (f *Fleet) Views() []*View {
 		vs[i] = w.View()
 	}
 	return vs
+}
+
+// Standing is one worker as a dashboard shows it: its latest view, and
+// what this fleet's router sent it that the view's report does not count
+// yet.
+type Standing struct {
+	View    *View
+	Pending Pending
+}
+
+// Standings are every worker's Standing, sorted by address.
+func (f *Fleet) Standings() []Standing {
+	ws := *f.workers.Load()
+	out := make([]Standing, len(ws))
+	for i, w := range ws {
+		out[i] = Standing{View: w.View(), Pending: w.Pending()}
+	}
+	return out
 }
 
 // Close closes every worker; the fleet then takes no more.

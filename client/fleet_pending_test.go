@@ -544,3 +544,26 @@ func TestBestOfD(t *testing.T) {
 		t.Fatalf("best of three: %v, want a ≈ 1500, b ≈ 500", count)
 	}
 }
+
+// Standings read each worker's view with what was sent it, in address
+// order whatever order the fleet was given.
+func TestStandingsPairEachViewWithItsPending(t *testing.T) {
+	start := time.UnixMilli(1_700_000_000_000)
+	clk := newFakeClock(start)
+	b := counting("b", at1ms(10, start.Add(-time.Second)), start.Add(time.Hour))
+	a := counting("a", at1ms(90, start.Add(-time.Second)), start.Add(time.Hour))
+	f := countingFleet(t, Options{}, clk, 1, b, a)
+
+	d := f.Dispatch(b, Request{Tokens: 40, PromptTokens: 30})
+	got := f.Standings()
+	if len(got) != 2 || got[0].View != a.View() || got[1].View != b.View() {
+		t.Fatalf("standings %+v, want a's view then b's", got)
+	}
+	if got[0].Pending != (Pending{}) || got[1].Pending != (Pending{Requests: 1, Tokens: 40, PromptTokens: 30}) {
+		t.Fatalf("pending a %+v, b %+v", got[0].Pending, got[1].Pending)
+	}
+	d.Done()
+	if p := f.Standings()[1].Pending; p != (Pending{}) {
+		t.Fatalf("b after Done: %+v", p)
+	}
+}

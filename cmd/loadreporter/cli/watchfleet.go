@@ -38,7 +38,7 @@ func watchFleet(ctx context.Context, c WatchConfig, out io.Writer, terminal bool
 			return nil
 		case <-tick.C:
 		}
-		table := FleetTable(time.Now(), fleetWorkers(f))
+		table := FleetTable(time.Now(), f.Standings())
 		if terminal {
 			table = clearScreen + table
 		} else if tables > 0 {
@@ -53,29 +53,12 @@ func watchFleet(ctx context.Context, c WatchConfig, out io.Writer, terminal bool
 	}
 }
 
-// FleetWorker is one line of a FleetTable: a worker's view, and what the
-// fleet's router sent it that the view's report does not count yet.
-type FleetWorker struct {
-	View    *client.View
-	Pending client.Pending
-}
-
-// fleetWorkers is every worker of f, sorted by address.
-func fleetWorkers(f *client.Fleet) []FleetWorker {
-	ws := f.Workers()
-	out := make([]FleetWorker, len(ws))
-	for i, w := range ws {
-		out[i] = FleetWorker{View: w.View(), Pending: w.Pending()}
-	}
-	return out
-}
-
 // FleetTable renders workers as of now: a header, then one line per
 // worker with its state, the age of its latest report, the requests and
 // tokens pending on it (sent by this client since that report) and, per
 // rank, running/max requests, waiting requests and KV-cache usage; a
 // worker that is not Fresh also says why.
-func FleetTable(now time.Time, workers []FleetWorker) string {
+func FleetTable(now time.Time, workers []client.Standing) string {
 	var b strings.Builder
 	fresh := 0
 	for _, w := range workers {

@@ -53,7 +53,7 @@ func TestFleetTable(t *testing.T) {
 		return &pb.RankLoad{DpRank: r, NumRunningReqs: running, NumWaitingReqs: waiting, MaxRunningRequests: 256, TokenUsage: kv}
 	}
 	report := &pb.LoadReport{Status: pb.ReportStatus_REPORT_STATUS_HEALTHY, Ranks: []*pb.RankLoad{rank(0, 3, 1, 0.25), rank(1, 7, 0, 0.5)}}
-	workers := []FleetWorker{
+	workers := []client.Standing{
 		{View: &client.View{Addr: "10.0.0.1:8080", State: client.Fresh, Report: report, ReceivedAt: now.Add(-120 * time.Millisecond), StaleAt: now.Add(time.Second)},
 			Pending: client.Pending{Requests: 3, Tokens: 1536}},
 		{View: &client.View{Addr: "10.0.0.2:8080", State: client.Fresh, Report: report, ReceivedAt: now.Add(-5 * time.Second), StaleAt: now.Add(-2 * time.Second)}},

@@ -64,32 +64,15 @@ type Aggregate struct {
 	PendingTokens   int64 `json:"pending_tokens"`
 }
 
-// entry is one worker as the fleet shows it: its view, and what the
-// fleet's router sent it since that view's report.
-type entry struct {
-	view    *client.View
-	pending client.Pending
-}
-
-// entriesOf is every worker of f, sorted by address.
-func entriesOf(f *client.Fleet) []entry {
-	ws := f.Workers()
-	es := make([]entry, len(ws))
-	for i, w := range ws {
-		es[i] = entry{view: w.View(), pending: w.Pending()}
-	}
-	return es
-}
-
-// aggregateOf sums es at now; report(i) is es[i].view's report in domain
+// aggregateOf sums es at now; report(i) is es[i].View's report in domain
 // terms, asked of the Fresh workers only.
-func aggregateOf(now time.Time, es []entry, report func(i int) *domain.Report) Aggregate {
+func aggregateOf(now time.Time, es []client.Standing, report func(i int) *domain.Report) Aggregate {
 	a := Aggregate{Workers: len(es)}
 	var fresh []domain.RankLoad
 	for i, e := range es {
-		a.PendingRequests += e.pending.Requests
-		a.PendingTokens += e.pending.Tokens
-		if e.view.StateAt(now) != client.Fresh {
+		a.PendingRequests += e.Pending.Requests
+		a.PendingTokens += e.Pending.Tokens
+		if e.View.StateAt(now) != client.Fresh {
 			continue
 		}
 		a.FreshWorkers++
@@ -103,14 +86,14 @@ func aggregateOf(now time.Time, es []entry, report func(i int) *domain.Report) A
 }
 
 // answerOf is the answer for es at now.
-func answerOf(now time.Time, es []entry, dashboard func(string) string) Answer {
+func answerOf(now time.Time, es []client.Standing, dashboard func(string) string) Answer {
 	a := Answer{Timestamp: now.UTC().Format(time.RFC3339Nano), Workers: make([]WorkerLoads, len(es))}
 	reports := make([]*domain.Report, len(es)) // nil before the first report
 	for i, e := range es {
-		v := e.view
+		v := e.View
 		state := v.StateAt(now)
 		w := WorkerLoads{Target: v.Addr, State: state.String(), Dashboard: dashboard(v.Addr),
-			Pending: Pending{Requests: e.pending.Requests, Tokens: e.pending.Tokens}}
+			Pending: Pending{Requests: e.Pending.Requests, Tokens: e.Pending.Tokens}}
 		if state != client.Fresh {
 			w.Reason = notFreshReason(v)
 		}

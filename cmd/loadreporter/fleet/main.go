@@ -195,7 +195,7 @@ func ignoreClosed(err error) error {
 
 // answer is the fleet's answer now.
 func (m *Main) answer() Answer {
-	return answerOf(time.Now(), entriesOf(m.fleet), m.cfg.dashboard)
+	return answerOf(time.Now(), m.fleet.Standings(), m.cfg.dashboard)
 }
 
 func (m *Main) serveLoads(w http.ResponseWriter, _ *http.Request) {

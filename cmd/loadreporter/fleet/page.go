@@ -239,7 +239,7 @@ func ageText(ms int64) string {
 
 func (m *Main) servePage(w http.ResponseWriter, r *http.Request) {
 	var sent fleetSent
-	msg, _ := sent.next(time.Now(), entriesOf(m.fleet), m.cfg.dashboard)
+	msg, _ := sent.next(time.Now(), m.fleet.Standings(), m.cfg.dashboard)
 	var buf bytes.Buffer
 	if err := views.Fleet(pageModelOf(msg, m.style, m.script)).Render(r.Context(), &buf); err != nil {
 		http.Error(w, "internal error", http.StatusInternalServerError)

@@ -16,7 +16,7 @@ import (
 )
 
 // renderPage renders the page for es at now and parses it.
-func renderPage(t *testing.T, now time.Time, es []entry) (*goquery.Document, string) {
+func renderPage(t *testing.T, now time.Time, es []client.Standing) (*goquery.Document, string) {
 	t.Helper()
 	var s fleetSent
 	msg, _ := s.next(now, es, dashboardOf)
@@ -50,7 +50,7 @@ func TestPageRendersRows(t *testing.T) {
 		k.NumRunningReqs, k.MaxRunningRequests, k.NumWaitingReqs, k.GenThroughput = int64(10+i), 256, int64(2*i), 1000.25
 	}
 	es := entries(a, &client.View{Addr: "b:1", State: client.Disconnected, Reason: "no registered stream"})
-	es[0].pending = client.Pending{Requests: 3, Tokens: 1536}
+	es[0].Pending = client.Pending{Requests: 3, Tokens: 1536}
 	doc, html := renderPage(t, now, es)
 
 	if doc.Find(`link[rel="stylesheet"][href="/static/style.css?v=s"]`).Length() != 1 ||

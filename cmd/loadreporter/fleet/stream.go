@@ -84,7 +84,7 @@ func (s *fleetStream) WatchFleet(ctx context.Context, _ *connect.Request[lrv1.Wa
 			return nil
 		}
 		now := s.now()
-		msg, news := sent.next(now, entriesOf(s.fleet), s.dashboard)
+		msg, news := sent.next(now, s.fleet.Standings(), s.dashboard)
 		if !news && now.Sub(lastSend) < quietResend {
 			continue
 		}
@@ -136,20 +136,20 @@ type shownWorker struct {
 
 // next is the message bringing the stream up to es at now; news says it
 // holds anything the page has not seen.
-func (f *fleetSent) next(now time.Time, es []entry, dashboard func(string) string) (*lrv1.WatchFleetResponse, bool) {
+func (f *fleetSent) next(now time.Time, es []client.Standing, dashboard func(string) string) (*lrv1.WatchFleetResponse, bool) {
 	first := f.shown == nil
 	if first {
 		f.shown = make(map[string]shownWorker)
 	}
 	msg := &lrv1.WatchFleetResponse{ServerTimeUnixMs: now.UnixMilli(), Targets: make([]string, len(es))}
 	for i, e := range es {
-		v := e.view
+		v := e.View
 		msg.Targets[i] = v.Addr
 		state := v.StateAt(now)
 		if state == client.Fresh {
 			msg.FreshWorkers++
 		}
-		shown := shownWorker{view: v, state: state, pending: e.pending}
+		shown := shownWorker{view: v, state: state, pending: e.Pending}
 		if f.shown[v.Addr] == shown {
 			continue
 		}
@@ -166,19 +166,19 @@ func (f *fleetSent) next(now time.Time, es []entry, dashboard func(string) strin
 	}
 	f.targets = msg.Targets
 	msg.Aggregate = aggregateToProto(aggregateOf(now, es, func(i int) *domain.Report {
-		if es[i].view.Report == nil {
+		if es[i].View.Report == nil {
 			return nil
 		}
-		return rpc.ReportFromProto(es[i].view.Report)
+		return rpc.ReportFromProto(es[i].View.Report)
 	}))
 	return msg, first || membership || len(msg.Workers) > 0
 }
 
 // workerToProto is e, shown in state, as the stream sends it.
-func workerToProto(e entry, state client.State, dashboard string) *lrv1.FleetWorker {
-	v := e.view
+func workerToProto(e client.Standing, state client.State, dashboard string) *lrv1.FleetWorker {
+	v := e.View
 	w := &lrv1.FleetWorker{Target: v.Addr, State: stateToProto(state), Report: v.Report, DashboardUrl: dashboard,
-		PendingRequests: e.pending.Requests, PendingTokens: e.pending.Tokens}
+		PendingRequests: e.Pending.Requests, PendingTokens: e.Pending.Tokens}
 	if state != client.Fresh {
 		w.Reason = notFreshReason(v)
 	}

@@ -20,10 +20,10 @@ func freshView(addr string, seq uint64, at time.Time) *client.View {
 }
 
 // entries are views with nothing pending.
-func entries(vs ...*client.View) []entry {
-	es := make([]entry, len(vs))
+func entries(vs ...*client.View) []client.Standing {
+	es := make([]client.Standing, len(vs))
 	for i, v := range vs {
-		es[i] = entry{view: v}
+		es[i] = client.Standing{View: v}
 	}
 	return es
 }
@@ -102,8 +102,8 @@ func TestFleetSentSendsPendingAndAggregate(t *testing.T) {
 	if ag := msg.GetAggregate(); ag.GetDpRankCount() != 4 || ag.GetAvgTokenUsage() != 0.875 || ag.GetPendingRequests() != 0 {
 		t.Fatalf("first aggregate: %v", ag)
 	}
-	es[0].pending = client.Pending{Requests: 2, Tokens: 900}
-	es[2].pending = client.Pending{Requests: 1, Tokens: 100}
+	es[0].Pending = client.Pending{Requests: 2, Tokens: 900}
+	es[2].Pending = client.Pending{Requests: 1, Tokens: 100}
 	msg, news := s.next(now, es, dashboardOf)
 	if !news || !slices.Equal(targetsOf(msg.GetWorkers()), []string{"a:1", "c:1"}) ||
 		msg.GetWorkers()[0].GetPendingRequests() != 2 || msg.GetWorkers()[0].GetPendingTokens() != 900 {
