@@ -127,33 +127,13 @@ func rankCard(rk domain.RankLoad) views.RankCard {
 		Waiting:       humanize.Thousands(rk.NumWaitingReqs),
 		WaitingTokens: humanize.Thousands(rk.NumWaitingUncachedTokens) + " uncached tokens",
 		KVUsage:       humanize.Percent(rk.TokenUsage),
-		KVBarWidth:    barWidth(rk.TokenUsage),
-		KVLevel:       usageLevel(rk.TokenUsage),
+		KVBarWidth:    humanize.BarLength(rk.TokenUsage),
+		KVLevel:       humanize.UsageLevel(rk.TokenUsage),
 		KVTokens:      humanize.Thousands(rk.NumUsedTokens) + " / " + humanize.Thousands(rk.MaxTotalNumTokens) + " tokens",
 		Throughput:    humanize.Decimal(rk.GenThroughput) + " tok/s",
 		CacheHitRate:  humanize.Percent(rk.CacheHitRate),
 		Utilization:   humanize.Percent(rk.Utilization),
 	}
-}
-
-// barWidth is a 0..1 fraction as a bar length in 0..100.
-func barWidth(f float64) string {
-	if !(f > 0) { // also NaN
-		return "0"
-	}
-	return strconv.FormatFloat(min(f, 1)*100, 'f', 1, 64)
-}
-
-// usageLevel colours a KV usage bar: the cache is comfortable, filling,
-// or close to full (new requests will wait or evict).
-func usageLevel(f float64) string {
-	switch {
-	case f >= 0.9:
-		return "high"
-	case f >= 0.7:
-		return "mid"
-	}
-	return "low"
 }
 
 // statusClass is the CSS modifier of a status.

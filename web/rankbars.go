@@ -110,7 +110,7 @@ func rankBars(t audittable.Table) *views.RankBars {
 			Rank: r.rank, Worker: r.worker, Label: label,
 			Y: num(y), TextY: num(y + barsRowH/2 + 4),
 			P95Y: num(y + 4), P95H: num(barsRowH - 8), AvgY: num(y + 7), AvgH: num(barsRowH - 14),
-			AvgW: num(kvX(r.avg) - barsKVLeft), P95W: num(kvX(r.p95) - barsKVLeft), Level: usageLevel(r.avg),
+			AvgW: num(kvX(r.avg) - barsKVLeft), P95W: num(kvX(r.p95) - barsKVLeft), Level: humanize.UsageLevel(r.avg),
 			KVText:   "avg " + r.avgTxt + " · p95 " + r.p95Txt,
 			WaitW:    num(wX(r.waiting) - barsWLeft),
 			WaitText: humanize.Thousands(r.waiting),

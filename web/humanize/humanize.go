@@ -16,6 +16,28 @@ func Percent(f float64) string {
 	return strconv.FormatFloat(f*100, 'f', 1, 64) + " %"
 }
 
+// BarLength is a 0..1 fraction as a bar's length in 0..100 (a CSS
+// percentage): clamped, and NaN is "0".
+func BarLength(f float64) string {
+	if !(f > 0) {
+		return "0"
+	}
+	return strconv.FormatFloat(min(f, 1)*100, 'f', 1, 64)
+}
+
+// UsageLevel names how full a KV cache at usage f is, for a bar's colour:
+// "low" is comfortable, "mid" filling, "high" close to full (new requests
+// will wait or evict).
+func UsageLevel(f float64) string {
+	switch {
+	case f >= 0.9:
+		return "high"
+	case f >= 0.7:
+		return "mid"
+	}
+	return "low"
+}
+
 // Thousands writes n with comma separators: 262144 → "262,144".
 func Thousands(n int64) string {
 	s := strconv.FormatInt(n, 10)

@@ -66,7 +66,7 @@ func summaryOf(msg *lrv1.WatchFleetResponse) views.FleetSummary {
 		s.KVTokens = humanize.Thousands(a.GetTotalUsedTokens()) + " / " + humanize.Thousands(a.GetTotalTokens()) + " tokens"
 	}
 	if n := a.GetDpRankCount(); n > 0 {
-		s.KVUsage, s.KVBarWidth, s.KVLevel = humanize.Percent(a.GetAvgTokenUsage()), barWidth(a.GetAvgTokenUsage()), usageLevel(a.GetAvgTokenUsage())
+		s.KVUsage, s.KVBarWidth, s.KVLevel = humanize.Percent(a.GetAvgTokenUsage()), humanize.BarLength(a.GetAvgTokenUsage()), humanize.UsageLevel(a.GetAvgTokenUsage())
 		s.Throughput = throughputText(a.GetAvgThroughput() * float64(n))
 	}
 	return s
@@ -125,7 +125,7 @@ func kvBars(ranks []*pb.RankLoad) []views.KVBar {
 	for i, k := range ranks {
 		x, y, w, h := kvBar(i, len(ranks), k.GetTokenUsage())
 		bars[i] = views.KVBar{Rank: strconv.Itoa(int(k.GetDpRank())), X: x, Y: y, W: w, H: h,
-			Level: usageLevel(k.GetTokenUsage()), Title: fmt.Sprintf("rank %d: %s", k.GetDpRank(), humanize.Percent(k.GetTokenUsage()))}
+			Level: humanize.UsageLevel(k.GetTokenUsage()), Title: fmt.Sprintf("rank %d: %s", k.GetDpRank(), humanize.Percent(k.GetTokenUsage()))}
 	}
 	return bars
 }
@@ -150,21 +150,6 @@ func clamp01(f float64) float64 {
 		return 0
 	}
 	return min(f, 1)
-}
-
-// barWidth is a 0..1 fraction as a bar length in 0..100.
-func barWidth(f float64) string { return strconv.FormatFloat(clamp01(f)*100, 'f', 1, 64) }
-
-// usageLevel colours a KV usage bar as the worker's live page does: the
-// cache is comfortable, filling, or close to full.
-func usageLevel(f float64) string {
-	switch {
-	case f >= 0.9:
-		return "high"
-	case f >= 0.7:
-		return "mid"
-	}
-	return "low"
 }
 
 // throughputText is tokens generated per second, to the token: the
