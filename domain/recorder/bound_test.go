@@ -87,8 +87,8 @@ func advanceWhileWaiting(ctx context.Context, clk *porttest.Clock) {
 // TestATimedOutBatchIsSplitUntilItDrains: a store that can no longer
 // write a batch within the write timeout (here: any of more than 8
 // reports) gets it in halves until the pieces go through, so a backlog
-// drains, in order and each report once. (The whole batch was retried,
-// timing out, for ever: history stopped after an outage.)
+// drains, in order and each report once, instead of the whole batch
+// timing out on every retry and history stopping.
 func TestATimedOutBatchIsSplitUntilItDrains(t *testing.T) {
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
