@@ -15,7 +15,7 @@ const (
 	DefaultRetentionLimit = 10_000
 )
 
-// RetentionOptions configure RunRetention. Store, Clock and Retention are
+// RetentionOptions configure NewRetention. Store, Clock and Retention are
 // required.
 type RetentionOptions struct {
 	Store ports.HistoryStore
@@ -56,16 +56,6 @@ func NewRetention(o RetentionOptions) (*Retention, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Retention{o: o}, nil
-}
-
-// RunRetention is NewRetention's Run: it returns ctx's error, or an
-// InvalidArgument error for bad options.
-func RunRetention(ctx context.Context, o RetentionOptions) error {
-	r, err := NewRetention(o)
-	if err != nil {
-		return err
-	}
-	return r.Run(ctx)
 }
 
 // Run enforces retention at once and then every Every, until ctx ends:

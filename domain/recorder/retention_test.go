@@ -3,6 +3,7 @@ package recorder_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,18 +37,20 @@ func TestRetentionDeletesInBoundedStepsEveryPeriod(t *testing.T) {
 	store := deleteStore{calls: make(chan time.Time), answers: make(chan int64)}
 	removed := make(chan int64, 10)
 	runCtx, stop := context.WithCancel(ctx)
+	ret, err := recorder.NewRetention(recorder.RetentionOptions{
+		Store: store, Clock: clk, Retention: 24 * time.Hour, Every: time.Hour, Limit: 100,
+		Removed: func(n int64, err error) {
+			if err != nil {
+				n = -1
+			}
+			removed <- n
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
-	go func() {
-		done <- recorder.RunRetention(runCtx, recorder.RetentionOptions{
-			Store: store, Clock: clk, Retention: 24 * time.Hour, Every: time.Hour, Limit: 100,
-			Removed: func(n int64, err error) {
-				if err != nil {
-					n = -1
-				}
-				removed <- n
-			},
-		})
-	}()
+	go func() { done <- ret.Run(runCtx) }()
 	round := func(wantBefore time.Time, answers ...int64) {
 		t.Helper()
 		for _, a := range answers {
@@ -76,10 +79,13 @@ func TestRetentionDeletesInBoundedStepsEveryPeriod(t *testing.T) {
 	round(t0.Add(-22*time.Hour), 0)
 	recv(t, ctx, removed, "third round")
 	stop()
-	if err := recv(t, ctx, done, "RunRetention to return"); !errors.Is(err, context.Canceled) {
-		t.Errorf("RunRetention = %v, want context.Canceled", err)
+	if err := recv(t, ctx, done, "Run to return"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run = %v, want context.Canceled", err)
 	}
-	if err := recorder.RunRetention(ctx, recorder.RetentionOptions{Store: store, Clock: clk}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
-		t.Errorf("RunRetention(no retention) = %v", err)
+	if _, err := recorder.NewRetention(recorder.RetentionOptions{Store: store, Clock: clk}); domain.ErrorCode(err) != domain.CodeInvalidArgument || !strings.Contains(err.Error(), "history-retention") {
+		t.Errorf("NewRetention(no retention) = %v, want INVALID_ARGUMENT naming history-retention", err)
+	}
+	if _, err := recorder.NewRetention(recorder.RetentionOptions{Retention: time.Hour}); domain.ErrorCode(err) != domain.CodeInvalidArgument {
+		t.Errorf("NewRetention(no store) = %v", err)
 	}
 }
