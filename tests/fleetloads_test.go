@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -68,6 +69,7 @@ func getFleetLoads(t *testing.T, addr string) fleet.Answer {
 // error mode turns Unreachable and drops out of the aggregate, which
 // covers the Fresh workers only.
 func TestFleetLoads(t *testing.T) {
+	t.Parallel()
 	_, addrs := startWorkers(t, 3)
 	f := startFleet(t, addrs)
 	wait := testCtx(t, 15*time.Second)
@@ -115,6 +117,7 @@ func TestFleetLoads(t *testing.T) {
 // request naming a host it was not told about (a DNS-rebinding page) is
 // refused; an IP, localhost and --allowed-host names are served.
 func TestFleetRefusesForeignHostNames(t *testing.T) {
+	t.Parallel()
 	_, addrs := startWorkers(t, 1)
 	f := startFleet(t, addrs, "--allowed-host", "fleet.internal")
 	for host, want := range map[string]int{
@@ -144,6 +147,7 @@ func TestFleetRefusesForeignHostNames(t *testing.T) {
 // TestFleetPageRunsOnlyItsOwnScript: the page shows text from workers, so
 // it is served with a policy that runs scripts from its own origin only.
 func TestFleetPageRunsOnlyItsOwnScript(t *testing.T) {
+	t.Parallel()
 	_, addrs := startWorkers(t, 1)
 	f := startFleet(t, addrs)
 	resp, err := http.Get("http://" + f.Addr() + "/")
@@ -164,6 +168,7 @@ func TestFleetPageRunsOnlyItsOwnScript(t *testing.T) {
 // TestFleetRefusesAnOversizedMessage: the fleet view has no token, so its
 // one RPC bounds what a peer may send, a gzip bomb included.
 func TestFleetRefusesAnOversizedMessage(t *testing.T) {
+	t.Parallel()
 	_, addrs := startWorkers(t, 1)
 	f := startFleet(t, addrs)
 	refusesOversizedMessages(t, f.Addr(), []string{"/loadreporter.v1.FleetService/WatchFleet"})
@@ -172,16 +177,19 @@ func TestFleetRefusesAnOversizedMessage(t *testing.T) {
 // TestFleetLogsWorkersLostAndFound: the fleet view says when it starts,
 // when a worker gets a stream and when it loses it, with why.
 func TestFleetLogsWorkersLostAndFound(t *testing.T) {
+	t.Parallel()
 	workers, addrs := startWorkers(t, 2)
 	logs := &lockedBuffer{}
 	startFleetLogging(t, addrs, logs)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the fleet's log:\n%s", logs.String())
+		}
+	})
+	ctx := testCtx(t, 20*time.Second)
 	waitFor := func(what string) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), what); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q in the fleet's log:\n%s", what, logs.String())
-			}
-		}
+		eventually(t, ctx, fmt.Sprintf("%q in the fleet's log", what), func() bool { return strings.Contains(logs.String(), what) })
 	}
 	waitFor(`msg="fleet view serving"`)
 	waitFor(`msg="fleet: worker connected" worker=` + addrs[1])
