@@ -277,6 +277,7 @@ func proxiedURL(t *testing.T, proxyAddr, schema string) string {
 // for a while. Afterwards every report not counted as dropped is in the
 // database exactly once, with all its ranks.
 func TestWriterSurvivesCutConnections(t *testing.T) {
+	t.Parallel()
 	direct, schema := newStore(t)
 	cfg, err := pgx.ParseConfig(pgtest.BaseURL())
 	if err != nil {
@@ -708,6 +709,7 @@ func TestWritesResumeAfterAStall(t *testing.T) {
 // is gone (keepalives, the idle-in-transaction timeout); what the URL
 // says wins.
 func TestOurSessionsBoundWhatAVanishedClientHolds(t *testing.T) {
+	t.Parallel()
 	dbURL, _ := pgtest.FreshSchema(t)
 	for _, tc := range []struct {
 		name, url string
@@ -755,6 +757,7 @@ func TestOurSessionsBoundWhatAVanishedClientHolds(t *testing.T) {
 // TestOpenRefusesBadBounds: a negative or sub-millisecond bound is named,
 // not sent to the server (which takes whole milliseconds).
 func TestOpenRefusesBadBounds(t *testing.T) {
+	t.Parallel()
 	for name, o := range map[string]postgres.Options{
 		"lock timeout":    {LockTimeout: -time.Second},
 		"keepalive":       {KeepAlive: time.Microsecond},

@@ -93,6 +93,7 @@ func answers(ctx context.Context, t *testing.T, s ports.HistoryQuery) []string {
 }
 
 func TestMigrateTakesOverTheOldRunnersSchema(t *testing.T) {
+	t.Parallel()
 	dbURL, _ := pgtest.FreshSchema(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -177,6 +178,7 @@ func TestMigrateTakesOverTheOldRunnersSchema(t *testing.T) {
 }
 
 func TestMigrateOnOneConnection(t *testing.T) {
+	t.Parallel()
 	dbURL, _ := pgtest.FreshSchema(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -207,6 +209,7 @@ func equalState(t *testing.T, what string, got, want []string) {
 // packs), that they sit in the day's partitions, that every query answers
 // as 0001's code did, and that 0003's Down gives back 0002's rows.
 func TestMigrate0003MovesRankValues(t *testing.T) {
+	t.Parallel()
 	dbURL, _ := pgtest.FreshSchema(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
