@@ -64,6 +64,7 @@ func report(w *Worker, r *pb.LoadReport, now time.Time) {
 // worker (the best of two, half). The next report, snapshotted after the
 // burst, counts them: nothing is pending any more.
 func TestABurstBetweenTwoReportsSpreads(t *testing.T) {
+	t.Parallel()
 	start := time.UnixMilli(1_700_000_000_000)
 	for _, tc := range []struct {
 		name string
@@ -138,6 +139,7 @@ func TestABurstBetweenTwoReportsSpreads(t *testing.T) {
 // Pick's score is ScorePending of the report and what was pending, and
 // the pick itself counts from the next one on; Done takes it out once.
 func TestDoneDecrements(t *testing.T) {
+	t.Parallel()
 	start := time.UnixMilli(1_700_000_000_000)
 	clk := newFakeClock(start)
 	w := counting("a", at1ms(10, start.Add(-time.Second)), start.Add(time.Hour))
@@ -195,6 +197,7 @@ func TestDoneDecrements(t *testing.T) {
 // an unstamped report counts from its arrival; one without ranks counts
 // nothing.
 func TestAReportAfterTheDispatchAgesItOut(t *testing.T) {
+	t.Parallel()
 	// 0.5 ms into a millisecond: a snapshot stamped at that millisecond
 	// was taken before the dispatch.
 	t0 := time.UnixMilli(1_700_000_000_000).Add(500 * time.Microsecond)
@@ -247,6 +250,7 @@ func TestAReportAfterTheDispatchAgesItOut(t *testing.T) {
 // fleet's fake clock, age a dispatch out only once one is snapshotted
 // after it.
 func TestReportsOnTheStreamAgeDispatchesOut(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
 	clk := newFakeClock(time.UnixMilli(1_700_000_000_000))
@@ -301,6 +305,7 @@ func TestReportsOnTheStreamAgeDispatchesOut(t *testing.T) {
 // zero, a Done that comes later changes nothing, and the worker added
 // back under the same address starts from nothing.
 func TestAWorkerThatLeavesDropsItsPending(t *testing.T) {
+	t.Parallel()
 	// Nothing listens: the workers stay Disconnected and are picked as
 	// Degraded, which counts as any pick does.
 	f, err := NewFleet(Options{RouterID: "r", Backoff: Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}})
@@ -350,6 +355,7 @@ func TestAWorkerThatLeavesDropsItsPending(t *testing.T) {
 // race detector: every dispatch that is Done or aged is counted out
 // exactly once, so the counts end where the unfinished dispatches say.
 func TestConcurrentPickAndDone(t *testing.T) {
+	t.Parallel()
 	start := time.UnixMilli(1_700_000_000_000)
 	clk := newFakeClock(start)
 	var ws []*Worker
@@ -420,6 +426,7 @@ func TestConcurrentPickAndDone(t *testing.T) {
 // A router that never calls Done, to a worker that never reports, keeps
 // at most maxPendingDispatches: the oldest are forgotten.
 func TestPendingIsBounded(t *testing.T) {
+	t.Parallel()
 	s := new(pendingSet)
 	w := &Worker{}
 	at := time.UnixMilli(1)
@@ -441,6 +448,7 @@ func TestPendingIsBounded(t *testing.T) {
 
 // Done in any order keeps the records in proportion to what is counted.
 func TestDoneOutOfOrderIsTidied(t *testing.T) {
+	t.Parallel()
 	s := new(pendingSet)
 	w := &Worker{}
 	long := s.add(w, time.UnixMilli(1), 0) // one long request holds the head
@@ -457,6 +465,7 @@ func TestDoneOutOfOrderIsTidied(t *testing.T) {
 }
 
 func TestScorePending(t *testing.T) {
+	t.Parallel()
 	r := &pb.LoadReport{Ranks: []*pb.RankLoad{
 		{DpRank: 0, NumRunningReqs: 10, MaxRunningRequests: 100, MaxTotalNumTokens: 1000},
 		{DpRank: 1, NumRunningReqs: 20, MaxRunningRequests: 200}, // capacity unknown
@@ -479,6 +488,7 @@ func TestScorePending(t *testing.T) {
 // The best of three never picks the most loaded two of four, and best of
 // d at least the pool compares every worker.
 func TestBestOfD(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1000, 0)
 	later := now.Add(time.Hour)
 	mk := func(d int) *Fleet {

@@ -90,6 +90,7 @@ func advanceWhileWaiting(ctx context.Context, clk *porttest.Clock) {
 // drains, in order and each report once. (The whole batch was retried,
 // timing out, for ever: history stopped after an outage.)
 func TestATimedOutBatchIsSplitUntilItDrains(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
 	var mu sync.Mutex
@@ -147,6 +148,7 @@ func TestATimedOutBatchIsSplitUntilItDrains(t *testing.T) {
 // the store, what the recorder holds never exceeds the bound. (The batch
 // in flight was outside it: the buffer refilled to the bound beside it.)
 func TestBufferAndBatchInFlightStayWithinTheBound(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	started := make(chan []int, 10)
 	release := make(chan struct{})
@@ -199,6 +201,7 @@ func TestBufferAndBatchInFlightStayWithinTheBound(t *testing.T) {
 // up to 8 times the write timeout, and a success brings it back: a store
 // slower than the timeout for even one report still drains, one at a time.
 func TestAReportThatTimesOutAloneGetsMoreTime(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
 	started := make(chan struct{}, 10)
@@ -260,6 +263,7 @@ func TestAReportThatTimesOutAloneGetsMoreTime(t *testing.T) {
 // more than half its timeout is not doubled again (it would time out
 // again, and every other write of the backlog would be a wasted timeout).
 func TestSplitsSettleOnWhatTheStoreCanWrite(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
 	var mu sync.Mutex

@@ -38,6 +38,7 @@ func watchConfig(target string, problems lines) WatchConfig {
 // watch says so on its problems writer (stderr) within seconds, in the
 // words of the --targets table, and keeps trying until interrupted.
 func TestWatchSaysWhyItIsNotConnected(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -138,6 +139,7 @@ func (w *scriptedWorker) Monitor(ctx context.Context, st *connect.BidiStream[pb.
 // said once however often a retry meets it, before the first grant and
 // after one; the reports still go to out.
 func TestWatchSaysEachNewReasonOnce(t *testing.T) {
+	t.Parallel()
 	worker := &scriptedWorker{said: make(lines, 100)}
 	addr := serveWorker(t, worker)
 
@@ -173,6 +175,7 @@ func TestWatchSaysEachNewReasonOnce(t *testing.T) {
 // TestWatchStopsOnAWrongToken: a refused token cannot get better by
 // retrying; watch ends naming --auth-token.
 func TestWatchStopsOnAWrongToken(t *testing.T) {
+	t.Parallel()
 	mux := http.NewServeMux()
 	mux.Handle(loadmonitorv1connect.NewLoadMonitorServiceHandler(refusingMonitor{}))
 	srv := httptest.NewUnstartedServer(mux)
@@ -202,6 +205,7 @@ func (refusingMonitor) Monitor(context.Context, *connect.BidiStream[pb.RouterFra
 // TestWatchHintsAtTLSOnOneSide: a plaintext watch of a TLS port says to
 // add --tls, and a --tls watch of a plaintext port to drop it.
 func TestWatchHintsAtTLSOnOneSide(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		tls  bool
 		want string

@@ -143,6 +143,7 @@ func TestStuckReadersAreCut(t *testing.T) {
 // the next is refused at once with RESOURCE_EXHAUSTED naming the flag, and
 // a stream that ends gives its slot back.
 func TestStreamsPastTheCapAreRefused(t *testing.T) {
+	t.Parallel()
 	addr := serveWorker(t, &reportingWorker{ranks: 2})
 	m := startMain(t, []string{addr}, nil, "--max-watch-sessions", "2")
 	ctx := testCtx(t, 40*time.Second)
@@ -186,6 +187,7 @@ func TestStreamsPastTheCapAreRefused(t *testing.T) {
 // client keeps 512 bytes of each (client.MaxMetadataBytes,
 // client.MaxLastErrorBytes), and the fleet sends what the client kept.
 func TestHostileReportDoesNotMultiply(t *testing.T) {
+	t.Parallel()
 	huge := strings.Repeat("m", 750<<10)
 	addr := serveWorker(t, &reportingWorker{ranks: 4, lastError: huge,
 		worker: &pb.Worker{WorkerAddr: huge, Model: proto.String(huge), Zone: proto.String(huge)}})
@@ -229,6 +231,7 @@ func TestHostileReportDoesNotMultiply(t *testing.T) {
 // not the grace, and returns nil: cutting them is what shutting down is
 // for. It took the whole 5 s grace and exited 1.
 func TestCloseCutsStuckReadersAndSucceeds(t *testing.T) {
+	t.Parallel()
 	addr := serveWorker(t, &reportingWorker{ranks: 1024})
 	logs := &lockedBuffer{}
 	m := startMain(t, []string{addr}, logs, "--shutdown-grace", "1m", "--final-write-timeout", "200ms")

@@ -36,6 +36,7 @@ func newFlags(out *bytes.Buffer) (*flag.FlagSet, *settings, map[string]string) {
 }
 
 func TestParseValueErrors(t *testing.T) {
+	t.Parallel()
 	const hint = " (run 'loadreporter demo --help' for its flags)"
 	for _, tc := range []struct {
 		args []string
@@ -62,6 +63,7 @@ func TestParseValueErrors(t *testing.T) {
 }
 
 func TestParseSettings(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	fs, s, extra := newFlags(&out)
 	env := map[string]string{"LOADREPORTER_COUNT": "3", "DEMO_NAME": "x", "LOADREPORTER_OLD_WAIT": "9s", "LOADREPORTER_RATIO": "0.25"}
@@ -74,6 +76,7 @@ func TestParseSettings(t *testing.T) {
 }
 
 func TestParseHelp(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	fs, _, extra := newFlags(&out)
 	if err := Parse(fs, []string{"--help"}, func(string) string { return "" }, extra); !errors.Is(err, flag.ErrHelp) {
@@ -95,6 +98,7 @@ func TestParseHelp(t *testing.T) {
 }
 
 func TestEnvironUnknown(t *testing.T) {
+	t.Parallel()
 	e := NewEnviron([]string{"LOADREPORTER_STALE_AFTR=1s", "LOADREPORTER_LISTEN=:1", "PATH=/bin", "LOADREPORTER_INTERVAL=1s", "LOADREPORTER_X"})
 	if got := e.Unknown("serve"); got != nil {
 		t.Errorf("before any flag was read: %q", got)
@@ -117,6 +121,7 @@ func TestEnvironUnknown(t *testing.T) {
 }
 
 func TestOnCommandLine(t *testing.T) {
+	t.Parallel()
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	fs.Bool("tls", false, "")
 	fs.String("target", "", "")
@@ -135,6 +140,7 @@ func TestOnCommandLine(t *testing.T) {
 // TestNoArguments: a stray word is refused naming the command; a true or
 // false behind a boolean flag says how to write it.
 func TestNoArguments(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
