@@ -34,7 +34,8 @@ func wideReport(seq, n int) *domain.Report {
 // BufferBytes is what the reports it holds take on the Go heap, from 0.8
 // to 1.25 times it, for UNREACHABLE reports (no ranks, an error each) and
 // reports of 8 and of 1 024 ranks. (Above 1, because the strings a
-// worker's reports share are counted for each.)
+// worker's reports share are counted for each.) It runs alone (no
+// t.Parallel): it measures the whole process's heap.
 func TestAccountedBytesTrackTheHeap(t *testing.T) {
 	for _, tc := range []struct{ reports, ranks int }{{20_000, 0}, {5_000, 8}, {200, 1024}} {
 		t.Run(fmt.Sprintf("%d ranks", tc.ranks), func(t *testing.T) {

@@ -94,7 +94,8 @@ func heapInUse() uint64 {
 // their slots come back); once they are gone the process's goroutines and
 // heap are back to what they were before them. Without the bound they were
 // held until the connection died: 100 of them took the fleet command from
-// 22 to 34 MB, 1 024-rank reports from 27 to 85 MB.
+// 22 to 34 MB, 1 024-rank reports from 27 to 85 MB. It runs alone (no
+// t.Parallel): the goroutines and heap it counts are the process's.
 func TestStuckReadersAreCut(t *testing.T) {
 	addr := serveWorker(t, &reportingWorker{ranks: 1024})
 	m := startMain(t, []string{addr}, nil, "--stalled-write-timeout", "300ms")
