@@ -13,6 +13,9 @@ import (
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/fleet"
 )
 
+// fleetInterval is the report interval of the fleet views the tests run.
+const fleetInterval = 500 * time.Millisecond
+
 // startFleet runs `loadreporter fleet` over addrs on an ephemeral port,
 // with flags besides; it is closed at cleanup.
 func startFleet(t *testing.T, addrs []string, flags ...string) *fleet.Main {
@@ -23,7 +26,10 @@ func startFleet(t *testing.T, addrs []string, flags ...string) *fleet.Main {
 // startFleetLogging is startFleet with its log lines going to logs.
 func startFleetLogging(t *testing.T, addrs []string, logs io.Writer, flags ...string) *fleet.Main {
 	t.Helper()
-	cfg, err := fleet.Parse(append([]string{"--targets", strings.Join(addrs, ","), "--listen", "127.0.0.1:0", "--interval", "100ms"}, flags...),
+	// At 500 ms a worker is Fresh until 1.5 s without a report: a busy
+	// machine does not turn the workers a test keeps healthy Stale (at
+	// 100 ms, 300 ms without one did).
+	cfg, err := fleet.Parse(append([]string{"--targets", strings.Join(addrs, ","), "--listen", "127.0.0.1:0", "--interval", fleetInterval.String()}, flags...),
 		func(string) string { return "" }, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +89,7 @@ func TestFleetLoads(t *testing.T) {
 		t.Fatalf("answer: %+v", a)
 	}
 	for _, w := range a.Workers {
-		if w.State != "fresh" || w.Reason != "" || w.AgeMs == nil || *w.AgeMs < 0 || *w.AgeMs > 1000 ||
+		if w.State != "fresh" || w.Reason != "" || w.AgeMs == nil || *w.AgeMs < 0 || *w.AgeMs > 3*fleetInterval.Milliseconds() ||
 			w.Dashboard != "http://"+w.Target+"/" || w.Loads == nil || w.Loads.Status != "HEALTHY" ||
 			w.Loads.DPRankCount != 4 || len(w.Loads.Loads) != 4 || w.Loads.Loads[3].DPRank != 3 {
 			t.Fatalf("worker: %+v", w)

@@ -82,7 +82,7 @@ func TestWatchFleetTable(t *testing.T) {
 	t.Parallel()
 	_, addrs := startWorkers(t, 3)
 	var out lockedBuffer
-	cfg, err := cli.ParseWatch([]string{"--targets", strings.Join(addrs, ","), "--interval", "100ms"},
+	cfg, err := cli.ParseWatch([]string{"--targets", strings.Join(addrs, ","), "--interval", fleetInterval.String()},
 		func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
