@@ -69,6 +69,7 @@ func report(w *Worker, r *pb.LoadReport, now time.Time) {
 // worker (the best of two, half). The next report, snapshotted after the
 // burst, counts them: nothing is pending any more.
 func TestABurstBetweenTwoReportsSpreads(t *testing.T) {
+	t.Parallel()
 	start := time.UnixMilli(1_700_000_000_000)
 	for _, tc := range []struct {
 		name string
@@ -143,6 +144,7 @@ func TestABurstBetweenTwoReportsSpreads(t *testing.T) {
 // Pick's score is ScorePending of the report and what was pending, and
 // the pick itself counts from the next one on; Done takes it out once.
 func TestDoneDecrements(t *testing.T) {
+	t.Parallel()
 	start := time.UnixMilli(1_700_000_000_000)
 	clk := newFakeClock(start)
 	w := counting("a", at1ms(10, start.Add(-time.Second)), start.Add(time.Hour))
@@ -200,6 +202,7 @@ func TestDoneDecrements(t *testing.T) {
 // moved since a pull after it (the Ledger's tests go through each rule);
 // a report without ranks counts nothing.
 func TestAReportAfterTheDispatchAgesItOut(t *testing.T) {
+	t.Parallel()
 	// 0.5 ms into a millisecond: a snapshot stamped at that millisecond
 	// was taken before the dispatch.
 	t0 := time.UnixMilli(1_700_000_000_000).Add(500 * time.Microsecond)
@@ -245,6 +248,7 @@ func TestAReportAfterTheDispatchAgesItOut(t *testing.T) {
 // fleet's fake clock, age a dispatch out only once one is snapshotted
 // after it.
 func TestReportsOnTheStreamAgeDispatchesOut(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
 	clk := newFakeClock(time.UnixMilli(1_700_000_000_000))
@@ -322,6 +326,7 @@ func TestReportsOnTheStreamAgeDispatchesOut(t *testing.T) {
 // zero, a Done that comes later changes nothing, and the worker added
 // back under the same address starts from nothing.
 func TestAWorkerThatLeavesDropsItsPending(t *testing.T) {
+	t.Parallel()
 	// Nothing listens: the workers stay Disconnected and are picked as
 	// Degraded, which counts as any pick does.
 	f, err := NewFleet(Options{RouterID: "r", Backoff: Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}})
@@ -371,6 +376,7 @@ func TestAWorkerThatLeavesDropsItsPending(t *testing.T) {
 // race detector: every dispatch that is Done or aged is counted out
 // exactly once, so the counts end where the unfinished dispatches say.
 func TestConcurrentPickAndDone(t *testing.T) {
+	t.Parallel()
 	start := time.UnixMilli(1_700_000_000_000)
 	clk := newFakeClock(start)
 	var ws []*Worker
@@ -442,6 +448,7 @@ func TestConcurrentPickAndDone(t *testing.T) {
 // to the other; once the reports count it (numbers that moved since a
 // pull after it), the worker is judged on its report again.
 func TestPickForWeighsPromptsQueuedAndSent(t *testing.T) {
+	t.Parallel()
 	start := time.UnixMilli(1_700_000_000_000)
 	clk := newFakeClock(start)
 	queued := func(tokens int64, pull time.Time) *pb.LoadReport {
@@ -495,6 +502,7 @@ func TestPickForWeighsPromptsQueuedAndSent(t *testing.T) {
 // prompt tokens and a request each, spread over the ranks; so a worker
 // the router just sent a long prompt loses to a twin it sent a short one.
 func TestScorePending(t *testing.T) {
+	t.Parallel()
 	r := &pb.LoadReport{Ranks: []*pb.RankLoad{
 		{DpRank: 0, NumRunningReqs: 10, NumWaitingUncachedTokens: 500, MaxRunningRequests: 100},
 		{DpRank: 1, NumRunningReqs: 20, MaxRunningRequests: 200},
@@ -524,6 +532,7 @@ func TestScorePending(t *testing.T) {
 // The best of three never picks the most loaded two of four, and best of
 // d at least the pool compares every worker.
 func TestBestOfD(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1000, 0)
 	later := now.Add(time.Hour)
 	mk := func(d int) *Fleet {
@@ -548,6 +557,7 @@ func TestBestOfD(t *testing.T) {
 // Standings read each worker's view with what was sent it, in address
 // order whatever order the fleet was given.
 func TestStandingsPairEachViewWithItsPending(t *testing.T) {
+	t.Parallel()
 	start := time.UnixMilli(1_700_000_000_000)
 	clk := newFakeClock(start)
 	b := counting("b", at1ms(10, start.Add(-time.Second)), start.Add(time.Hour))

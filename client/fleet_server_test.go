@@ -24,6 +24,7 @@ func waitWorker(ctx context.Context, t *testing.T, w *Worker, what string, ok fu
 // follows Remove, and says Degraded when none is left; the metrics of all
 // its workers share one registry.
 func TestFleetAgainstRealWorkers(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 20*time.Second)
 	ms := []*app.Main{startServer(t, nil), startServer(t, nil), startServer(t, nil)}
 	reg := prometheus.NewPedanticRegistry()

@@ -14,6 +14,7 @@ import (
 )
 
 func TestScore(t *testing.T) {
+	t.Parallel()
 	k := &pb.RankLoad{NumRunningReqs: 3, NumWaitingReqs: 1, MaxRunningRequests: 256, NumWaitingUncachedTokens: 100, MaxTotalNumTokens: 4000}
 	if got, want := RankScore(k), 100+4*RequestWeight; got != want {
 		t.Fatalf("RankScore %v, want %v", got, want)
@@ -41,6 +42,7 @@ func TestScore(t *testing.T) {
 // one, however many requests either holds; a prompt queued outweighs a
 // larger batch; with nothing queued anywhere, the fewer requests win.
 func TestScoreOrdersByWhatMakesTTFT(t *testing.T) {
+	t.Parallel()
 	one := func(running, waiting, tokens int64) *pb.LoadReport {
 		return &pb.LoadReport{Ranks: []*pb.RankLoad{{NumRunningReqs: running, NumWaitingReqs: waiting,
 			NumWaitingUncachedTokens: tokens, MaxRunningRequests: 256, MaxTotalNumTokens: 400_000}}}
@@ -98,6 +100,7 @@ func picked(res PickResult) []string {
 // The power of two choices never picks the most loaded of three, picks the
 // least loaded most often, and repeats itself under the same seed.
 func TestPickPowerOfTwoChoices(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1000, 0)
 	later := now.Add(time.Hour)
 	mk := func() *Fleet {
@@ -137,6 +140,7 @@ func scoreOf(r *pb.LoadReport) float64 { s, _ := Score(r); return s }
 // Only Fresh views are picked while one exists; a Fresh view past its
 // StaleAt on the fleet's clock is not Fresh.
 func TestPickOnlyFresh(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1000, 0)
 	f := testFleet(t, now, 1,
 		standing("fresh-busy", Fresh, loaded(99), now.Add(time.Second)),
@@ -153,6 +157,7 @@ func TestPickOnlyFresh(t *testing.T) {
 
 // With no Fresh view, Pick takes the best state there is and says so.
 func TestPickDegraded(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1000, 0)
 	cases := []struct {
 		name  string
@@ -194,6 +199,7 @@ func TestPickDegraded(t *testing.T) {
 // Add, Remove and Close at run time (nothing listens at the address:
 // the workers keep trying until closed).
 func TestFleetMembership(t *testing.T) {
+	t.Parallel()
 	f, err := NewFleet(Options{RouterID: "r", Backoff: Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -262,6 +268,7 @@ func waitFleet(ctx context.Context, t *testing.T, f *Fleet, changed <-chan struc
 // worker publishes (its registration, a report) and a worker removed;
 // cancel and Close close the channel.
 func TestFleetSubscribe(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
 	f, err := newFleet(fastOptions(ProtocolConnect), deps{}, rand.New(rand.NewPCG(1, 2)))

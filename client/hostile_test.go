@@ -20,6 +20,7 @@ import (
 // and in what the Fleet shows; a 3 MB source_instance_id is refused; a
 // 3 MB stream error message ends in the view's reason cut as last_error is.
 func TestAHostileWorkersStringsAreBounded(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 20*time.Second)
 	fw := startFakeWorker(t)
 	f, err := newFleet(fastOptions(ProtocolGRPC), deps{}, rand.New(rand.NewPCG(1, 2)))
@@ -93,6 +94,7 @@ func TestAHostileWorkersStringsAreBounded(t *testing.T) {
 // no less often than every lease/2. The keep-alives are counted on the
 // fake worker while the fake clock runs through each timer in turn.
 func TestAHostileAckIsBounded(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name             string
 		leaseMs, renewMs int64
@@ -170,6 +172,7 @@ func countKeepAlives(ctx context.Context, t *testing.T, clk *fakeClock, fs *fake
 // Options and UpdateConfig past 24h ask for 24h, and a huge
 // StaleAfterIntervals does not wrap the staleness bound to negative.
 func TestDurationsPastTheMaximumAreClamped(t *testing.T) {
+	t.Parallel()
 	o, err := Options{RouterID: "r", ReportInterval: math.MaxInt64, Lease: math.MaxInt64, StaleAfterIntervals: math.MaxInt}.normalized()
 	if err != nil {
 		t.Fatal(err)
@@ -195,6 +198,7 @@ func TestDurationsPastTheMaximumAreClamped(t *testing.T) {
 }
 
 func TestKeepAlivePeriodBounds(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ renew, lease, want time.Duration }{
 		{0, 10 * time.Second, time.Second},
 		{time.Hour, 10 * time.Second, 5 * time.Second},

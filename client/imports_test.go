@@ -13,6 +13,7 @@ import (
 // import only the standard library, the generated wire code and the
 // libraries doc.go names.
 func TestImportsOnlyWhatARouterNeeds(t *testing.T) {
+	t.Parallel()
 	allowed := []string{
 		"github.com/loadreporter/loadreporter/gen/",
 		"connectrpc.com/connect",

@@ -11,6 +11,7 @@ import (
 // state is one-hot per worker; a foreign collector under our name is an
 // error, not a panic.
 func TestMetricsShareOneRegisterer(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
 	reg := prometheus.NewPedanticRegistry()

@@ -9,6 +9,7 @@ import (
 )
 
 func TestOptionsDefaultsAndRefusals(t *testing.T) {
+	t.Parallel()
 	o, err := Options{RouterID: "r"}.normalized()
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +50,7 @@ func TestOptionsDefaultsAndRefusals(t *testing.T) {
 }
 
 func TestBackoffClamps(t *testing.T) {
+	t.Parallel()
 	b := Backoff{Initial: time.Microsecond, Max: time.Nanosecond, Multiplier: 0.5, Jitter: 3}.normalized()
 	want := Backoff{Initial: time.Millisecond, Max: time.Millisecond, Multiplier: 1, Jitter: 1}
 	if b != want {
@@ -70,6 +72,7 @@ func TestBackoffClamps(t *testing.T) {
 }
 
 func TestBackoffDelay(t *testing.T) {
+	t.Parallel()
 	b := Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 0.5}.normalized()
 	cases := []struct {
 		n    int

@@ -56,6 +56,7 @@ func seqAtLeast(n uint64) func(*View) bool {
 // The client registers, renews, follows reports and stops, over gRPC and
 // Connect, against the real worker.
 func TestRealWorker(t *testing.T) {
+	t.Parallel()
 	for _, p := range []Protocol{ProtocolGRPC, ProtocolConnect} {
 		t.Run(p.String(), func(t *testing.T) {
 			ctx := testCtx(t, 15*time.Second)
@@ -132,6 +133,7 @@ func gauge(t *testing.T, reg *prometheus.Registry, name, label, value string) fl
 // the client follows the new process (a new instance id, a new sequence)
 // without rejecting its reports.
 func TestWorkerRestartedOnTheSamePort(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 20*time.Second)
 	m1 := startServer(t, nil)
 	addr := m1.Addr()
@@ -172,6 +174,7 @@ func reconnectedFor(t *testing.T, w *Worker, reason string) bool {
 // Stale within 3 intervals, then Disconnected once the dead connection is
 // noticed, and Fresh again after the network heals.
 func TestNetworkCut(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 20*time.Second)
 	m := startServer(t, nil)
 	p := startCutProxy(t, m.Addr())
@@ -192,6 +195,7 @@ func TestNetworkCut(t *testing.T) {
 // Another router registering our router_id replaces our stream: not an
 // error; the client registers again, which replaces the other one.
 func TestReplacedByAnotherRouter(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 15*time.Second)
 	m := startServer(t, nil)
 	o := fastOptions(ProtocolConnect)
@@ -245,6 +249,7 @@ func rawMonitor(ctx context.Context, t *testing.T, addr string) *connect.BidiStr
 // A client that stops renewing loses its lease: LEASE_EXPIRED, then it
 // registers again.
 func TestLeaseExpiredReconnects(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 15*time.Second)
 	m := startServer(t, func(c *app.Config) { c.Sessions.MinLease = 100 * time.Millisecond })
 	reg := prometheus.NewPedanticRegistry()
@@ -262,6 +267,7 @@ func TestLeaseExpiredReconnects(t *testing.T) {
 // The bearer token is sent; without it the worker refuses, and the view
 // says so while the client keeps trying.
 func TestBearerToken(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 15*time.Second)
 	m := startServer(t, func(c *app.Config) { c.Security.AuthToken = "s3cret" })
 	o := fastOptions(ProtocolGRPC)
@@ -285,6 +291,7 @@ func TestBearerToken(t *testing.T) {
 // disconnected, and is replaced by the next registration's: a worker
 // restarted with other bounds grants another lease.
 func TestGrantedFromTheRealWorker(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 20*time.Second)
 	m1 := startServer(t, func(c *app.Config) { c.Sessions.MaxLease = 3 * time.Second })
 	addr := m1.Addr()

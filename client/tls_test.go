@@ -21,6 +21,7 @@ import (
 // Over TLS (the worker's --tls-cert/--tls-key), with the worker's
 // certificate as the only root.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 15*time.Second)
 	certFile, keyFile, roots := selfSigned(t)
 	m := startServer(t, func(c *app.Config) { c.Security.TLSCert, c.Security.TLSKey = certFile, keyFile })

@@ -35,6 +35,7 @@ func unreachable(id string, seq uint64) *pb.LoadReport {
 }
 
 func TestValidateReport(t *testing.T) {
+	t.Parallel()
 	edit := func(f func(r *pb.LoadReport)) *pb.LoadReport {
 		r := healthy("a", 1, 2)
 		f(r)
@@ -106,6 +107,7 @@ func TestValidateReport(t *testing.T) {
 }
 
 func TestSequencer(t *testing.T) {
+	t.Parallel()
 	var s sequencer
 	steps := []struct {
 		id   string
@@ -134,6 +136,7 @@ func TestSequencer(t *testing.T) {
 }
 
 func TestRejectReasonsIsACopy(t *testing.T) {
+	t.Parallel()
 	rs := RejectReasons()
 	if len(rs) != numRejectReasons {
 		t.Fatalf("%d reasons, want %d", len(rs), numRejectReasons)
@@ -153,6 +156,7 @@ func TestRejectReasonsIsACopy(t *testing.T) {
 
 // reports are never modified by validation.
 func TestValidateReportDoesNotModify(t *testing.T) {
+	t.Parallel()
 	r := healthy("a", 1, 3)
 	before := proto.Clone(r)
 	_ = ValidateReport(r)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestJudge(t *testing.T) {
+	t.Parallel()
 	t0 := time.UnixMilli(1_700_000_000_000)
 	f := freshness{staleAfter: 3 * time.Second, maxSnapshotAge: 10 * time.Second}
 	stale := healthy("a", 1, 1)
@@ -57,6 +58,7 @@ func TestJudge(t *testing.T) {
 }
 
 func TestStateAt(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(100, 0)
 	v := &View{State: Fresh, StaleAt: t0}
 	if v.StateAt(t0) != Fresh || v.StateAt(t0.Add(1)) != Stale {
@@ -79,6 +81,7 @@ func TestStateAt(t *testing.T) {
 
 // A slow subscriber holds only the latest view; publishing never blocks.
 func TestSubscribersLatestWins(t *testing.T) {
+	t.Parallel()
 	var s latest[*View]
 	first := &View{Addr: "first"}
 	slow, cancelSlow := s.add(func() (*View, bool) { return first, true })
@@ -120,6 +123,7 @@ func TestSubscribersLatestWins(t *testing.T) {
 // A view published while a subscription is being made reaches it: the
 // current view is read under the lock publish takes.
 func TestSubscribeLosesNoConcurrentView(t *testing.T) {
+	t.Parallel()
 	var s latest[*View]
 	v1, v2 := &View{Addr: "v1"}, &View{Addr: "v2"}
 	var current atomic.Pointer[View]

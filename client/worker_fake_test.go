@@ -36,6 +36,7 @@ func dialT(t *testing.T, addr string, o Options, d deps) *Worker {
 // Out-of-order, repeated and malformed reports are rejected and counted;
 // the view only moves on accepted ones; a new instance id starts afresh.
 func TestRejectsWhatSGLangsRouterRejects(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
 	reg := prometheus.NewPedanticRegistry()
@@ -91,6 +92,7 @@ func TestRejectsWhatSGLangsRouterRejects(t *testing.T) {
 // accepted with it cut to MaxLastErrorBytes, on a rune boundary, so the
 // view's reason (a fleet page, a log line) stays short.
 func TestALongLastErrorIsCut(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
 	w := dialT(t, fw.addr, fastOptions(ProtocolGRPC), deps{})
@@ -117,6 +119,7 @@ func TestALongLastErrorIsCut(t *testing.T) {
 // not get it in time (a lossy network, a worker's first-frame timeout), and
 // the Worker opens another stream.
 func TestOnlyInvalidArgumentIsForGood(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		code, message string
 		forGood       bool
@@ -172,6 +175,7 @@ func TestOnlyInvalidArgumentIsForGood(t *testing.T) {
 // pass without a report, then Stale; UNREACHABLE when the worker says so;
 // Disconnected when the stream ends, and back after the backoff.
 func TestFreshnessOnTheInjectedClock(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
 	clk := newFakeClock(time.UnixMilli(1_700_000_000_000))
@@ -236,6 +240,7 @@ func TestFreshnessOnTheInjectedClock(t *testing.T) {
 // A subscriber that does not read holds only the latest view and delays
 // nothing: the Worker reads every report meanwhile.
 func TestSlowSubscriberLatestWins(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
 	w := dialT(t, fw.addr, fastOptions(ProtocolGRPC), deps{})
@@ -271,6 +276,7 @@ func TestSlowSubscriberLatestWins(t *testing.T) {
 // UpdateConfig reaches the live stream at once and every later
 // registration; keep-alives follow the shorter lease.
 func TestUpdateConfig(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
 	clk := newFakeClock(time.UnixMilli(1_700_000_000_000))
@@ -331,6 +337,7 @@ func TestUpdateConfig(t *testing.T) {
 
 // Close sends stop, and the worker's clean end lets it return.
 func TestCloseSendsStop(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
 	w, err := Dial(fw.addr, fastOptions(ProtocolGRPC))
@@ -365,6 +372,7 @@ func TestCloseSendsStop(t *testing.T) {
 // REPLACED and LEASE_EXPIRED are not errors: the Worker reconnects, counts
 // why, and does not reset the backoff after REPLACED.
 func TestReplacedReconnects(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
 	clk := newFakeClock(time.UnixMilli(1_700_000_000_000))
@@ -415,6 +423,7 @@ func TestReplacedReconnects(t *testing.T) {
 // no report, a Stale view is still published when that report ages out
 // (it stayed Fresh until the idle watchdog, a lease later).
 func TestAReconnectedViewTurnsStaleWithoutAReport(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
 	clk := newFakeClock(time.UnixMilli(1_700_000_000_000))
@@ -442,6 +451,7 @@ func TestAReconnectedViewTurnsStaleWithoutAReport(t *testing.T) {
 // A stream on which nothing arrives for a lease is abandoned, even though
 // the worker never ends it, and the Worker registers again.
 func TestSilentStreamIsAbandoned(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
 	clk := newFakeClock(time.UnixMilli(1_700_000_000_000))
@@ -475,6 +485,7 @@ func TestSilentStreamIsAbandoned(t *testing.T) {
 // period's second half (rand 0.25: at 6.25 s of 10 s), the later ones every
 // period: a fleet that registered at once does not renew at once.
 func TestFirstKeepAliveIsSpreadThenEveryPeriod(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
 	clk := newFakeClock(time.UnixMilli(1_700_000_000_000))
@@ -503,6 +514,7 @@ func TestFirstKeepAliveIsSpreadThenEveryPeriod(t *testing.T) {
 }
 
 func TestFirstKeepAliveStaysInTheSecondHalf(t *testing.T) {
+	t.Parallel()
 	const p = 3333 * time.Millisecond
 	for _, u := range []float64{0, 0.5, 0.999999} {
 		if d := firstKeepAlive(p, u); d < p/2 || d >= p {
@@ -518,6 +530,7 @@ func TestFirstKeepAliveStaysInTheSecondHalf(t *testing.T) {
 // report (a last_error of 8 MiB) is refused before it is buffered; the
 // stream ends, saying why, and the router reconnects.
 func TestAnOversizedFrameIsRefused(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
 	w := dialT(t, fw.addr, fastOptions(ProtocolGRPC), deps{})
@@ -541,6 +554,7 @@ func TestAnOversizedFrameIsRefused(t *testing.T) {
 // connection open, idle, with its read loop, for ever: 10 of 100
 // Dial-then-Close against a real worker).
 func TestCloseEndsEveryConnectionTheWorkerDialed(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

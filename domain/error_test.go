@@ -9,6 +9,7 @@ import (
 )
 
 func TestPullEndedKeepsTheContextsError(t *testing.T) {
+	t.Parallel()
 	err := PullEnded("GET x", context.DeadlineExceeded, 1234567*time.Microsecond)
 	if !errors.Is(err, context.DeadlineExceeded) || ErrorCode(err) != CodePullTimeout ||
 		ErrorMessage(err) != "GET x: timed out after 1.235s" {
@@ -21,6 +22,7 @@ func TestPullEndedKeepsTheContextsError(t *testing.T) {
 }
 
 func TestWrapShowsItsCauseToLogsOnly(t *testing.T) {
+	t.Parallel()
 	cause := errors.New("dial tcp 127.0.0.1:5432: connection refused")
 	err := Wrap(cause, CodeUnavailable, "history database unavailable (%s)", "append")
 	if !errors.Is(err, cause) || ErrorCode(err) != CodeUnavailable {

@@ -3,6 +3,7 @@ package domain
 import "testing"
 
 func TestOneLine(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"", ""},
 		{"plain", "plain"},
@@ -20,6 +21,7 @@ func TestOneLine(t *testing.T) {
 }
 
 func TestShorten(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		max  int

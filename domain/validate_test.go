@@ -18,6 +18,7 @@ func goodRank(rank int64) RankLoad {
 func snapshotOf(ranks ...RankLoad) Snapshot { return Snapshot{Ranks: ranks} }
 
 func TestValidateSnapshot(t *testing.T) {
+	t.Parallel()
 	mod := func(f func(*RankLoad)) Snapshot {
 		r := goodRank(1)
 		f(&r)
@@ -69,6 +70,7 @@ func TestValidateSnapshot(t *testing.T) {
 }
 
 func TestBuildStatus(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
 	b := ReportBuilder{SourceInstanceID: "inst", Worker: Worker{Addr: "w:1", Type: WorkerTypeRegular}, StaleAfter: 3 * time.Second}
 	at := func(age time.Duration, rank int64) RankLoad {
@@ -170,6 +172,7 @@ type errString string
 func (e errString) Error() string { return string(e) }
 
 func TestRankSetDiff(t *testing.T) {
+	t.Parallel()
 	missing, extra := NewRankSet(0, 1, 2, 3).Diff(NewRankSet(3, 1, 5, 1))
 	if formatRanks(missing) != "[0 2]" || formatRanks(extra) != "[5]" {
 		t.Fatalf("missing %v extra %v", missing, extra)
@@ -180,6 +183,7 @@ func TestRankSetDiff(t *testing.T) {
 }
 
 func TestErrorCode(t *testing.T) {
+	t.Parallel()
 	if ErrorCode(nil) != "" || ErrorCode(errString("x")) != CodeInternal || ErrorMessage(errString("secret")) != "internal error" {
 		t.Fatal("non-domain errors must map to INTERNAL with a generic message")
 	}
@@ -190,6 +194,7 @@ func TestErrorCode(t *testing.T) {
 }
 
 func TestRankSetChangeIsBounded(t *testing.T) {
+	t.Parallel()
 	err := CheckRankSet(RankRange(50000), RankRange(2))
 	want := "rank set changed: missing [2 3 4 5 6 7 8 9 … and 49990 more]"
 	if ErrorMessage(err) != want {
@@ -198,6 +203,7 @@ func TestRankSetChangeIsBounded(t *testing.T) {
 }
 
 func TestLastErrorIsOneBoundedLine(t *testing.T) {
+	t.Parallel()
 	b := ReportBuilder{SourceInstanceID: "i", Worker: Worker{Addr: "w"}}
 	long := Errorf(CodeSourceFailed, "%s\nsecond line", strings.Repeat("x", 5000))
 	r := b.Report(1, time.Unix(100, 0), Snapshot{}, long)
@@ -217,6 +223,7 @@ func TestLastErrorIsOneBoundedLine(t *testing.T) {
 // engine's clock runs ahead (or for a millennium, given a garbage stamp);
 // within the bound, a skew is taken as it is.
 func TestARankFromTheFutureIsRefused(t *testing.T) {
+	t.Parallel()
 	b := ReportBuilder{SourceInstanceID: "i", StaleAfter: 3 * time.Second}
 	done := time.Unix(1000, 0)
 	snap := func(ahead time.Duration) Snapshot {
@@ -248,6 +255,7 @@ func TestARankFromTheFutureIsRefused(t *testing.T) {
 // set) past MaxRanks is UNREACHABLE, naming the count, instead of a
 // report every router refuses.
 func TestSnapshotOfMoreRanksThanAReportHolds(t *testing.T) {
+	t.Parallel()
 	ranks := make([]RankLoad, MaxRanks+1)
 	for i := range ranks {
 		ranks[i] = goodRank(int64(i))

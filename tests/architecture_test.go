@@ -42,6 +42,7 @@ var exceptions = []exception{{
 // only domain/..., so no chain of allowed imports leads from the core to an
 // adapter, and a failure names the very package and import at fault.
 func TestDependenciesPointInward(t *testing.T) {
+	t.Parallel()
 	pkgs := listPackages(t)
 	if len(pkgs) < 10 {
 		t.Fatalf("go list found %d packages; is this the module root?", len(pkgs))
@@ -75,6 +76,7 @@ func TestDependenciesPointInward(t *testing.T) {
 // so that a rule is known to fail without planting a bad import in the
 // tree.
 func TestArchitectureRules(t *testing.T) {
+	t.Parallel()
 	m := func(rel string) string { return module + "/" + rel }
 	for _, tc := range []struct {
 		name string

@@ -1,14 +1,13 @@
 package tests
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -61,29 +60,12 @@ func removeBuilt() {
 // router's stream with SHUTTING_DOWN, drops the unregistered one without
 // waiting for it, flushes its history and exits 0 well within the grace.
 func TestSIGTERMWithStuckStreamsExitsZero(t *testing.T) {
+	t.Parallel()
 	bin := loadreporterBinary(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
 	const grace = 5 * time.Second
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--shutdown-grace", grace.String(), "--history-interval", "10ms")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var waitErr error
-	exited := make(chan struct{})
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
 	ctx := testCtx(t, 30*time.Second)
-	waitReady(t, ctx, "http://"+addr+readinessPath, &stderr)
+	srv := serveBinary(t, ctx, bin, "--shutdown-grace", grace.String(), "--history-interval", "10ms")
+	addr := srv.addr
 
 	stuck := openGRPC(t, ctx, addr) // opens, never registers
 	_ = stuck
@@ -95,22 +77,25 @@ func TestSIGTERMWithStuckStreamsExitsZero(t *testing.T) {
 		t.Fatalf("want the ack, got %v", f)
 	}
 	recvReport(t, r)
-	time.Sleep(200 * time.Millisecond) // a few history records to flush
+	metrics := "http://" + addr + "/metrics"
+	eventually(t, ctx, "a few history records to flush", func() bool {
+		return metricSum(t, metrics, "loadreporter_history_written_total") >= 3
+	})
 
 	start := time.Now()
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if e := recvError(t, r); e.GetCode() != domain.CodeShuttingDown {
 		t.Errorf("the router's stream ended with %q, want %s", e.GetCode(), domain.CodeShuttingDown)
 	}
 	select {
-	case <-exited:
-		if waitErr != nil {
-			t.Fatalf("serve after SIGTERM: %v\n%s", waitErr, stderr.String())
+	case <-srv.exited:
+		if srv.err != nil {
+			t.Fatalf("serve after SIGTERM: %v\n%s", srv.err, srv.stderr.String())
 		}
 	case <-ctx.Done():
-		t.Fatalf("serve still running %s after SIGTERM\n%s", time.Since(start), stderr.String())
+		t.Fatalf("serve still running %s after SIGTERM\n%s", time.Since(start), srv.stderr.String())
 	}
 	took := time.Since(start)
 	t.Logf("SIGTERM to exit 0: %s (grace %s)", took.Round(time.Millisecond), grace)
@@ -118,28 +103,66 @@ func TestSIGTERMWithStuckStreamsExitsZero(t *testing.T) {
 		t.Errorf("shutdown took %s with a stuck stream (grace %s)", took, grace)
 	}
 	for _, bad := range []string{"not fully flushed", "did not stop", "still open"} {
-		if strings.Contains(stderr.String(), bad) {
-			t.Errorf("the log says %q:\n%s", bad, stderr.String())
+		if strings.Contains(srv.stderr.String(), bad) {
+			t.Errorf("the log says %q:\n%s", bad, srv.stderr.String())
 		}
 	}
 }
 
-// waitReady polls url until it answers 200.
-func waitReady(t *testing.T, ctx context.Context, url string, stderr *bytes.Buffer) {
+// served is a `loadreporter serve` process the test started.
+type served struct {
+	cmd    *exec.Cmd
+	addr   string // where it says it serves
+	stderr *lockedBuffer
+	exited chan struct{} // closed once it exited; err is Wait's
+	err    error
+}
+
+// servingAddr finds the address in the line serve logs once it listens.
+var servingAddr = regexp.MustCompile(`msg="loadreporter serving" addr=(\S+)`)
+
+// serveBinary starts `bin serve --listen 127.0.0.1:0 args…` (logging at
+// info, where it says its address), waits until
+// it says where it serves and answers its readiness probe, and kills it at
+// cleanup unless the test ended it first.
+func serveBinary(t *testing.T, ctx context.Context, bin string, args ...string) *served {
 	t.Helper()
+	s := &served{stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	s.cmd = exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--log-level", "info"}, args...)...)
+	s.cmd.Stderr = s.stderr
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.err = s.cmd.Wait(); close(s.exited) }()
+	t.Cleanup(func() { // runs last, once serve has exited
+		if t.Failed() {
+			t.Logf("serve's log:\n%s", s.stderr.String())
+		}
+	})
+	t.Cleanup(func() {
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	})
+	eventually(t, ctx, "serve to say where it serves", func() bool {
+		select {
+		case <-s.exited:
+			t.Fatalf("serve exited: %v\n%s", s.err, s.stderr.String())
+		default:
+		}
+		if m := servingAddr.FindStringSubmatch(s.stderr.String()); m != nil {
+			s.addr = m[1]
+		}
+		return s.addr != ""
+	})
 	client := &http.Client{Timeout: 2 * time.Second}
 	defer client.CloseIdleConnections()
-	for {
-		if resp, err := client.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+	eventually(t, ctx, s.addr+readinessPath+" to answer 200", func() bool {
+		resp, err := client.Get("http://" + s.addr + readinessPath)
+		if err != nil {
+			return false
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s never answered 200\n%s", url, stderr.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return s
 }

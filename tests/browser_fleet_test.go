@@ -73,6 +73,7 @@ func (l *requestLog) counts() map[string]int {
 // and no bars, and all the while the page loaded once, opened one stream
 // and never asked /v1/fleet/loads.
 func TestBrowserFleetPage(t *testing.T) {
+	t.Parallel()
 	tab := newBrowser(t)
 	_, addrs := startWorkers(t, 3)
 	f := startFleet(t, addrs)
@@ -155,6 +156,7 @@ func containsAll(s string, parts ...string) bool {
 // first and sorting by worker undoes it; the filter finds a worker by its
 // model and by its state. The page is saved as a screenshot for a look.
 func TestBrowserFleetDashboard(t *testing.T) {
+	t.Parallel()
 	tab := newBrowser(t)
 	var addrs []string
 	models := []string{"llama-3.1-8b-instruct", "llama-3.1-8b-instruct", "qwen2.5-32b", "llama-3.1-8b-instruct"}

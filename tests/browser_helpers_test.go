@@ -36,6 +36,10 @@ var updateScreenshots = flag.Bool("update-screenshots", false,
 // browserLife bounds a browser's whole life in one test, start included.
 const browserLife = 60 * time.Second
 
+// browsers holds a slot for each Chromium running: a few at once, each
+// several processes that compute while the tests around them wait.
+var browsers = make(chan struct{}, 2)
+
 // newBrowser starts a headless Chromium with a fresh profile and returns
 // the context of its first tab, viewport set; the browser is closed at
 // cleanup. It skips when Chromium is missing, except under CI=true, where
@@ -48,6 +52,12 @@ func newBrowser(t *testing.T) context.Context {
 		}
 		t.Skipf("%s is missing (%v): run `apt-get install -y chromium`, or `make test`, which installs it, to run the browser tests", chromiumPath, err)
 	}
+	select {
+	case browsers <- struct{}{}:
+	case <-time.After(5 * browserLife):
+		t.Fatalf("no browser slot free within %s", 5*browserLife)
+	}
+	t.Cleanup(func() { <-browsers }) // after the browser has exited
 	// Created first, so it is removed after the browser has exited.
 	profile := t.TempDir()
 
@@ -199,21 +209,6 @@ func failWithScreenshot(t *testing.T, tab context.Context, format string, args .
 	t.Helper()
 	saveScreenshot(t, tab, "failure")
 	t.Fatalf(format, args...)
-}
-
-// eventually calls cond every 20 ms until it returns true, failing the
-// test when ctx ends first.
-func eventually(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-tick.C:
-		}
-	}
 }
 
 // pageURL is the absolute URL of path on m's address.

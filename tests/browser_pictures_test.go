@@ -82,6 +82,7 @@ func points(d string) int { return strings.Count(d, "M") + strings.Count(d, "L")
 // reports, in an amber box (the STALE pill's colour; UNREACHABLE keeps
 // red). The sparklines go on drawing each report.
 func TestBrowserLivePageStale(t *testing.T) {
+	t.Parallel()
 	c := historyConfig()
 	c.Fire.StaleAfter = time.Second
 	m := startMain(t, c, nil)
@@ -168,6 +169,7 @@ func TestBrowserLivePageStale(t *testing.T) {
 // page shades the outage behind its charts, draws the spread across ranks
 // with the threshold, and the waiting chart as one small chart per rank.
 func TestBrowserHistoryPictures(t *testing.T) {
+	t.Parallel()
 	boot := time.Now()
 	c := historyConfig()
 	c.Source.DPSize = 8
@@ -227,6 +229,7 @@ func TestBrowserHistoryPictures(t *testing.T) {
 // TestBrowserAuditRankStatsBars: the rank-stats query from the audit form
 // draws a bar row per rank, as long as the table's figures say.
 func TestBrowserAuditRankStatsBars(t *testing.T) {
+	t.Parallel()
 	c := historyConfig()
 	m := startMain(t, c, nil)
 	ctx := testCtx(t, 30*time.Second)

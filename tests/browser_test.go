@@ -76,6 +76,7 @@ func rankIDs(n int) []string {
 // TestBrowserLivePage: the live page goes live over Watch, shows one card
 // per rank of the engine, and its numbers change with each new report.
 func TestBrowserLivePage(t *testing.T) {
+	t.Parallel()
 	tab := newBrowser(t)
 	for _, tc := range []struct {
 		name   string
@@ -124,7 +125,7 @@ func TestBrowserLivePage(t *testing.T) {
 
 // TestBrowserLivePageTurnsUnreachable: an engine failure shows on the page
 // within two report intervals of the page's Watch (1 s), and its recovery
-// too.
+// too. It runs alone (no t.Parallel): it times the page to 2.5 s.
 func TestBrowserLivePageTurnsUnreachable(t *testing.T) {
 	m := startMain(t, testConfig(), nil)
 	sim := m.Engine().Sim
@@ -249,6 +250,7 @@ type historyState struct {
 // TestBrowserHistoryPage: the history page draws one line per rank in
 // both charts, the status timeline and the table of recorded reports.
 func TestBrowserHistoryPage(t *testing.T) {
+	t.Parallel()
 	boot := time.Now()
 	m := startMain(t, historyConfig(), nil)
 	ctx := testCtx(t, 30*time.Second)
@@ -313,6 +315,7 @@ func TestBrowserHistoryPage(t *testing.T) {
 // TestBrowserAuditPage: after an outage of the simulated engine, the
 // audit form's outages query lists it, and its CSV link downloads it.
 func TestBrowserAuditPage(t *testing.T) {
+	t.Parallel()
 	boot := time.Now()
 	m := startMain(t, historyConfig(), nil)
 	ctx := testCtx(t, 30*time.Second)
@@ -388,6 +391,7 @@ func TestBrowserAuditPage(t *testing.T) {
 // report into the live page, so a client without JavaScript sees the
 // rank cards too.
 func TestBrowserLivePageWithoutJavaScript(t *testing.T) {
+	t.Parallel()
 	m := startMain(t, testConfig(), nil)
 	ctx := testCtx(t, 10*time.Second)
 	waitLatest(t, ctx, m, domain.StatusHealthy)
@@ -428,6 +432,7 @@ func TestBrowserLivePageWithoutJavaScript(t *testing.T) {
 // Watch stream carries the same credentials, which the browser keeps for
 // the origin.
 func TestBrowserLivePageBehindAToken(t *testing.T) {
+	t.Parallel()
 	c := testConfig()
 	c.Security.AuthToken = "s3cret-token"
 	m := startMain(t, c, nil)

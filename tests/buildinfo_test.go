@@ -29,6 +29,7 @@ func getBody(t *testing.T, url string) string {
 // page's footer the version line, so an operator sees which build a worker
 // runs without shelling into it.
 func TestTheBuildIsVisible(t *testing.T) {
+	t.Parallel()
 	m := startMain(t, testConfig(), nil)
 	metrics := getBody(t, "http://"+m.Addr()+"/metrics")
 	if !strings.Contains(metrics, `loadreporter_build_info{goversion="`+runtime.Version()+`"`) {

@@ -83,6 +83,7 @@ func checkListen(where, listen string) []string {
 // and deploy document against it: names, values (each call is parsed by
 // the binary itself) and the paths its probes expect.
 func TestDeployManifestsUseServedFlags(t *testing.T) {
+	t.Parallel()
 	bin := loadreporterBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -183,50 +184,33 @@ func firstLines(s string, n int) string {
 	return strings.Join(lines[:min(n, len(lines))], "\n")
 }
 
-// checkProbesServed runs the binary on a free loopback port and expects
-// HTTP 200 from every probe path the manifests use.
+// checkProbesServed runs the binary on an ephemeral loopback port and
+// expects HTTP 200 from every probe path the manifests use.
 func checkProbesServed(t *testing.T, ctx context.Context, bin string, probes map[string]bool) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--log-level", "warn")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	srv := serveBinary(t, ctx, bin)
 	defer func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("serve after SIGINT: %v\n%s", err, stderr.String())
+		_ = srv.cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-srv.exited:
+			if srv.err != nil {
+				t.Errorf("serve after SIGINT: %v\n%s", srv.err, srv.stderr.String())
+			}
+		case <-ctx.Done():
+			t.Errorf("serve still running after SIGINT\n%s", srv.stderr.String())
 		}
 	}()
 	client := &http.Client{Timeout: 2 * time.Second}
 	defer client.CloseIdleConnections()
-	get := func(path string) (int, error) {
-		resp, err := client.Get("http://" + addr + path)
-		if err != nil {
-			return 0, err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, nil
-	}
-	ready, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	for code, err := get(readinessPath); code != http.StatusOK; code, err = get(readinessPath) {
-		select {
-		case <-ready.Done():
-			t.Fatalf("%s never answered 200 (last: %d, %v)\n%s", readinessPath, code, err, stderr.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 	for p := range probes {
-		if code, err := get(p); code != http.StatusOK {
+		resp, err := client.Get("http://" + srv.addr + p)
+		code := 0
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			code = resp.StatusCode
+		}
+		if code != http.StatusOK {
 			t.Errorf("GET %s: %d, %v; a probe on it would fail", p, code, err)
 		}
 	}
@@ -312,6 +296,7 @@ spec:
 // manifest, unit, environment file and document, rule by rule, and pass
 // good ones.
 func TestDeployCheckersCatchMistakes(t *testing.T) {
+	t.Parallel()
 	flags, err := parseServeHelp(cannedHelp)
 	if err != nil {
 		t.Fatal(err)
@@ -379,6 +364,7 @@ func TestDeployCheckersCatchMistakes(t *testing.T) {
 // ships a token that does not work: serve started with it unedited stops
 // at once, naming the placeholder, instead of serving a guessable token.
 func TestTheShippedEnvFileRefusesItsPlaceholder(t *testing.T) {
+	t.Parallel()
 	bin := loadreporterBinary(t)
 	data, err := os.ReadFile("../deploy/systemd/loadreporter.env")
 	if err != nil {

@@ -46,6 +46,7 @@ func dialByName(t *testing.T, target, addr string, opts ...grpc.DialOption) *grp
 // served; what a browser can reach still refuses a name it was not told
 // about (a DNS-rebinding page).
 func TestRoutersDialByAnyName(t *testing.T) {
+	t.Parallel()
 	m := startMain(t, testConfig(), &countingEngine{ranks: 2})
 	port := m.Addr()[strings.LastIndex(m.Addr(), ":"):]
 	// A resolver of the router's own (as a Kubernetes-aware router has)
@@ -126,6 +127,7 @@ func TestRoutersDialByAnyName(t *testing.T) {
 // not serve gets the status UNIMPLEMENTED in the caller's protocol, not a
 // plain-text 404.
 func TestUnknownGRPCMethodIsUnimplemented(t *testing.T) {
+	t.Parallel()
 	m := startMain(t, testConfig(), &countingEngine{ranks: 2})
 	cc := dialByName(t, "passthrough:///"+m.Addr(), m.Addr())
 	var out healthpb.HealthCheckResponse
@@ -196,6 +198,7 @@ func (h hostRewriter) RoundTrip(r *http.Request) (*http.Response, error) {
 // credentials, dialing by name, gets its reports and health checks, a
 // poller its loads, while the pages and AdminService still want the token.
 func TestRoutersWithoutCredentialsUnderOperatorsScope(t *testing.T) {
+	t.Parallel()
 	c := testConfig()
 	c.Security.AuthToken, c.Security.AuthScope = "s3cret-token-for-operators", "operators"
 	m := startMain(t, c, &countingEngine{ranks: 2})
@@ -232,6 +235,7 @@ func TestRoutersWithoutCredentialsUnderOperatorsScope(t *testing.T) {
 // service does not declare (a newer client's Health/List, a typo) is
 // UNIMPLEMENTED too, and a path under Monitor's service is not Monitor.
 func TestUnknownMethodsOfServedServicesAreUnimplemented(t *testing.T) {
+	t.Parallel()
 	m := startMain(t, testConfig(), &countingEngine{ranks: 2})
 	cc := dialByName(t, "passthrough:///"+m.Addr(), m.Addr())
 	for _, method := range []string{"/loadreporter.v1.AdminService/Nope", "/loadreporter.v1.HistoryService/Nope",

@@ -75,6 +75,7 @@ func (f *fakeSGLang) loads(t *testing.T) []fixtureLoad {
 // the engine served; an engine failure turns them UNREACHABLE, and its
 // recovery HEALTHY again.
 func TestSGLangEngineEndToEnd(t *testing.T) {
+	t.Parallel()
 	engine, srv := newFakeSGLang(t)
 	c := testConfig()
 	c.Source.Name = "sglang-http"
@@ -124,6 +125,7 @@ func TestSGLangEngineEndToEnd(t *testing.T) {
 // TestPollersCostOnePullPerFire: a hundred routers polling /v1/loads at
 // once cost the engine no more pulls than one would.
 func TestPollersCostOnePullPerFire(t *testing.T) {
+	t.Parallel()
 	engine, srv := newFakeSGLang(t)
 	c := testConfig()
 	c.Source.Name = "sglang-http"
@@ -184,7 +186,7 @@ func TestPollersCostOnePullPerFire(t *testing.T) {
 		engine.failing.Store(true)
 		defer engine.failing.Store(false)
 		ctx := testCtx(t, 10*time.Second)
-		for {
+		eventually(t, ctx, "a poll after the failure", func() bool {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 			resp, err := client.Do(req)
 			if err != nil {
@@ -194,20 +196,21 @@ func TestPollersCostOnePullPerFire(t *testing.T) {
 			err = json.NewDecoder(resp.Body).Decode(&e)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				continue // the fresh report from before the failure
+				return false // the fresh report from before the failure
 			}
 			if resp.StatusCode != http.StatusServiceUnavailable || err != nil || e.Error.Code != "UNREACHABLE" ||
 				!strings.Contains(e.Error.Message, "500") {
 				t.Fatalf("status %d, %+v (%v)", resp.StatusCode, e, err)
 			}
-			return
-		}
+			return true
+		})
 	})
 }
 
 // TestAdminSwitchesSimModes: the admin RPC turns the simulated engine's
 // reports UNREACHABLE and back, and rejects unknown modes by name.
 func TestAdminSwitchesSimModes(t *testing.T) {
+	t.Parallel()
 	m := startMain(t, testConfig(), nil)
 	r := openGRPC(t, testCtx(t, 20*time.Second), m.Addr())
 	_ = r.Send(registerFrame("admin-watch", 50, 10000))

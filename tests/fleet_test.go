@@ -18,7 +18,8 @@ import (
 // TestFleetSharesPulls: 100 routers with a 200 ms interval connect at random
 // moments over two seconds and run two more. On the aligned grid the engine
 // sees about one pull per 200 ms in steady state, not one per router, and
-// every router still gets a report per interval.
+// every router still gets a report per interval. It runs alone (no
+// t.Parallel): it counts pulls and reports per interval of the wall clock.
 func TestFleetSharesPulls(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs for 4 s")

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,9 @@ import (
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/fleet"
 )
+
+// fleetInterval is the report interval of the fleet views the tests run.
+const fleetInterval = 500 * time.Millisecond
 
 // startFleet runs `loadreporter fleet` over addrs on an ephemeral port,
 // with flags besides; it is closed at cleanup.
@@ -22,7 +26,10 @@ func startFleet(t *testing.T, addrs []string, flags ...string) *fleet.Main {
 // startFleetLogging is startFleet with its log lines going to logs.
 func startFleetLogging(t *testing.T, addrs []string, logs io.Writer, flags ...string) *fleet.Main {
 	t.Helper()
-	cfg, err := fleet.Parse(append([]string{"--targets", strings.Join(addrs, ","), "--listen", "127.0.0.1:0", "--interval", "100ms"}, flags...),
+	// At 500 ms a worker is Fresh until 1.5 s without a report: a busy
+	// machine does not turn the workers a test keeps healthy Stale (at
+	// 100 ms, 300 ms without one did).
+	cfg, err := fleet.Parse(append([]string{"--targets", strings.Join(addrs, ","), "--listen", "127.0.0.1:0", "--interval", fleetInterval.String()}, flags...),
 		func(string) string { return "" }, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +75,7 @@ func getFleetLoads(t *testing.T, addr string) fleet.Answer {
 // error mode turns Unreachable and drops out of the aggregate, which
 // covers the Fresh workers only.
 func TestFleetLoads(t *testing.T) {
+	t.Parallel()
 	_, addrs := startWorkers(t, 3)
 	f := startFleet(t, addrs)
 	wait := testCtx(t, 15*time.Second)
@@ -81,7 +89,7 @@ func TestFleetLoads(t *testing.T) {
 		t.Fatalf("answer: %+v", a)
 	}
 	for _, w := range a.Workers {
-		if w.State != "fresh" || w.Reason != "" || w.AgeMs == nil || *w.AgeMs < 0 || *w.AgeMs > 1000 ||
+		if w.State != "fresh" || w.Reason != "" || w.AgeMs == nil || *w.AgeMs < 0 || *w.AgeMs > 3*fleetInterval.Milliseconds() ||
 			w.Dashboard != "http://"+w.Target+"/" || w.Loads == nil || w.Loads.Status != "HEALTHY" ||
 			w.Loads.DPRankCount != 4 || len(w.Loads.Loads) != 4 || w.Loads.Loads[3].DPRank != 3 {
 			t.Fatalf("worker: %+v", w)
@@ -115,6 +123,7 @@ func TestFleetLoads(t *testing.T) {
 // request naming a host it was not told about (a DNS-rebinding page) is
 // refused; an IP, localhost and --allowed-host names are served.
 func TestFleetRefusesForeignHostNames(t *testing.T) {
+	t.Parallel()
 	_, addrs := startWorkers(t, 1)
 	f := startFleet(t, addrs, "--allowed-host", "fleet.internal")
 	for host, want := range map[string]int{
@@ -144,6 +153,7 @@ func TestFleetRefusesForeignHostNames(t *testing.T) {
 // TestFleetPageRunsOnlyItsOwnScript: the page shows text from workers, so
 // it is served with a policy that runs scripts from its own origin only.
 func TestFleetPageRunsOnlyItsOwnScript(t *testing.T) {
+	t.Parallel()
 	_, addrs := startWorkers(t, 1)
 	f := startFleet(t, addrs)
 	resp, err := http.Get("http://" + f.Addr() + "/")
@@ -164,6 +174,7 @@ func TestFleetPageRunsOnlyItsOwnScript(t *testing.T) {
 // TestFleetRefusesAnOversizedMessage: the fleet view has no token, so its
 // one RPC bounds what a peer may send, a gzip bomb included.
 func TestFleetRefusesAnOversizedMessage(t *testing.T) {
+	t.Parallel()
 	_, addrs := startWorkers(t, 1)
 	f := startFleet(t, addrs)
 	refusesOversizedMessages(t, f.Addr(), []string{"/loadreporter.v1.FleetService/WatchFleet"})
@@ -172,16 +183,19 @@ func TestFleetRefusesAnOversizedMessage(t *testing.T) {
 // TestFleetLogsWorkersLostAndFound: the fleet view says when it starts,
 // when a worker gets a stream and when it loses it, with why.
 func TestFleetLogsWorkersLostAndFound(t *testing.T) {
+	t.Parallel()
 	workers, addrs := startWorkers(t, 2)
 	logs := &lockedBuffer{}
 	startFleetLogging(t, addrs, logs)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the fleet's log:\n%s", logs.String())
+		}
+	})
+	ctx := testCtx(t, 20*time.Second)
 	waitFor := func(what string) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), what); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q in the fleet's log:\n%s", what, logs.String())
-			}
-		}
+		eventually(t, ctx, fmt.Sprintf("%q in the fleet's log", what), func() bool { return strings.Contains(logs.String(), what) })
 	}
 	waitFor(`msg="fleet view serving"`)
 	waitFor(`msg="fleet: worker connected" worker=` + addrs[1])

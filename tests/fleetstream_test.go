@@ -22,6 +22,7 @@ import (
 // reason, and the others stay fresh. Closing the fleet command ends the
 // stream.
 func TestFleetStream(t *testing.T) {
+	t.Parallel()
 	_, addrs := startWorkers(t, 3)
 	sorted := slices.Clone(addrs)
 	sort.Strings(sorted)

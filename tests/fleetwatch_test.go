@@ -79,9 +79,10 @@ func lastLine(out, prefix string) string {
 // table, one line per worker, that sees all three Fresh, then the one put
 // into error mode Unreachable while the others stay Fresh.
 func TestWatchFleetTable(t *testing.T) {
+	t.Parallel()
 	_, addrs := startWorkers(t, 3)
 	var out lockedBuffer
-	cfg, err := cli.ParseWatch([]string{"--targets", strings.Join(addrs, ","), "--interval", "100ms"},
+	cfg, err := cli.ParseWatch([]string{"--targets", strings.Join(addrs, ","), "--interval", fleetInterval.String()},
 		func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)

@@ -62,6 +62,7 @@ func grpcConn(t *testing.T, addr string) *grpc.ClientConn {
 // the rest of the scheduler service — a Generate stream of tokens, the
 // health check — reaches the engine unchanged.
 func TestGRPCFrontAnswersGetLoadsAndPassesTheScheduler(t *testing.T) {
+	t.Parallel()
 	e := startGRPCEngine(t)
 	c := testConfig()
 	c.Source.Name, c.Source.EngineURL, c.Front.Listen = "sglang-grpc", e.GRPCAddr(), "127.0.0.1:0"
@@ -73,16 +74,13 @@ func TestGRPCFrontAnswersGetLoadsAndPassesTheScheduler(t *testing.T) {
 	// (crates/grpc_client/src/sglang_scheduler.rs in lightseekorg/smg).
 	req := &schedulerpb.GetLoadsRequest{Include: []string{"core", "disagg", "queues", "memory"}}
 	var loads schedulerpb.GetLoadsResponse
-	for {
+	eventually(t, ctx, "GetLoads through the front", func() bool { // UNAVAILABLE before the first fire
 		err := cc.Invoke(ctx, schedulerconnect.SglangSchedulerGetLoadsProcedure, req, &loads)
-		if err == nil {
-			break
-		}
-		if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+		if err != nil && status.Code(err) != codes.Unavailable {
 			t.Fatalf("GetLoads through the front: %v", err)
 		}
-		time.Sleep(10 * time.Millisecond) // before the first fire
-	}
+		return err == nil
+	})
 	// SMG's From<GetLoadsResponse> for WorkerLoadResponse keeps timestamp,
 	// dp_rank_count and loads; an Ok with no loads reads as no load.
 	if len(loads.GetLoads()) != 2 || loads.GetDpRankCount() != 2 || loads.GetTimestamp() == "" ||
@@ -196,7 +194,8 @@ func startEchoEngine(t *testing.T) *echoEngine {
 // TestGRPCFrontPassesCallsUnchanged: metadata, trailers, statuses,
 // deadlines and cancellation cross the front, and a 256-message stream
 // arrives whole and in order; 1 000 streams held at once all complete,
-// and the front's goroutines go back down after them.
+// and the front's goroutines go back down after them. It runs alone (no
+// t.Parallel): the goroutines it counts are the whole process's.
 func TestGRPCFrontPassesCallsUnchanged(t *testing.T) {
 	e := startEchoEngine(t)
 	c := testConfig()
@@ -313,12 +312,10 @@ func TestGRPCFrontPassesCallsUnchanged(t *testing.T) {
 				t.Fatalf("a held stream: %v", err)
 			}
 		}
-		for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > before+50; {
-			if time.Now().After(deadline) {
-				t.Fatalf("goroutines %d after the streams ended, %d before", runtime.NumGoroutine(), before)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		settled := testCtx(t, 10*time.Second)
+		eventually(t, settled, fmt.Sprintf("goroutines back to %d+50 after the streams ended", before), func() bool {
+			return runtime.NumGoroutine() <= before+50
+		})
 	})
 }
 
@@ -326,6 +323,7 @@ func TestGRPCFrontPassesCallsUnchanged(t *testing.T) {
 // UNAVAILABLE naming it; GetLoads keeps answering, UNAVAILABLE with the
 // report's UNREACHABLE reason.
 func TestGRPCFrontWithTheEngineDown(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -353,6 +351,7 @@ func TestGRPCFrontWithTheEngineDown(t *testing.T) {
 // HTTP/1.1 and HTTP/2 (gRPC over TLS too), with the reporter's
 // certificate, while the engine behind stays plaintext.
 func TestTheFrontOverTLS(t *testing.T) {
+	t.Parallel()
 	pki := newTestPKI(t)
 	e := newStandInEngine(t)
 	c := testConfig()

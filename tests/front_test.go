@@ -118,6 +118,7 @@ func startFrontMain(t *testing.T, e *standInEngine, configure func(*app.Config))
 // and the engine's /metrics is scraped once per window however many
 // scrapers.
 func TestFrontPassesTheEngineAndAnswersTheLoads(t *testing.T) {
+	t.Parallel()
 	e := newStandInEngine(t)
 	m := startFrontMain(t, e, func(c *app.Config) { c.Poll.MaxAge = time.Hour })
 	base := "http://" + m.FrontAddr()
@@ -193,6 +194,7 @@ func TestFrontPassesTheEngineAndAnswersTheLoads(t *testing.T) {
 // TestFrontWithTheEngineDown: proxied requests get 502 naming the engine,
 // while /v1/loads keeps answering, UNREACHABLE.
 func TestFrontWithTheEngineDown(t *testing.T) {
+	t.Parallel()
 	e := newStandInEngine(t)
 	m := startFrontMain(t, e, func(c *app.Config) { c.Poll.MaxAge = 10 * time.Millisecond })
 	e.down.Store(true)
@@ -209,18 +211,28 @@ func TestFrontWithTheEngineDown(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusBadGateway || !strings.Contains(body.Error.Message, e.srv.URL) {
 		t.Fatalf("proxied with the engine down: %d %+v %v", resp.StatusCode, body, err)
 	}
-	resp, err = http.Get(base + "/v1/loads")
-	if err != nil {
-		t.Fatal(err)
+	// A report pulled before the engine went down is served while younger
+	// than --poll-max-age; the first poll after that pulls, and fails.
+	var loads struct {
+		Error struct{ Code, Message string }
 	}
-	err = json.NewDecoder(resp.Body).Decode(&body)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || body.Error.Code != "UNREACHABLE" {
-		t.Fatalf("/v1/loads with the engine down: %d %+v %v", resp.StatusCode, body, err)
-	}
+	eventually(t, testCtx(t, 10*time.Second), "/v1/loads to say the engine is down", func() bool {
+		resp, err := http.Get(base + "/v1/loads")
+		if err != nil {
+			t.Fatal(err)
+		}
+		loads.Error.Code = ""
+		err = json.NewDecoder(resp.Body).Decode(&loads)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK && (resp.StatusCode != http.StatusServiceUnavailable || loads.Error.Code != "UNREACHABLE") {
+			t.Fatalf("/v1/loads with the engine down: %d %+v %v", resp.StatusCode, loads, err)
+		}
+		return resp.StatusCode == http.StatusServiceUnavailable
+	})
 }
 
 func TestFrontFlagsAreChecked(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -264,13 +276,15 @@ func grepLines(s, sub string) string {
 // hangs (a pull and the polls waiting on it are stuck), requests passed
 // to the engine are answered.
 func TestTheProxiedPathNeverWaitsForAPull(t *testing.T) {
+	t.Parallel()
 	e := newStandInEngine(t)
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
-	var pulls atomic.Int64
+	pulling := make(chan struct{}) // closed by the first pull
+	var once sync.Once
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/loads" {
-			pulls.Add(1)
+			once.Do(func() { close(pulling) })
 			select {
 			case <-release:
 			case <-r.Context().Done():
@@ -295,10 +309,12 @@ func TestTheProxiedPathNeverWaitsForAPull(t *testing.T) {
 		resp.Body.Close()
 		polled <- resp.StatusCode
 	}()
-	for pulls.Load() == 0 {
-		time.Sleep(5 * time.Millisecond) // until the pull is under way
-	}
 	ctx := testCtx(t, 5*time.Second)
+	select {
+	case <-pulling:
+	case <-ctx.Done():
+		t.Fatal("no pull reached the engine")
+	}
 	for _, path := range []string{"/health", "/v1/models"} {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 		resp, err := http.DefaultClient.Do(req)
@@ -322,6 +338,7 @@ func TestTheProxiedPathNeverWaitsForAPull(t *testing.T) {
 // "shutting down" (a full worker to /get_load, never a refused
 // connection, which sglang-router reads as load −1); then its port closes.
 func TestTheFrontDrainsBeforeItCloses(t *testing.T) {
+	t.Parallel()
 	e := newStandInEngine(t)
 	c := testConfig()
 	c.Source.Name, c.Source.EngineURL, c.Front.Listen = "sglang-http", e.srv.URL, "127.0.0.1:0"
@@ -373,6 +390,7 @@ func TestTheFrontDrainsBeforeItCloses(t *testing.T) {
 // reporter stops finishes within --shutdown-grace, past the front's drain
 // and the reporter's own streams' share.
 func TestARequestInFlightHasTheWholeGrace(t *testing.T) {
+	t.Parallel()
 	e := newStandInEngine(t)
 	started := make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

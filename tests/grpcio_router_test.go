@@ -220,6 +220,7 @@ func checkEngineReport(t *testing.T, rep *pb.LoadReport, ranks int) {
 }
 
 // TestGrpcioRouter drives SPEC §2's stream protocol from a grpcio router.
+// It runs alone (no t.Parallel): it times the cadence to within ±50 ms.
 func TestGrpcioRouter(t *testing.T) {
 	needGrpcio(t)
 	c := testConfig()
@@ -357,6 +358,7 @@ func TestGrpcioRouter(t *testing.T) {
 // compresses (those over fanout.MinBytes: 64 ranks); a tap between them
 // shows the compressed flag of every message.
 func TestGrpcioRouterGzip(t *testing.T) {
+	t.Parallel()
 	needGrpcio(t)
 	for _, algorithm := range []string{"gzip", "deflate"} {
 		t.Run(algorithm, func(t *testing.T) { grpcioCompressed(t, algorithm) })
@@ -399,6 +401,7 @@ func grpcioCompressed(t *testing.T, algorithm string) {
 // shuts down gets SHUTTING_DOWN then status OK, exits cleanly, and does not
 // hold the shutdown up.
 func TestGrpcioRouterShutdown(t *testing.T) {
+	t.Parallel()
 	needGrpcio(t)
 	c := testConfig()
 	m, err := appInit(c, &countingEngine{ranks: 2})

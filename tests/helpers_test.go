@@ -4,8 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
 	"net/http"
+	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,7 +26,21 @@ import (
 	"github.com/loadreporter/loadreporter/ports"
 )
 
+// waitingTests is how many tests of this package run at once unless
+// -test.parallel says otherwise. Go's default, GOMAXPROCS, suits tests
+// that compute; these mostly wait — on fire grids, engines, routers,
+// browsers — and use half a core between them on two cores. Tests that
+// time a cadence or count the process's goroutines do not call
+// t.Parallel, so they run alone before the others.
+const waitingTests = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(max(waitingTests, runtime.GOMAXPROCS(0))))
+	}
 	goleak.VerifyTestMain(cleanupAfter{m},
 		// net/http keeps idle client connections' readers until they close.
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
@@ -191,6 +209,60 @@ var (
 func updateFrame(intervalMs, leaseMs *int64) *pb.RouterFrame {
 	return &pb.RouterFrame{Payload: &pb.RouterFrame_UpdateConfig{UpdateConfig: &pb.UpdateConfigRequest{
 		ReportIntervalMs: intervalMs, LeaseTtlMs: leaseMs}}}
+}
+
+// eventually calls cond every 20 ms until it returns true, failing the
+// test when ctx ends first: the wait for a condition that nothing
+// signals (a counter on /metrics, a line in a log, a page's rows).
+func eventually(t testing.TB, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	eventuallyEvery(t, ctx, 20*time.Millisecond, what, cond)
+}
+
+// eventuallyEvery is eventually calling cond every d, for a cond that
+// costs the service something (a page over the history database).
+func eventuallyEvery(t testing.TB, ctx context.Context, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(d)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// metricSum is the sum of every series of the metric family name on the
+// Prometheus exposition at url (0 when it has none).
+func metricSum(t testing.TB, url, name string) float64 {
+	t.Helper()
+	fams, err := scrapeFamilies(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, v := range byLabel(fams[name], "", nil) {
+		sum += v
+	}
+	return sum
+}
+
+// waitLoads polls GET /v1/loads at addr until it answers code: until the
+// latest report says what the engine does now (a report pulled before a
+// change is served while it is younger than --poll-max-age).
+func waitLoads(t testing.TB, addr string, code int) {
+	t.Helper()
+	eventually(t, testCtx(t, 10*time.Second), fmt.Sprintf("GET /v1/loads to answer %d", code), func() bool {
+		resp, err := http.Get("http://" + addr + "/v1/loads")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == code
+	})
 }
 
 // testCtx bounds every wait of a test.

@@ -56,6 +56,7 @@ func isRFC3339(s string) bool {
 // HistoryService RPC (plain JSON POST) and a direct PostgreSQL query all
 // report the same way.
 func TestOutageAudit(t *testing.T) {
+	t.Parallel()
 	for _, store := range []string{"memory", "postgres"} {
 		t.Run(store, func(t *testing.T) {
 			c := testConfig()
@@ -112,18 +113,15 @@ func TestOutageAudit(t *testing.T) {
 			// The CLI writes the dashboard's CSV (web/audittable).
 			header := []string{"worker_addr", "start", "end", "ongoing", "duration_ms", "statuses", "reports", "last_error"}
 			var recs [][]string
-			for {
-				// The history writer batches: wait until the outage's end is stored.
+			// The history writer batches: wait until the outage's end is stored.
+			eventually(t, ctx, "the outage's end in the history", func() bool {
 				text := audit("outages", "--since", "10m", "--format", "csv")
 				var err error
 				if recs, err = csv.NewReader(strings.NewReader(text)).ReadAll(); err != nil {
 					t.Fatalf("csv: %v\n%s", err, text)
 				}
-				if len(recs) == 2 && recs[1][3] == "false" || ctx.Err() != nil {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return len(recs) == 2 && recs[1][3] == "false"
+			})
 			if len(recs) != 2 || !slices.Equal(recs[0], header) {
 				t.Fatalf("csv: %q", recs)
 			}
@@ -247,6 +245,7 @@ func TestOutageAudit(t *testing.T) {
 // TestDashboardOverPostgreSQL: the history and audit pages read the
 // PostgreSQL history the same way they read the in-memory one.
 func TestDashboardOverPostgreSQL(t *testing.T) {
+	t.Parallel()
 	c := testConfig()
 	c.History.Interval = 100 * time.Millisecond
 	c.History.DatabaseURL = freshDatabase(t)
@@ -262,23 +261,18 @@ func TestDashboardOverPostgreSQL(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("%s: HTTP %d", path, resp.StatusCode)
-		}
 		doc, err := goquery.NewDocumentFromReader(resp.Body)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: HTTP %d: %.300s", path, resp.StatusCode, strings.Join(strings.Fields(doc.Text()), " "))
 		}
 		return doc
 	}
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
-		for !ok() {
-			if ctx.Err() != nil {
-				t.Fatalf("gave up waiting for %s", what)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		eventuallyEvery(t, ctx, 100*time.Millisecond, what, ok)
 	}
 	waitFor("recorded reports", func() bool {
 		return page("/history?window=15m").Find(`[data-testid="report-row"]`).Length() >= 5

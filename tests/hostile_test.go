@@ -43,6 +43,7 @@ func setTopology(base, token string, n int32) error {
 // and the admin token opens nothing but AdminService; --max-dp-size bounds
 // the topology.
 func TestAdminTokenSeparatesRoutersFromOperators(t *testing.T) {
+	t.Parallel()
 	c := testConfig()
 	c.Security.AuthToken, c.Security.AdminToken, c.Source.MaxDPSize = "router-token", "admin-token", 64
 	m := startMain(t, c, nil)
@@ -74,6 +75,7 @@ func TestAdminTokenSeparatesRoutersFromOperators(t *testing.T) {
 // floods frames after its budget with its StreamError, and /metrics counts
 // them.
 func TestHostileRoutersAreEndedAndCounted(t *testing.T) {
+	t.Parallel()
 	c := testConfig()
 	c.Streams.Monitor.FirstFrameTimeout = 200 * time.Millisecond
 	c.Streams.Monitor.MaxFramesPerSecond, c.Streams.Monitor.FrameBurst = 5, 5
@@ -125,6 +127,7 @@ func TestHostileRoutersAreEndedAndCounted(t *testing.T) {
 // flushes everything recorded (Close reports any unflushed report as an
 // error): Close returns nil well within the grace.
 func TestShutdownWithAStuckStreamLosesNothing(t *testing.T) {
+	t.Parallel()
 	c := testConfig()
 	c.Server.ShutdownGrace = 5 * time.Second
 	c.History.Interval = 10 * time.Millisecond
@@ -138,7 +141,11 @@ func TestShutdownWithAStuckStreamLosesNothing(t *testing.T) {
 	ctx := testCtx(t, 10*time.Second)
 	stuck := openGRPC(t, ctx, m.Addr())
 	_ = stuck
-	time.Sleep(300 * time.Millisecond) // a few history records, the stream open
+	metrics := "http://" + m.Addr() + "/metrics"
+	eventually(t, ctx, "a few history records written and the stream open", func() bool {
+		return metricSum(t, metrics, "loadreporter_history_written_total") >= 3 &&
+			metricSum(t, metrics, "loadreporter_monitor_pending_streams") == 1
+	})
 	start := time.Now()
 	if err := m.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -173,6 +180,7 @@ func oversizedGRPCBodies(t *testing.T) map[string][]byte {
 // before the message is buffered or inflated (a gzip bomb to the health
 // check took the reporter to 5 GB).
 func TestEveryServiceRefusesAnOversizedMessage(t *testing.T) {
+	t.Parallel()
 	m := startMain(t, testConfig(), &countingEngine{ranks: 2})
 	refusesOversizedMessages(t, m.Addr(), []string{
 		"/grpc.health.v1.Health/Check",
@@ -229,6 +237,7 @@ func refusesOversizedMessages(t *testing.T, addr string, paths []string) {
 // a file descriptor as long as it liked), while a browser's Watch over
 // HTTP/1.1, whose body is read at once, streams on past it.
 func TestATrickledBodyIsCutOff(t *testing.T) {
+	t.Parallel()
 	c := testConfig()
 	c.Streams.Port.RequestBodyTimeout = 300 * time.Millisecond
 	m := startMain(t, c, &countingEngine{ranks: 2})

@@ -34,6 +34,7 @@ const (
 // tarball back as docker load would, checks what the image promises, and
 // runs the binary it carries.
 func TestImage(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the image: skipped with -short")
 	}

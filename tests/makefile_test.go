@@ -11,6 +11,7 @@ import (
 // hand the service a database — the test suite's least of all. Tests find
 // PostgreSQL through DATABASE_URL or their own default.
 func TestMakeRunUsesEmbeddedDefaults(t *testing.T) {
+	t.Parallel()
 	mk, err := os.ReadFile("../Makefile")
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 // of them (a worker at --dp-size 5000 once built reports every router
 // refused).
 func TestRoutersTakeTheLargestReportAWorkerBuilds(t *testing.T) {
+	t.Parallel()
 	if client.MaxRanks != domain.MaxRanks {
 		t.Fatalf("client.MaxRanks %d, domain.MaxRanks %d: a worker could build reports routers refuse", client.MaxRanks, domain.MaxRanks)
 	}

@@ -17,10 +17,12 @@ import (
 )
 
 // TestMonitorProtocol runs every rule of the stream protocol with each of
-// the four clients.
+// the clients, side by side: each has a service of its own.
 func TestMonitorProtocol(t *testing.T) {
+	t.Parallel()
 	for _, d := range dialers {
 		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
 			c := testConfig()
 			c.Sessions.MinLease = 100 * time.Millisecond
 			engine := &countingEngine{ranks: 4}
@@ -179,6 +181,7 @@ func TestMonitorProtocol(t *testing.T) {
 }
 
 func TestResourceExhausted(t *testing.T) {
+	t.Parallel()
 	c := testConfig()
 	c.Sessions.MaxSessions = 2
 	m := startMain(t, c, &countingEngine{ranks: 2})
@@ -196,6 +199,7 @@ func TestResourceExhausted(t *testing.T) {
 }
 
 func TestShutdownSendsShuttingDownToEveryStream(t *testing.T) {
+	t.Parallel()
 	c := testConfig()
 	m, err := appInit(c, &countingEngine{ranks: 2})
 	if err != nil {
@@ -242,7 +246,8 @@ func TestShutdownSendsShuttingDownToEveryStream(t *testing.T) {
 }
 
 // TestSlowRouterNeverDelaysOthers: one router never reads; another, on its
-// own connection, keeps getting every report.
+// own connection, keeps getting every report. It runs alone (no
+// t.Parallel): a starved reader on a busy machine misses reports too.
 func TestSlowRouterNeverDelaysOthers(t *testing.T) {
 	engine := &countingEngine{ranks: 8}
 	m := startMain(t, testConfig(), engine)
@@ -275,6 +280,7 @@ func TestSlowRouterNeverDelaysOthers(t *testing.T) {
 // TestOversizedFrameIsRefused: a peer sending a huge frame is cut off with
 // a resource-exhausted status instead of being buffered.
 func TestOversizedFrameIsRefused(t *testing.T) {
+	t.Parallel()
 	m := startMain(t, testConfig(), &countingEngine{ranks: 2})
 	r := openGRPC(t, testCtx(t, 10*time.Second), m.Addr())
 	_ = r.Send(registerFrame(strings.Repeat("x", 200<<10), 100, 5000))
@@ -290,6 +296,8 @@ func TestOversizedFrameIsRefused(t *testing.T) {
 // the same interval sit on different phases of it, so after the first
 // report they are served by different fires (different sequence_ids),
 // each still once per interval. With one grid they would share every fire.
+// It runs alone (no t.Parallel): a late fire on a busy machine finds both
+// phases due.
 func TestPhaseSlotsSplitTheFleetsFires(t *testing.T) {
 	c := testConfig()
 	c.Fire.PhaseSlots = 2

@@ -35,6 +35,7 @@ func httpGet(t *testing.T, url string) (int, string) {
 // TestOnePortServesOperations: probes, Prometheus metrics, gRPC health
 // checking and server reflection share the Monitor's port.
 func TestOnePortServesOperations(t *testing.T) {
+	t.Parallel()
 	m := startMain(t, testConfig(), nil)
 	base := "http://" + m.Addr()
 	if code, body := httpGet(t, base+"/healthz"); code != 200 || !strings.Contains(body, "ok") {
@@ -50,11 +51,10 @@ func TestOnePortServesOperations(t *testing.T) {
 	// The fire's counters are updated right after its reports are handed
 	// out: read /metrics until they show (bounded by the test's deadline).
 	var metrics string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if _, metrics = httpGet(t, base+"/metrics"); strings.Contains(metrics, `loadreporter_reports_delivered_total{kind="monitor"}`) {
-			break
-		}
-	}
+	eventually(t, testCtx(t, 5*time.Second), "the fire's counters on /metrics", func() bool {
+		_, metrics = httpGet(t, base+"/metrics")
+		return strings.Contains(metrics, `loadreporter_reports_delivered_total{kind="monitor"}`)
+	})
 	for _, series := range []string{
 		`loadreporter_pulls_total{outcome="ok"}`, `loadreporter_sessions{kind="monitor"} 1`,
 		`loadreporter_reports_total{status="HEALTHY"}`, `loadreporter_reports_delivered_total{kind="monitor"}`,
@@ -103,6 +103,7 @@ func TestOnePortServesOperations(t *testing.T) {
 // TestAuthToken: with --auth-token every RPC and page needs the bearer
 // token; the probes stay open.
 func TestAuthToken(t *testing.T) {
+	t.Parallel()
 	c := testConfig()
 	c.Security.AuthToken = "s3cret"
 	m := startMain(t, c, nil)

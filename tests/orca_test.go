@@ -17,6 +17,7 @@ import (
 // same fire loop, counted as an "orca" session, health-checked and listed
 // by reflection.
 func TestORCAOnThePort(t *testing.T) {
+	t.Parallel()
 	eng := &countingEngine{ranks: 2}
 	m := startMain(t, testConfig(), eng)
 	ctx := testCtx(t, 10*time.Second)

@@ -32,6 +32,7 @@ import (
 // Shapes as in the wheels' load_publisher.py (class LoadStat; num_tokens is
 // the snapshot's num_used_tokens, publish_load_stat).
 func TestSGLangLoadStatPublisherFeedsTheZMQSource(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		version string
 		values  int // LoadStat's wire length, the tag included

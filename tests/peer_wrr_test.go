@@ -61,6 +61,7 @@ const wrrServiceConfig = `{"loadBalancingConfig":[{"weighted_round_robin":{
 // rps_fractional 1 and at least 0.01, so the idle worker of the first
 // phase is weighed (100 against 2) instead of left to the mean weight.
 func TestWeightedRoundRobinDialsReportersByName(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 30*time.Second)
 	engines := map[string]*usageEngine{"worker-a.serving.svc:8080": {}, "worker-b.serving.svc:8080": {}}
 	byName := map[string]string{} // host name → the reporter's 127.0.0.1 address

@@ -23,6 +23,7 @@ func readyz(t *testing.T, addr string) (int, string) {
 // accepts sessions, whatever the engine does; with --ready-requires-load it
 // turns 503 while the engine is unreachable, and back.
 func TestReadinessFollowsTheEngineWhenAskedTo(t *testing.T) {
+	t.Parallel()
 	for _, requires := range []bool{false, true} {
 		engine := &countingEngine{ranks: 2}
 		c := testConfig()
@@ -33,7 +34,7 @@ func TestReadinessFollowsTheEngineWhenAskedTo(t *testing.T) {
 			t.Fatalf("requires=%t, engine up: %d %q", requires, code, body)
 		}
 		engine.fail.Store(true)
-		time.Sleep(20 * time.Millisecond) // older than --poll-max-age: the probe pulls anew
+		waitLoads(t, m.Addr(), http.StatusServiceUnavailable) // the latest report is the failure
 		code, body := readyz(t, m.Addr())
 		if !requires && code != http.StatusOK {
 			t.Fatalf("default readiness looked at the engine: %d %q", code, body)
@@ -42,7 +43,7 @@ func TestReadinessFollowsTheEngineWhenAskedTo(t *testing.T) {
 			t.Fatalf("--ready-requires-load with the engine down: %d %q", code, body)
 		}
 		engine.fail.Store(false)
-		time.Sleep(20 * time.Millisecond)
+		waitLoads(t, m.Addr(), http.StatusOK)
 		if code, body := readyz(t, m.Addr()); code != http.StatusOK {
 			t.Fatalf("requires=%t, engine back: %d %q", requires, code, body)
 		}
@@ -53,6 +54,7 @@ func TestReadinessFollowsTheEngineWhenAskedTo(t *testing.T) {
 // naming an unknown host (DNS rebinding), but the probes and scrapes
 // answer whatever name a load balancer or scraper was given.
 func TestProbesAnswerAnyHostName(t *testing.T) {
+	t.Parallel()
 	m := startMain(t, testConfig(), &countingEngine{ranks: 2})
 	for path, want := range map[string]int{"/healthz": http.StatusOK, "/readyz": http.StatusOK, "/metrics": http.StatusOK, "/": http.StatusMisdirectedRequest} {
 		req, err := http.NewRequest(http.MethodGet, "http://"+m.Addr()+path, nil)

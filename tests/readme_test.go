@@ -13,6 +13,7 @@ import (
 // knobs; `make run` says that the first build takes a while before it goes
 // quiet for it.
 func TestReadmeGetsANewcomerStarted(t *testing.T) {
+	t.Parallel()
 	read := func(path string) string {
 		b, err := os.ReadFile("../" + path)
 		if err != nil {
@@ -57,6 +58,7 @@ func TestReadmeGetsANewcomerStarted(t *testing.T) {
 // why it exists in the first ten lines, with "fire" defined where it is
 // first used, and the whole README fits a five-minute read.
 func TestReadmeOpensWithWhatAndWhy(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)

@@ -150,6 +150,7 @@ func vllmRouterLoad(t *testing.T, base string) (load int64, ok bool) {
 // front from one scrape per window) or keeps what it had, and the /get_load
 // readers see a full worker instead of sglang-router's "−1, least loaded".
 func TestPollersReadTheFrontByTheirOwnRules(t *testing.T) {
+	t.Parallel()
 	e := newStandInEngine(t)
 	m := startFrontMain(t, e, func(c *app.Config) {
 		c.Poll.MaxAge = 10 * time.Millisecond
@@ -157,14 +158,10 @@ func TestPollersReadTheFrontByTheirOwnRules(t *testing.T) {
 	})
 	base := "http://" + m.FrontAddr()
 	waitHealthy := func() {
-		ctx := testCtx(t, 10*time.Second)
-		for ctx.Err() == nil {
-			if v, _ := smgProbe(t, base); v == smgUsed {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		t.Fatal("the front never served a healthy report")
+		eventually(t, testCtx(t, 10*time.Second), "the front to serve a healthy report", func() bool {
+			v, _ := smgProbe(t, base)
+			return v == smgUsed
+		})
 	}
 	waitHealthy()
 
@@ -198,10 +195,15 @@ func TestPollersReadTheFrontByTheirOwnRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.break_()
 			defer tc.mend()
-			time.Sleep(20 * time.Millisecond) // past --poll-max-age: the next poll pulls anew
-			if v, ranks := smgProbe(t, base); v != smgInconclusive {
-				t.Errorf("SMG: %s %+v, want inconclusive (no numbers to route on)", v, ranks)
-			}
+			// The healthy report is served while younger than --poll-max-age;
+			// the next poll pulls anew.
+			eventually(t, testCtx(t, 10*time.Second), "SMG to read no numbers to route on", func() bool {
+				v, ranks := smgProbe(t, base)
+				if v != smgInconclusive && v != smgUsed {
+					t.Fatalf("SMG: %s %+v, want inconclusive (no numbers to route on)", v, ranks)
+				}
+				return v == smgInconclusive
+			})
 			if got := sglangRouterLoad(t, base); got < math.MaxInt32 {
 				t.Errorf("sglang-router: load %d, want a full worker (≥ 2^31−1), never −1", got)
 			}
@@ -232,24 +234,20 @@ func TestPollersReadTheFrontByTheirOwnRules(t *testing.T) {
 // front answers /get_load as {"load": N}, the running and waiting requests
 // of every engine, which vllm-router adds to its in-flight count.
 func TestVLLMRouterReadsTheFrontOfAVLLMWorker(t *testing.T) {
+	t.Parallel()
 	c := testConfig()
 	c.Source.Name, c.Source.EngineURL = "vllm-metrics", serveVLLM(t, "")
 	c.Front.Listen = "127.0.0.1:0"
 	m := startMain(t, c, nil)
 	base := "http://" + m.FrontAddr()
-	ctx := testCtx(t, 10*time.Second)
-	for {
-		load, ok := vllmRouterLoad(t, base)
-		if ok && load < math.MaxInt32 {
-			// The fixture: 7 + 2 running and waiting on engine 0, 5 + 0 on 1.
-			if load != 14 {
-				t.Fatalf("vllm-router: load %d, want 14", load)
-			}
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("vllm-router never read a load: %d %t", load, ok)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var load int64
+	eventually(t, testCtx(t, 10*time.Second), "vllm-router to read a load", func() bool {
+		var ok bool
+		load, ok = vllmRouterLoad(t, base)
+		return ok && load < math.MaxInt32
+	})
+	// The fixture: 7 + 2 running and waiting on engine 0, 5 + 0 on 1.
+	if load != 14 {
+		t.Fatalf("vllm-router: load %d, want 14", load)
 	}
 }

@@ -43,6 +43,7 @@ var smgCoreKeys = map[string]bool{
 // every count an integer within int32, and max_total_num_tokens > 0
 // exactly when the source knows the engine's capacity.
 func TestSMGReadsEverySource(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name          string
 		configure     func(t *testing.T, c *app.Config)

@@ -25,7 +25,9 @@ var soakFor = flag.Duration("soak", 45*time.Second, "how long TestSoak runs (mak
 // never register and a flooding client, all on loopback, then checks that
 // goroutines and heap come back to their baseline and that a well-behaved
 // router's reports kept arriving regularly (no lease lost, no gap of ten
-// intervals). It logs its figures (go test -v, or make soak).
+// intervals). It logs its figures (go test -v, or make soak). It runs
+// alone (no t.Parallel): it counts the whole process's goroutines and heap,
+// and times the steady router's gaps.
 func TestSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("soak test: skipped with -short")

@@ -98,6 +98,7 @@ func mustDialTLS(t *testing.T, addr string, cfg *tls.Config) router {
 // TestTLSAndMutualTLS: --tls-cert/--tls-key serve Monitor over TLS;
 // --tls-client-ca turns away routers without a client certificate.
 func TestTLSAndMutualTLS(t *testing.T) {
+	t.Parallel()
 	pki := newTestPKI(t)
 	t.Run("tls", func(t *testing.T) {
 		c := testConfig()

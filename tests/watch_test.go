@@ -25,6 +25,7 @@ import (
 // shares the fire loop with routers, counts against a session limit of its
 // own (never the routers') and ends when the browser goes away.
 func TestWatchForBrowsers(t *testing.T) {
+	t.Parallel()
 	engine := &countingEngine{ranks: 4}
 	c := testConfig()
 	c.Sessions.MaxSessions, c.Sessions.MaxWatchSessions = 1, 1
@@ -88,13 +89,9 @@ func TestWatchForBrowsers(t *testing.T) {
 
 	cancel() // the browser goes away
 	_ = st.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for m.FireLoop().Count(session.KindWatch) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the watch session outlived its browser")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually(t, testCtx(t, 5*time.Second), "the watch session to end with its browser", func() bool {
+		return m.FireLoop().Count(session.KindWatch) == 0
+	})
 	_ = router.Send(stopFrame)
 }
 
@@ -107,6 +104,7 @@ func TestWatchForBrowsers(t *testing.T) {
 // client grants a 64 KiB window, which 64 ranks every 10 ms fill within a
 // few seconds.
 func TestAStreamThatStopsReadingGivesBackItsSlot(t *testing.T) {
+	t.Parallel()
 	var routers atomic.Int32
 	for _, tc := range []struct {
 		kind session.Kind
@@ -132,8 +130,14 @@ func TestAStreamThatStopsReadingGivesBackItsSlot(t *testing.T) {
 				t.Fatalf("not registered: %v", f)
 			}
 			go func() { // keep_alives go on arriving; nothing more is read
-				for ctx.Err() == nil && r.Send(keepAliveFrame) == nil {
-					time.Sleep(200 * time.Millisecond)
+				tick := time.NewTicker(200 * time.Millisecond)
+				defer tick.Stop()
+				for r.Send(keepAliveFrame) == nil {
+					select {
+					case <-ctx.Done():
+						return
+					case <-tick.C:
+					}
 				}
 			}()
 		}},
@@ -162,12 +166,9 @@ func TestAStreamThatStopsReadingGivesBackItsSlot(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			tc.open(t, ctx, m.Addr()) // and reads nothing more
-			for deadline := time.Now().Add(10 * time.Second); m.FireLoop().Count(tc.kind) != 0; {
-				if time.Now().After(deadline) {
-					t.Fatal("a stream that stopped reading still holds its session after 10 s")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			eventually(t, testCtx(t, 10*time.Second), "a stream that stopped reading to give back its session", func() bool {
+				return m.FireLoop().Count(tc.kind) == 0
+			})
 			if _, metrics := httpGet(t, "http://"+m.Addr()+"/metrics"); !strings.Contains(metrics, "\nloadreporter_stalled_streams_ended_total 1\n") {
 				t.Fatal("/metrics does not count the stalled stream (want loadreporter_stalled_streams_ended_total 1)")
 			}

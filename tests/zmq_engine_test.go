@@ -164,6 +164,7 @@ func consecutivePorts(t testing.TB, n int) int {
 // LoadStat and whose throughput and cache-hit rate come from the detail
 // pull; SMG's probe reads them too.
 func TestSGLangZMQEndToEnd(t *testing.T) {
+	t.Parallel()
 	engine := newZMQEngine(t, 2, 20*time.Millisecond, 0)
 	c := testConfig()
 	c.Source.Name, c.Source.EngineURL = "sglang-zmq", engine.http.URL

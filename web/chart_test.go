@@ -30,6 +30,7 @@ func seriesOf(w audit.Window, historyInterval time.Duration, reports ...*domain.
 }
 
 func TestSeriesPaths(t *testing.T) {
+	t.Parallel()
 	// 240 s window: one bucket a second. Rank 0 is recorded for 10 s,
 	// then after a 60 s gap for one lone second; rank 5 only at the start.
 	win := audit.Window{Since: t0, Until: t0.Add(240 * time.Second)}
@@ -84,6 +85,7 @@ func TestSeriesPaths(t *testing.T) {
 }
 
 func TestEmptySeries(t *testing.T) {
+	t.Parallel()
 	s, _ := seriesOf(audit.Window{Since: t0, Until: t0.Add(time.Hour)}, time.Second)
 	c := s.usageChart()
 	if !c.Empty || len(c.Series) != 0 {
@@ -98,6 +100,7 @@ func TestEmptySeries(t *testing.T) {
 }
 
 func TestNiceScale(t *testing.T) {
+	t.Parallel()
 	for peak, want := range map[int64][2]int64{
 		0: {1, 4}, 3: {1, 4}, 5: {2, 6}, 8: {2, 8}, 19: {5, 20}, 100: {25, 100}, 101: {50, 150}, 12345: {5000, 15000},
 	} {
@@ -112,6 +115,7 @@ func TestNiceScale(t *testing.T) {
 }
 
 func TestRankColorsAreStable(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for r := range int64(len(palette)) {
 		seen[rankColor(r)] = true

@@ -10,6 +10,7 @@ import (
 )
 
 func TestFormatting(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ got, want string }{
 		{ago(-time.Second), "just now"},
 		{ago(999 * time.Millisecond), "just now"},
@@ -31,6 +32,7 @@ func TestFormatting(t *testing.T) {
 }
 
 func TestParseTimeAndSpan(t *testing.T) {
+	t.Parallel()
 	want := time.Date(2026, 11, 29, 8, 30, 0, 0, time.UTC)
 	for _, s := range []string{"2026-11-29 08:30:00", "2026-11-29T08:30", "2026-11-29 08:30", "2026-11-29T09:30:00+01:00", " 2026-11-29T08:30:00Z "} {
 		got, err := parseTime("since", s)
@@ -66,6 +68,7 @@ func TestParseTimeAndSpan(t *testing.T) {
 }
 
 func TestFieldOfNamesTheArgument(t *testing.T) {
+	t.Parallel()
 	// Every argument error the query port can return lands on a field.
 	cases := map[string]error{
 		"since":     audit.Window{}.Validate(),

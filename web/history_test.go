@@ -58,6 +58,7 @@ func (h *chartingHistory) Reports(ctx context.Context, q audit.ReportsQuery) (au
 // every report of the window, 10 000 a query, up to 200 000: 11.8 s a page
 // for 14 h of a busy worker), and draws what it drew from the reports.
 func TestHistoryPageReadsABoundedAnswer(t *testing.T) {
+	t.Parallel()
 	hist := newChartingHistory()
 	h := newHandler(t, Options{History: hist})
 	target := "/history?window=15m"
@@ -84,6 +85,7 @@ func TestHistoryPageReadsABoundedAnswer(t *testing.T) {
 }
 
 func TestHistoryChartSaysWhereItsBudgetRanOut(t *testing.T) {
+	t.Parallel()
 	hist := newChartingHistory()
 	hist.through = t0.Add(5 * time.Minute)
 	doc := page(t, newHandler(t, Options{History: hist}), "/history?window=15m", http.StatusOK)
@@ -95,6 +97,7 @@ func TestHistoryChartSaysWhereItsBudgetRanOut(t *testing.T) {
 // A window from the first day (0001-01-01) is about 2 000 years, past what
 // a time.Duration holds: positions are still fractions of it.
 func TestChartPositionsAcrossMillennia(t *testing.T) {
+	t.Parallel()
 	w := audit.Window{Since: time.Date(1, 1, 1, 0, 0, 0, 1000, time.UTC), Until: time.Date(4001, 1, 1, 0, 0, 0, 0, time.UTC)}
 	s, _ := seriesOf(w, time.Second)
 	for _, tc := range []struct {

@@ -36,6 +36,7 @@ func staleReport() *domain.Report {
 // marked, and its last_error in the STALE colour (it read "just now" in
 // the UNREACHABLE box).
 func TestLivePageSaysHowOldTheNumbersAre(t *testing.T) {
+	t.Parallel()
 	doc := page(t, newHandler(t, Options{Live: fakeLive{report: staleReport()}}), "/", http.StatusOK)
 	snap := tid(doc, "snapshot-age")
 	if txt(tid(doc, "report-age")) != "2 s ago" || txt(snap) != "14 s ago" || snap.AttrOr("data-lag-ms", "") != "12000" ||
@@ -95,6 +96,7 @@ func pathPoints(t *testing.T, d string) [][2]float64 {
 // bounded chart query (5 min of this worker in 30 buckets), one point per
 // bucket that holds the rank.
 func TestLivePageSparklinesFromHistory(t *testing.T) {
+	t.Parallel()
 	hist := newChartingHistory()
 	h := newHandler(t, Options{History: hist})
 	doc := page(t, h, "/", http.StatusOK)
@@ -142,6 +144,7 @@ func TestLivePageSparklinesFromHistory(t *testing.T) {
 // A store that fails or stalls leaves the live page up, its sparklines
 // drawn from the report alone.
 func TestLivePageWithoutItsHistory(t *testing.T) {
+	t.Parallel()
 	for name, h := range map[string]*Handler{
 		"unavailable": newHandler(t, Options{History: failingHistory{err: domain.Errorf(domain.CodeUnavailable, "connection refused")}}),
 		"stalled":     newHandler(t, Options{History: stalledHistory{}}),
@@ -166,6 +169,7 @@ func (stalledHistory) Chart(ctx context.Context, _ audit.ChartQuery) (audit.Char
 }
 
 func TestSparkPaths(t *testing.T) {
+	t.Parallel()
 	const w = 300_000
 	end := int64(1_000_000)
 	pts := []sparkPoint{
@@ -204,6 +208,7 @@ func TestSparkPaths(t *testing.T) {
 // timeline marks it, and draws the spread across ranks with the
 // threshold, linking the spans over it on the audit page.
 func TestHistoryPageShadesOutagesAndDrawsTheImbalance(t *testing.T) {
+	t.Parallel()
 	doc := page(t, newHandler(t, Options{History: newHistory()}), "/history?window=15m", http.StatusOK)
 	mark := tid(doc, "timeline-outage")
 	for _, id := range []string{"chart-token-usage", "chart-waiting", "chart-imbalance"} {
@@ -267,6 +272,7 @@ func manyRanks(n int) *historytest.Fake {
 // Past four ranks the waiting chart is one small chart per rank, on one
 // scale; past maxPanels ranks the rest are named, not drawn.
 func TestWaitingSmallMultiples(t *testing.T) {
+	t.Parallel()
 	doc := page(t, newHandler(t, Options{History: manyRanks(6)}), "/history?window=15m", http.StatusOK)
 	w := tid(doc, "chart-waiting")
 	var panels []string
@@ -297,6 +303,7 @@ func TestWaitingSmallMultiples(t *testing.T) {
 
 // One rank has no spread: the imbalance chart says so.
 func TestImbalanceOfOneRank(t *testing.T) {
+	t.Parallel()
 	doc := page(t, newHandler(t, Options{History: manyRanks(1)}), "/history?window=15m", http.StatusOK)
 	im := tid(doc, "chart-imbalance")
 	if im.Find(`path[data-testid="series-spread"]`).Length() != 0 || !strings.Contains(txt(im.Find(".empty")), "two ranks or more") {
@@ -307,6 +314,7 @@ func TestImbalanceOfOneRank(t *testing.T) {
 // rank-stats draws a bar row per rank from the table's own rows: KV
 // usage avg over p95, max waiting on its own scale.
 func TestAuditRankStatsBars(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{History: newHistory()})
 	doc := page(t, h, "/audit?query=rank-stats&last=1h", http.StatusOK)
 	rows := tid(tid(doc, "rank-bars"), "rank-bar")
@@ -335,6 +343,7 @@ func TestAuditRankStatsBars(t *testing.T) {
 // Many workers' ranks are labelled by worker; past maxBarRows rows the
 // rest are left to the table.
 func TestRankBarsOfAFleet(t *testing.T) {
+	t.Parallel()
 	tbl := audittable.Table{Columns: []audittable.Column{
 		{Name: "worker_addr"}, {Name: "dp_rank"}, {Name: "avg_token_usage"}, {Name: "p95_token_usage"}, {Name: "max_waiting_reqs"},
 	}}

@@ -197,6 +197,7 @@ func tid(s finder, id string) *goquery.Selection {
 func txt(s *goquery.Selection) string { return strings.TrimSpace(s.Text()) }
 
 func TestNewRejectsBadOptions(t *testing.T) {
+	t.Parallel()
 	if _, err := New(Options{}); err == nil {
 		t.Error("New without Live succeeded")
 	}
@@ -206,6 +207,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 }
 
 func TestLivePage(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{Refresh: 2 * time.Second, WatchInterval: 500 * time.Millisecond})
 	res := get(t, h, "/")
 	if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
@@ -257,6 +259,7 @@ func TestLivePage(t *testing.T) {
 }
 
 func TestLivePageUnreachable(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{Live: fakeLive{report: fixtureReport(outageFirst)}})
 	doc := page(t, h, "/", http.StatusOK)
 	if got := txt(tid(doc, "report-status")); got != "UNREACHABLE" {
@@ -271,6 +274,7 @@ func TestLivePageUnreachable(t *testing.T) {
 }
 
 func TestLivePageBeforeFirstReport(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{Live: fakeLive{}})
 	doc := page(t, h, "/", http.StatusOK)
 	if got := txt(tid(doc, "report-status")); got != "NO REPORT" {
@@ -282,6 +286,7 @@ func TestLivePageBeforeFirstReport(t *testing.T) {
 }
 
 func TestStaticAssets(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{})
 	doc := page(t, h, "/", http.StatusOK)
 	for sel, attr := range map[string]string{`link[rel="stylesheet"]`: "href", "head script": "src"} {
@@ -325,6 +330,7 @@ func TestStaticAssets(t *testing.T) {
 }
 
 func TestRegisterSharesAMux(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{History: newHistory()})
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /loadreporter.v1.WatchService/Watch", func(w http.ResponseWriter, _ *http.Request) {
@@ -362,6 +368,7 @@ func TestRegisterSharesAMux(t *testing.T) {
 }
 
 func TestHistoryPageShowsChartsTimelineAndTable(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{History: newHistory()})
 	doc := page(t, h, "/history", http.StatusOK)
 
@@ -418,6 +425,7 @@ func TestHistoryPageShowsChartsTimelineAndTable(t *testing.T) {
 }
 
 func TestHistoryWindows(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{History: newHistory()})
 
 	// The last 3 min before t0+12 min hold nothing (reports end at t0+590 s).
@@ -448,6 +456,7 @@ func TestHistoryWindows(t *testing.T) {
 // 0001-01-01, which is the zero time.Time; it used to read as a since not
 // given.
 func TestWindowsFromTheFirstDay(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{History: newHistory()})
 	doc := page(t, h, "/history?since=0001-01-01", http.StatusOK)
 	if n := tid(doc, "report-row").Length(); n != historyPageSize {
@@ -464,6 +473,7 @@ func TestWindowsFromTheFirstDay(t *testing.T) {
 }
 
 func TestHistoryBadArguments(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{History: newHistory()})
 	for _, tc := range []struct {
 		name, query, field, want string
@@ -494,6 +504,7 @@ func TestHistoryBadArguments(t *testing.T) {
 }
 
 func TestHistoryOff(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{})
 	for _, p := range []string{"/history", "/audit"} {
 		doc := page(t, h, p, http.StatusNotFound)
@@ -525,6 +536,7 @@ func (f failingHistory) Chart(context.Context, audit.ChartQuery) (audit.ChartRes
 }
 
 func TestStoreUnavailable(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{History: failingHistory{err: domain.Errorf(domain.CodeUnavailable, "connection refused")}})
 	doc := page(t, h, "/history", http.StatusServiceUnavailable)
 	if got := txt(tid(doc, "page-notice")); !strings.Contains(got, "connection refused") {
@@ -537,6 +549,7 @@ func TestStoreUnavailable(t *testing.T) {
 }
 
 func TestAuditFormBeforeAQuery(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{History: newHistory()})
 	doc := page(t, h, "/audit", http.StatusOK)
 	if got := doc.Find("head title").Text(); got != "Audit · loadreporter" {
@@ -559,6 +572,7 @@ func TestAuditFormBeforeAQuery(t *testing.T) {
 }
 
 func TestAuditOutages(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{History: newHistory()})
 	doc := page(t, h, "/audit?query=outages&last=1h&worker="+url.QueryEscape(fixAddr), http.StatusOK)
 
@@ -585,6 +599,7 @@ func TestAuditOutages(t *testing.T) {
 }
 
 func TestAuditOtherQueries(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{History: newHistory()})
 	for _, tc := range []struct {
 		query string
@@ -610,6 +625,7 @@ func TestAuditOtherQueries(t *testing.T) {
 }
 
 func TestAuditGaps(t *testing.T) {
+	t.Parallel()
 	st := newHistory()
 	h := newHandler(t, Options{History: st})
 	// Reports every 10 s, the history interval: no gap, no restart.
@@ -646,6 +662,7 @@ func TestAuditGaps(t *testing.T) {
 }
 
 func TestAuditPagesReports(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{History: newHistory()})
 	doc := page(t, h, "/audit?query=reports&last=1h&limit=40", http.StatusOK)
 	next, ok := tid(doc, "next-page").Attr("href")
@@ -668,6 +685,7 @@ func TestAuditPagesReports(t *testing.T) {
 }
 
 func TestAuditErrorsNextToTheField(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{History: newHistory()})
 	for _, tc := range []struct {
 		name, query, field, want string
@@ -716,6 +734,7 @@ func TestAuditErrorsNextToTheField(t *testing.T) {
 // a row per rank, so a page of reports is bounded; the CSV of the same
 // query, which streams, is not.
 func TestAuditPageShowsAtMostAThousandReports(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{History: newHistory()})
 	doc := page(t, h, "/audit?query=reports&last=1h&limit=5000", http.StatusBadRequest)
 	if got := txt(tid(doc, "error-limit")); !strings.Contains(got, "a page shows at most 1000 reports") {
@@ -733,6 +752,7 @@ func TestAuditPageShowsAtMostAThousandReports(t *testing.T) {
 // 30 reports of 500 ranks would be 15 000 rows, so the page ends after
 // MaxPageRows of them and links to the rest.
 func TestAuditPageBoundsItsRankRows(t *testing.T) {
+	t.Parallel()
 	var reports []*domain.Report
 	for i := range 30 {
 		r := fixtureReport(0)
@@ -759,6 +779,7 @@ func TestAuditPageBoundsItsRankRows(t *testing.T) {
 }
 
 func TestAuditShowsEveryFieldsErrorAtOnce(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{History: newHistory()})
 	doc := page(t, h, "/audit?query=imbalance&since=yesterday&threshold=3", http.StatusBadRequest)
 	for field, want := range map[string]string{"since": `"yesterday" is not a time`, "threshold": "threshold must be within [0, 1]"} {
@@ -784,6 +805,7 @@ func readCSV(t *testing.T, h http.Handler, target string) (*http.Response, [][]s
 }
 
 func TestAuditCSVOutages(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{History: newHistory()})
 	res, recs := readCSV(t, h, "/audit.csv?query=outages&since=2026-11-29T08:00:00Z&until=2026-11-29T09:00:00Z")
 	if ct := res.Header.Get("Content-Type"); ct != "text/csv; charset=utf-8" {
@@ -807,6 +829,7 @@ func TestAuditCSVOutages(t *testing.T) {
 }
 
 func TestAuditCSVReportsFollowsEveryPage(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{History: newHistory()})
 	// limit is the page size here; the CSV holds the whole window.
 	_, recs := readCSV(t, h, "/audit.csv?query=reports&last=1h&limit=7")
@@ -838,6 +861,7 @@ func TestAuditCSVReportsFollowsEveryPage(t *testing.T) {
 // The page's cells keep their classes: numbers aligned right, statuses in
 // their colour, empty cells (a report without ranks) plain.
 func TestAuditCellClasses(t *testing.T) {
+	t.Parallel()
 	h := newHandler(t, Options{History: newHistory()})
 	doc := page(t, h, "/audit?query=reports&last=1h&status=unreachable&limit=1", http.StatusOK)
 	var classes []string
@@ -866,6 +890,7 @@ func TestAuditCellClasses(t *testing.T) {
 // The download is audittable's CSV of the same query over every page: the
 // bytes `loadreporter audit --format csv` writes.
 func TestAuditCSVIsTheTablesCSV(t *testing.T) {
+	t.Parallel()
 	st := newHistory()
 	h := newHandler(t, Options{History: st})
 	for _, q := range []audittable.Query{

@@ -14,6 +14,9 @@ import (
 	"go.uber.org/goleak"
 )
 
+// These tests run one at a time (no t.Parallel): they count the process's
+// timerfds, and stretchFineLead changes a package variable.
+
 // timerfds counts this process's open timerfds.
 func timerfds(t *testing.T) int {
 	t.Helper()

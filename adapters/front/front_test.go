@@ -52,6 +52,7 @@ func testCtx(t *testing.T) context.Context {
 }
 
 func TestAnsweredRoutesAreAnsweredAndTheRestPassedUnchanged(t *testing.T) {
+	t.Parallel()
 	type seen struct {
 		method, uri, body, host string
 		header                  http.Header
@@ -122,6 +123,7 @@ func TestAnsweredRoutesAreAnsweredAndTheRestPassedUnchanged(t *testing.T) {
 // would hang the test (bounded by its context). So does any stream of
 // unknown length (chunked), whatever its type.
 func TestAnEventStreamPassesEventByEvent(t *testing.T) {
+	t.Parallel()
 	for _, contentType := range []string{"text/event-stream", "application/x-ndjson"} {
 		t.Run(contentType, func(t *testing.T) {
 			next := make(chan struct{})
@@ -167,6 +169,7 @@ func TestAnEventStreamPassesEventByEvent(t *testing.T) {
 // the first chunk, before the client writes the second, so a proxy that
 // buffered the body would hang; then 100 MB pass intact.
 func TestRequestBodiesStreamAndAHundredMegabytesPass(t *testing.T) {
+	t.Parallel()
 	firstChunk := make(chan struct{})
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/stream" {
@@ -236,6 +239,7 @@ func (zeroes) Read(p []byte) (int, error) {
 
 // TestAClientThatGoesAwayCancelsTheEngineRequest.
 func TestAClientThatGoesAwayCancelsTheEngineRequest(t *testing.T) {
+	t.Parallel()
 	started, canceled := make(chan struct{}), make(chan struct{})
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -270,6 +274,7 @@ func TestAClientThatGoesAwayCancelsTheEngineRequest(t *testing.T) {
 }
 
 func TestAnEngineThatIsDownGets502NamingItWhileAnsweredRoutesAnswer(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -325,6 +330,7 @@ func TestAnEngineThatIsDownGets502NamingItWhileAnsweredRoutesAnswer(t *testing.T
 }
 
 func TestAnsweredRoutesRequireTheEnginesKeyWhenItHasOne(t *testing.T) {
+	t.Parallel()
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer engine.Close()
 	answered := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "loads") })
@@ -368,6 +374,7 @@ func (c *fakeNow) Add(d time.Duration) {
 }
 
 func TestMetricsAreScrapedOncePerWindowHoweverManyScrapers(t *testing.T) {
+	t.Parallel()
 	var scrapes atomic.Int64
 	release := make(chan struct{})
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -426,12 +433,16 @@ func TestMetricsAreScrapedOncePerWindowHoweverManyScrapers(t *testing.T) {
 	for i := range bodies {
 		wg.Go(func() { bodies[i], _ = scrape("text/plain", i%2 == 0) })
 	}
-	waitCtx := testCtx(t)
+	// Until every scraper has asked.
+	asked := time.NewTicker(time.Millisecond)
+	defer asked.Stop()
+	deadline := time.After(10 * time.Second)
 	for hits.Load()+misses.Load() < 20 {
-		if waitCtx.Err() != nil {
-			t.Fatal("not every scraper asked")
+		select {
+		case <-asked.C:
+		case <-deadline:
+			t.Fatalf("%d of 20 scrapers asked", hits.Load()+misses.Load())
 		}
-		time.Sleep(time.Millisecond) // until every scraper has asked
 	}
 	close(release)
 	wg.Wait()
@@ -464,6 +475,7 @@ func TestMetricsAreScrapedOncePerWindowHoweverManyScrapers(t *testing.T) {
 }
 
 func TestMetricsOfADeadEngineAreA502CachedForTheWindow(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -496,6 +508,7 @@ func TestMetricsOfADeadEngineAreA502CachedForTheWindow(t *testing.T) {
 // TestUpgradesPassThrough: a connection upgrade (a WebSocket handshake)
 // is passed to the engine and the bytes then flow both ways.
 func TestUpgradesPassThrough(t *testing.T) {
+	t.Parallel()
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") != "echo" {
 			http.Error(w, "want an upgrade", http.StatusBadRequest)
@@ -536,6 +549,7 @@ func TestUpgradesPassThrough(t *testing.T) {
 // TestClientsMaySpeakH2C: a client speaking HTTP/2 without TLS (prior
 // knowledge) is proxied to an HTTP/1.1 engine.
 func TestClientsMaySpeakH2C(t *testing.T) {
+	t.Parallel()
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "engine saw HTTP/%d", r.ProtoMajor)
 	}))
@@ -557,6 +571,7 @@ func TestClientsMaySpeakH2C(t *testing.T) {
 }
 
 func TestOptionsAreChecked(t *testing.T) {
+	t.Parallel()
 	for name, o := range map[string]Options{
 		"no engine":        {},
 		"ftp engine":       {Engine: &url.URL{Scheme: "ftp", Host: "h"}},
@@ -571,6 +586,7 @@ func TestOptionsAreChecked(t *testing.T) {
 }
 
 func TestClassOf(t *testing.T) {
+	t.Parallel()
 	for path, want := range map[string]string{
 		"/generate": ClassGenerate, "/v1/chat/completions": ClassGenerate, "/v1/completions": ClassGenerate,
 		"/health": ClassHealth, "/health_generate": ClassHealth, "/v1/models": ClassInfo, "/server_info": ClassInfo,
@@ -594,6 +610,7 @@ func TestClassOf(t *testing.T) {
 // starts, the copy of that body to the engine fails, and the transport
 // drops the engine's connection mid-stream (golang/go#40747).
 func TestAStreamIsNotCutWhileItsRequestBodyIsStillOpen(t *testing.T) {
+	t.Parallel()
 	next, stop := make(chan struct{}), make(chan struct{})
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).EnableFullDuplex()
@@ -654,6 +671,7 @@ func TestAStreamIsNotCutWhileItsRequestBodyIsStillOpen(t *testing.T) {
 // transport never read (the engine refused the connection) leaves the
 // client's connection usable for its next request.
 func TestAKeptAliveConnectionSurvivesAFailedProxy(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -713,6 +731,7 @@ func (c countedConn) Write(p []byte) (int, error) {
 // (TestAnEventStreamPassesEventByEvent). Flushing every write cost each
 // request a header-only write and a timer goroutine that made it.
 func TestAnAnswerWithAContentLengthIsWrittenOnce(t *testing.T) {
+	t.Parallel()
 	answer := `{"text":"sixteen tokens","meta_info":{"completion_tokens":16}}`
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -754,6 +773,7 @@ func TestAnAnswerWithAContentLengthIsWrittenOnce(t *testing.T) {
 // at once, not one more goroutine pair and engine connection; a slot
 // frees when a request ends.
 func TestRequestsInFlightAreBounded(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -797,6 +817,7 @@ func TestRequestsInFlightAreBounded(t *testing.T) {
 // TestForwardedForIsAppendedTo: an ingress's X-Forwarded-For reaches the
 // engine with the client's address after it.
 func TestForwardedForIsAppendedTo(t *testing.T) {
+	t.Parallel()
 	got := make(chan string, 1)
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got <- r.Header.Get("X-Forwarded-For")
@@ -819,6 +840,7 @@ func TestForwardedForIsAppendedTo(t *testing.T) {
 // front takes at most its receive buffer from the engine ahead of a client
 // that reads nothing (HTTP/2's defaults would take 4 MiB a stream).
 func TestAGRPCEngineCannotFillTheFrontForAClientThatDoesNotRead(t *testing.T) {
+	t.Parallel()
 	var written atomic.Int64
 	engine := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/grpc")
@@ -866,6 +888,7 @@ func TestAGRPCEngineCannotFillTheFrontForAClientThatDoesNotRead(t *testing.T) {
 // TestAFailedScrapeIsHeldLongerThanAWindow: an engine whose /metrics
 // fails is not scraped again each window, but after failureHold.
 func TestAFailedScrapeIsHeldLongerThanAWindow(t *testing.T) {
+	t.Parallel()
 	var hits atomic.Int64
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
@@ -898,6 +921,7 @@ func TestAFailedScrapeIsHeldLongerThanAWindow(t *testing.T) {
 // maxAcceptKinds formats and they age out, a new format gets a slot of its
 // own instead of the engine's default.
 func TestInventedAcceptValuesGiveTheirSlotsBack(t *testing.T) {
+	t.Parallel()
 	seen := make(chan string, 64)
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen <- r.Header.Get("Accept")

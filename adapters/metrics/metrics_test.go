@@ -31,6 +31,7 @@ func fired(status domain.Status, ranks ...domain.RankLoad) ports.FireResult {
 }
 
 func TestLabelledCountersStartAtZero(t *testing.T) {
+	t.Parallel()
 	m := New(time.Now)
 	m.History()
 	body := scrape(t, m)
@@ -50,6 +51,7 @@ func TestLabelledCountersStartAtZero(t *testing.T) {
 }
 
 func TestRankGaugesFollowTheLatestReport(t *testing.T) {
+	t.Parallel()
 	m := New(time.Now)
 	rank := func(r int64, usage float64) domain.RankLoad {
 		return domain.RankLoad{DPRank: r, SnapshotTime: time.Unix(100, 0), NumRunningReqs: 3 + r, NumWaitingReqs: 1,
@@ -102,6 +104,7 @@ func grep(body, what string) string {
 }
 
 func TestPhaseSlotSessionsAreReadAtScrape(t *testing.T) {
+	t.Parallel()
 	m := New(time.Now)
 	loads := []int{3, 2, 3}
 	m.WatchPhaseSlots(func() []int { return loads })
@@ -121,6 +124,7 @@ func TestPhaseSlotSessionsAreReadAtScrape(t *testing.T) {
 }
 
 func TestFireLatenessLandsInItsBucket(t *testing.T) {
+	t.Parallel()
 	m := New(time.Now)
 	on, late := fired(domain.StatusHealthy), fired(domain.StatusHealthy)
 	late.Lateness = 3 * time.Millisecond
@@ -145,6 +149,7 @@ func TestFireLatenessLandsInItsBucket(t *testing.T) {
 // values come from the code itself, not from the lists the HELP is built
 // from, so a constant missing from those lists fails here too.
 func TestHelpNamesEveryLabelValue(t *testing.T) {
+	t.Parallel()
 	m := New(time.Now)
 	counts := map[string]int{}
 	for k := session.Kind(0); k.String() != "unknown"; k++ {
@@ -229,6 +234,7 @@ func pullOutcomeConstants(t *testing.T) []ports.PullOutcome {
 // recorder at each scrape, so they grow while the database is down and
 // no batch is written to say so.
 func TestHistoryLagIsWhatIsUnwritten(t *testing.T) {
+	t.Parallel()
 	m := New(time.Now)
 	b := Backlog{Reports: 35, Bytes: 4096, Lag: 66 * time.Second, LimitBytes: 1 << 20}
 	m.WatchRecorder(func() Backlog { return b })
@@ -249,6 +255,7 @@ func TestHistoryLagIsWhatIsUnwritten(t *testing.T) {
 // batch, and how often a write timed out and was split, which tell an
 // operator that the database has become slower than the write timeout.
 func TestHistoryWritesAreTimedAndSplitsCounted(t *testing.T) {
+	t.Parallel()
 	m := New(time.Now)
 	h := m.History()
 	h.Written(100, time.Second, 300*time.Millisecond)
@@ -272,6 +279,7 @@ func TestHistoryWritesAreTimedAndSplitsCounted(t *testing.T) {
 // the passes that failed, which otherwise only a log line every
 // --history-retention pass (10 min) told.
 func TestRetentionPassesAreCounted(t *testing.T) {
+	t.Parallel()
 	m := New(time.Now)
 	passed := m.Retention()
 	passed(120, nil)

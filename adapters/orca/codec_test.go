@@ -13,6 +13,7 @@ import (
 // (encoded once by fanout's codecs), mapped from the report; the next
 // fire's report gets its own.
 func TestFramesMapOncePerReport(t *testing.T) {
+	t.Parallel()
 	fs := newFrames(1)
 	r1 := &domain.Report{SequenceID: 1, ReportTime: t0, Status: domain.StatusHealthy,
 		Ranks: []domain.RankLoad{rank(0, 0.5, 1, 0, 0)}}

@@ -58,6 +58,7 @@ func recvStatus(t *testing.T, st grpc.ServerStreamingClient[v3orcapb.OrcaLoadRep
 // receives the fire loop's reports as ORCA, HEALTHY, UNREACHABLE and STALE
 // alike, as an ORCA session that ends with the stream.
 func TestGRPCClientFollowsTheEngine(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t, 10*time.Second)
 	eng := &engine{ranks: 2}
 	eng.set(modeHealthy, 0.25)
@@ -107,6 +108,7 @@ func TestGRPCClientFollowsTheEngine(t *testing.T) {
 // UNAVAILABLE when the reporter shuts down; a malformed interval is
 // INVALID_ARGUMENT.
 func TestMaxSessionsAndShutdown(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t, 10*time.Second)
 	limits := session.DefaultLimits()
 	limits.MaxSessions = 1
@@ -145,6 +147,7 @@ func TestMaxSessionsAndShutdown(t *testing.T) {
 // TestConnectJSONClient: the same handler answers Connect clients, here
 // with JSON, through the encode-once codec.
 func TestConnectJSONClient(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t, 10*time.Second)
 	addr := serveOneHealthyRank(t)
 	tr := &http.Transport{}
@@ -174,6 +177,7 @@ func TestConnectJSONClient(t *testing.T) {
 // envelope's flag says so): gzip per stream would cost more than the rest
 // of its delivery. Larger ones are compressed once per fire (adapters/internal/fanout).
 func TestSmallReportsGoUncompressed(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t, 10*time.Second)
 	addr := serveOneHealthyRank(t)
 	msg, err := proto.Marshal(&v3orcaservicepb.OrcaLoadReportRequest{ReportInterval: durationpb.New(10 * time.Millisecond)})

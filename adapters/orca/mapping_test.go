@@ -34,6 +34,7 @@ func wrrWeight(r *v3orcapb.OrcaLoadReport) float64 {
 }
 
 func TestLoadReportHealthySeveralRanks(t *testing.T) {
+	t.Parallel()
 	r := &domain.Report{SequenceID: 7, ReportTime: t0, Status: domain.StatusHealthy, Ranks: []domain.RankLoad{
 		rank(0, 0.25, 3, 1, 0), rank(1, 0.75, 5, 0, 40*time.Millisecond), rank(3, 0.5, 2, 4, 10*time.Millisecond),
 	}}
@@ -60,6 +61,7 @@ func TestLoadReportHealthySeveralRanks(t *testing.T) {
 }
 
 func TestLoadReportIdleWorkerKeepsAWeight(t *testing.T) {
+	t.Parallel()
 	r := &domain.Report{ReportTime: t0, Status: domain.StatusHealthy, Ranks: []domain.RankLoad{rank(0, 0, 0, 0, 0)}}
 	got := loadReport(r, 1)
 	if got.ApplicationUtilization != UtilizationFloor || got.Utilization["kv_cache"] != 0 || wrrWeight(got) != 100 {
@@ -69,6 +71,7 @@ func TestLoadReportIdleWorkerKeepsAWeight(t *testing.T) {
 }
 
 func TestLoadReportStale(t *testing.T) {
+	t.Parallel()
 	r := &domain.Report{ReportTime: t0, Status: domain.StatusStale, LastError: "load snapshot stale by 5000 ms",
 		Ranks: []domain.RankLoad{rank(0, 0.125, 1, 0, 5*time.Second), rank(1, 0.25, 2, 0, 5*time.Second)}}
 	got := loadReport(r, 1)
@@ -87,6 +90,7 @@ func TestLoadReportStale(t *testing.T) {
 }
 
 func TestLoadReportUnreachable(t *testing.T) {
+	t.Parallel()
 	for _, st := range []domain.Status{domain.StatusUnreachable, domain.StatusUnspecified} {
 		r := &domain.Report{ReportTime: t0, Status: st, LastError: "load snapshot pull timed out"}
 		got := loadReport(r, 2)
@@ -104,6 +108,7 @@ func TestLoadReportUnreachable(t *testing.T) {
 // outweighs a loaded one, a loaded one a full one, a full one a STALE one
 // (equal), and any of them an UNREACHABLE one.
 func TestLoadReportSteersWRR(t *testing.T) {
+	t.Parallel()
 	healthy := func(u float64) *domain.Report {
 		return &domain.Report{ReportTime: t0, Status: domain.StatusHealthy, Ranks: []domain.RankLoad{rank(0, u, 1, 0, 0)}}
 	}

@@ -14,6 +14,7 @@ import (
 // TestRequestedInterval: absent or 0 s gets the default; anything else is
 // passed on for the core to clamp; a malformed Duration is refused.
 func TestRequestedInterval(t *testing.T) {
+	t.Parallel()
 	s, err := newService(nil, Options{DefaultInterval: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +49,7 @@ func TestRequestedInterval(t *testing.T) {
 // interval to --min-report-interval and lowers a too-long one to
 // --max-report-interval, and starts a session of kind ORCA.
 func TestCoreClampsIntoTheLimits(t *testing.T) {
+	t.Parallel()
 	loop := startLoop(t, &engine{ranks: 1}, session.DefaultLimits())
 	core := loopCore{loop}
 	for _, c := range []struct{ in, want time.Duration }{
@@ -72,6 +74,7 @@ func TestCoreClampsIntoTheLimits(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
+	t.Parallel()
 	for _, o := range []Options{{DefaultInterval: -1}, {NominalRPS: -1}, {NominalRPS: math.Inf(1)}, {NominalRPS: math.NaN()}} {
 		if _, err := newService(nil, o); domain.ErrorCode(err) != domain.CodeInvalidArgument {
 			t.Errorf("%+v: %v, want INVALID_ARGUMENT", o, err)

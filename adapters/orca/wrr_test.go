@@ -96,6 +96,7 @@ func settle(t *testing.T, ctx context.Context, hc healthpb.HealthClient, bs []*b
 // least loaded of three workers (KV usage 0.1, 0.5, 0.9) the most calls,
 // and steers away from a worker whose engine becomes unreachable.
 func TestWeightedRoundRobinFollowsKVUsage(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t, 25*time.Second)
 	bs := []*backend{startBackend(t, 0.1), startBackend(t, 0.5), startBackend(t, 0.9)}
 	res := manual.NewBuilderWithScheme("orcawrr")

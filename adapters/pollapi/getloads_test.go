@@ -30,6 +30,7 @@ func getLoadsClient(t *testing.T, h *Handler) schedulerconnect.SglangSchedulerCl
 // route on is UNAVAILABLE saying why; an unknown include is
 // INVALID_ARGUMENT.
 func TestGetLoadsOverGRPC(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	p := &fakePoller{report: &domain.Report{SequenceID: 4, ReportTime: at, Status: domain.StatusHealthy, Ranks: []domain.RankLoad{
 		{DPRank: 0, SnapshotTime: at, NumRunningReqs: 3, NumWaitingReqs: 2, NumUsedTokens: 5 << 31, MaxTotalNumTokens: 1 << 20,

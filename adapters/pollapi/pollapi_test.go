@@ -36,6 +36,7 @@ func get(t *testing.T, h http.Handler, target string) (*httptest.ResponseRecorde
 }
 
 func TestEnvelopeShape(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 11, 29, 7, 30, 0, 250_000_000, time.UTC)
 	p := &fakePoller{report: &domain.Report{
 		SequenceID: 9, SourceInstanceID: "abc", ReportTime: at, Status: domain.StatusStale,
@@ -77,6 +78,7 @@ func TestEnvelopeShape(t *testing.T) {
 // The envelope's timestamp is written as SGLang's engine writes it (the
 // fixtures' shapes), so a poller that parses the engine's parses ours.
 func TestTimestampIsWrittenAsSGLangWritesIt(t *testing.T) {
+	t.Parallel()
 	for _, engine := range []string{
 		"2026-11-29T07:30:00.123456+00:00", // sglang-v1-loads-core.json
 		"2026-11-29T07:30:00+00:00",        // isoformat() drops a zero fraction
@@ -96,6 +98,7 @@ func TestTimestampIsWrittenAsSGLangWritesIt(t *testing.T) {
 }
 
 func TestIncludeSections(t *testing.T) {
+	t.Parallel()
 	p := &fakePoller{report: &domain.Report{Status: domain.StatusHealthy}}
 	for _, ok := range []string{
 		"/v1/loads", "/v1/loads?include=core", "/v1/loads?include=core&include=core", "/v1/loads?include=core,core",
@@ -117,6 +120,7 @@ func TestIncludeSections(t *testing.T) {
 }
 
 func TestAggregateAndOmittedSections(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 11, 29, 7, 30, 0, 0, time.UTC)
 	ranks := []domain.RankLoad{
 		{DPRank: 0, SnapshotTime: at, NumRunningReqs: 4, NumWaitingReqs: 1, NumUsedTokens: 18000, MaxTotalNumTokens: 180000,
@@ -150,6 +154,7 @@ func TestAggregateAndOmittedSections(t *testing.T) {
 }
 
 func TestUnreachableAndErrors(t *testing.T) {
+	t.Parallel()
 	p := &fakePoller{report: &domain.Report{Status: domain.StatusUnreachable, LastError: "GET …: HTTP 500", SequenceID: 4}}
 	rec, body := get(t, mustNew(t, p, Options{MaxAge: time.Second}), "/v1/loads")
 	e := body["error"].(map[string]any)
@@ -170,6 +175,7 @@ func TestUnreachableAndErrors(t *testing.T) {
 // status, so by default a STALE report is a 503 saying how old the
 // snapshot is; with ServeStale its numbers are served, marked STALE.
 func TestAStaleReportIsNotServedAsFreshNumbers(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	p := &fakePoller{report: &domain.Report{
 		SequenceID: 12, ReportTime: at, Status: domain.StatusStale, LastError: "load snapshot stale by 4250 ms",
@@ -205,6 +211,7 @@ func getLoad(t *testing.T, h *Handler) (int, string) {
 // TestGetLoadInTheEnginesShape: SGLang's per-rank array and vLLM's
 // {"load": N}, counts saturated at int32.
 func TestGetLoadInTheEnginesShape(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	p := &fakePoller{report: &domain.Report{SequenceID: 3, ReportTime: at, Status: domain.StatusHealthy, Ranks: []domain.RankLoad{
 		// num_total_tokens as published, and where a source has none
@@ -232,6 +239,7 @@ func TestGetLoadInTheEnginesShape(t *testing.T) {
 // load −1, the least loaded; a report no poller may route on is a 200
 // saturated answer saying why, in both shapes.
 func TestGetLoadNeverAnswersAFailure(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	stale := &domain.Report{ReportTime: at, Status: domain.StatusStale, LastError: "load snapshot stale by 5000 ms",
 		Ranks: []domain.RankLoad{{SnapshotTime: at.Add(-5 * time.Second), NumRunningReqs: 1}}}
@@ -270,6 +278,7 @@ func mustNew(t testing.TB, p Poller, o Options) *Handler {
 // TestNewRefusesWhatCannotWork: a negative age or an unknown shape is
 // refused, naming the option.
 func TestNewRefusesWhatCannotWork(t *testing.T) {
+	t.Parallel()
 	for option, o := range map[string]Options{
 		"max-age":        {MaxAge: -time.Second},
 		"get-load-shape": {GetLoadShape: "trtllm"},

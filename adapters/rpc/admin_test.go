@@ -61,6 +61,7 @@ func setTopology(t *testing.T, c loadreporterv1connect.AdminServiceClient, n int
 // UNAUTHENTICATED and one with another token (a router's) is
 // PERMISSION_DENIED; neither changes anything.
 func TestAdminToken(t *testing.T) {
+	t.Parallel()
 	c, topo := newAdminClient(t, AdminOptions{Token: "adm1n"})
 	for _, tc := range []struct {
 		authorization string
@@ -96,6 +97,7 @@ func TestAdminToken(t *testing.T) {
 // TestAdminMaxDPSize: SetTopology refuses a dp_size beyond MaxDPSize,
 // naming the flag that raises it.
 func TestAdminMaxDPSize(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		max      int
 		ok, over int32
@@ -121,6 +123,7 @@ func TestAdminMaxDPSize(t *testing.T) {
 // the client certificate's subject; refused calls share one line per
 // interval, counting the rest.
 func TestAdminLogsCalls(t *testing.T) {
+	t.Parallel()
 	logs := &syncBuffer{}
 	a, err := NewAdminWithOptions(nil, &fakeTopology{}, AdminOptions{
 		Token: "adm1n", Logger: slog.New(slog.NewTextHandler(logs, nil))})
@@ -176,6 +179,7 @@ func (echoSim) State() (string, int) { return "normal", 1 }
 // error cut short, so 60 KB of mode per call cannot turn into 60 KB of log
 // per call.
 func TestAdminLogLinesAreShort(t *testing.T) {
+	t.Parallel()
 	logs := &syncBuffer{}
 	a, err := NewAdminWithOptions(echoSim{}, &fakeTopology{}, AdminOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {

@@ -23,6 +23,7 @@ func sampleReport() *domain.Report {
 }
 
 func TestReportRoundTrip(t *testing.T) {
+	t.Parallel()
 	r := sampleReport()
 	back := ReportFromProto(ReportToProto(r))
 	if back.SequenceID != r.SequenceID || back.Worker != r.Worker || back.LastError != r.LastError ||
@@ -42,6 +43,7 @@ func TestReportRoundTrip(t *testing.T) {
 // TestFrameBuiltOncePerReport: every stream of a fire gets the same frame
 // (encoded once by fanout's codecs), holding the report as the wire says.
 func TestFrameBuiltOncePerReport(t *testing.T) {
+	t.Parallel()
 	cache := newReportFrames()
 	r := sampleReport()
 	f := cache.Get(r)

@@ -36,6 +36,7 @@ const allowedStatuses = "allowed REPORT_STATUS_HEALTHY, REPORT_STATUS_STALE, REP
 // is an argument error naming the field, the value and the allowed names,
 // never a filter that silently vanishes; unknown fields stay tolerated.
 func TestHistoryUnknownEnumNameInJSON(t *testing.T) {
+	t.Parallel()
 	q := fakeQuery{got: make(chan audit.ReportsQuery, 1)}
 	srv := serve(t, NewHistory(q, time.Now, time.Second).Handler)
 	post := func(contentType, body string) (int, string) {
@@ -83,6 +84,7 @@ func TestHistoryUnknownEnumNameInJSON(t *testing.T) {
 // protobuf over every protocol, is an argument error too, never cut down
 // to a status that exists (259 would be UNREACHABLE as an int8).
 func TestHistoryUnknownEnumNumber(t *testing.T) {
+	t.Parallel()
 	q := fakeQuery{got: make(chan audit.ReportsQuery, 1)}
 	srv := serve(t, NewHistory(q, time.Now, time.Second).Handler)
 	for _, p := range clientProtocols {
@@ -105,6 +107,7 @@ func TestHistoryUnknownEnumNumber(t *testing.T) {
 // TestCheckEnumsNested: the checks follow nested messages and lists and
 // name the path to the value.
 func TestCheckEnumsNested(t *testing.T) {
+	t.Parallel()
 	md := (&lrv1.ListOutagesResponse{}).ProtoReflect().Descriptor()
 	err := checkJSONEnums([]byte(`{"truncated":true,"outages":[{"statuses":["REPORT_STATUS_STALE"]},{"statuses":["NOPE"]}]}`), md)
 	if err == nil || !strings.HasPrefix(err.Error(), `outages[1].statuses[0]: unknown ReportStatus "NOPE"`) {

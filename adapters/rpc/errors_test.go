@@ -42,6 +42,7 @@ func historyClient(t *testing.T, timeout time.Duration, reports func(ctx context
 // message; codes the table does not list travel as Internal and never leak
 // their message.
 func TestErrorCodeRoundTrip(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		code string
 		wire connect.Code // what the server sends
@@ -100,6 +101,7 @@ func TestErrorCodeRoundTrip(t *testing.T) {
 // middleware's, connect's own, a newer server's) still read as the closest
 // domain code, and an unknown one as INTERNAL naming it.
 func TestErrorCodeFromServer(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		wire connect.Code
 		back string
@@ -137,15 +139,17 @@ func TestErrorCodeFromServer(t *testing.T) {
 // UNAVAILABLE (worth a retry), never LEASE_EXPIRED or REPLACED, and keeps
 // the context's error for errors.Is.
 func TestErrorClientGaveUp(t *testing.T) {
-	// blocked answers only well after its context ended (the deadline the
-	// client sent), so the client's own end always comes first: a server
-	// answering at that very moment could win the race on a loaded
-	// machine, and the client would read its "gave up" instead.
-	blocked := func(started chan<- struct{}) func(ctx context.Context) error {
+	t.Parallel()
+	// blocked answers only once its context ended (the deadline the client
+	// sent) and the client's call returned (released), so the client's own
+	// end always comes first: a server answering at that very moment could
+	// win the race on a loaded machine, and the client would read its
+	// "gave up" instead.
+	blocked := func(started chan<- struct{}, released <-chan struct{}) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
 			close(started)
 			<-ctx.Done()
-			time.Sleep(200 * time.Millisecond)
+			<-released
 			return domain.Wrap(ctx.Err(), domain.CodeUnavailable, "gave up")
 		}
 	}
@@ -163,8 +167,9 @@ func TestErrorClientGaveUp(t *testing.T) {
 		check(t, err, context.DeadlineExceeded)
 	})
 	t.Run("caller cancels mid-call", func(t *testing.T) {
-		started := make(chan struct{})
-		client := historyClient(t, 0, blocked(started))
+		started, released := make(chan struct{}), make(chan struct{})
+		defer close(released) // before the server closes, at cleanup
+		client := historyClient(t, 0, blocked(started, released))
 		ctx, cancel := context.WithCancel(testContext(t))
 		defer cancel()
 		go func() {
@@ -178,14 +183,18 @@ func TestErrorClientGaveUp(t *testing.T) {
 		check(t, err, context.Canceled)
 	})
 	t.Run("caller's deadline passes mid-call", func(t *testing.T) {
-		client := historyClient(t, 0, blocked(make(chan struct{})))
+		released := make(chan struct{})
+		defer close(released)
+		client := historyClient(t, 0, blocked(make(chan struct{}), released))
 		ctx, cancel := context.WithTimeout(testContext(t), 20*time.Millisecond)
 		defer cancel()
 		_, err := client.Reports(ctx, anyWindow)
 		check(t, err, context.DeadlineExceeded)
 	})
 	t.Run("http.Client timeout, caller's context alive", func(t *testing.T) {
-		client := historyClient(t, 20*time.Millisecond, blocked(make(chan struct{})))
+		released := make(chan struct{})
+		defer close(released)
+		client := historyClient(t, 20*time.Millisecond, blocked(make(chan struct{}), released))
 		ctx := testContext(t)
 		_, err := client.Reports(ctx, anyWindow)
 		if ctx.Err() != nil {
@@ -210,6 +219,7 @@ func TestErrorClientGaveUp(t *testing.T) {
 // is refused before any request instead of becoming the default or
 // truncated.
 func TestHistoryClientRefusesAGapIntervalMillisecondsCannotCarry(t *testing.T) {
+	t.Parallel()
 	c := historyClient(t, 0, nil) // the fake serves no Gaps: only the client can answer
 	for _, d := range []time.Duration{time.Nanosecond, 500 * time.Microsecond, 1500 * time.Microsecond} {
 		now := time.Now().Truncate(time.Millisecond)
@@ -224,6 +234,7 @@ func TestHistoryClientRefusesAGapIntervalMillisecondsCannotCarry(t *testing.T) {
 // still has its query cancelled after the server's bound, so a slow query
 // cannot hold the store's connections indefinitely.
 func TestHistoryCallsAreBoundedOnTheServer(t *testing.T) {
+	t.Parallel()
 	h := NewHistory(fakeHistory{reports: func(ctx context.Context) error {
 		<-ctx.Done() // a query that would run for ever
 		return ctx.Err()
@@ -243,6 +254,7 @@ func TestHistoryCallsAreBoundedOnTheServer(t *testing.T) {
 // the page and the database give it, instead of arriving wrapped (a limit
 // of 4294967297 as 1).
 func TestHistoryClientRefusesWhatWouldWrap(t *testing.T) {
+	t.Parallel()
 	c := historyClient(t, 0, nil) // the fake serves no outages: only the client can answer
 	now := time.Now().Truncate(time.Millisecond)
 	w := audit.Window{Since: now.Add(-time.Hour), Until: now}

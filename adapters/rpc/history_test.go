@@ -17,6 +17,7 @@ import (
 // largest history interval is refused naming the field, before it is
 // turned into a duration (2^58 ms wrapped into 1 s and was answered).
 func TestListGapsRefusesAnIntervalItCannotHold(t *testing.T) {
+	t.Parallel()
 	h := NewHistory(gapsOnly{}, time.Now, time.Second)
 	now := time.Now().UnixMilli()
 	window := &lrv1.Window{SinceUnixMs: now - 60_000, UntilUnixMs: now}
@@ -43,6 +44,7 @@ func (gapsOnly) Gaps(_ context.Context, q audit.GapsQuery) (audit.GapsResult, er
 // TestAWindowWithoutAStartNamesTheField: the 400 names the request's own
 // field, not the query's "since".
 func TestAWindowWithoutAStartNamesTheField(t *testing.T) {
+	t.Parallel()
 	h := NewHistory(nil, time.Now, time.Second)
 	for name, call := range map[string]func() error{
 		"ListReports": func() error {

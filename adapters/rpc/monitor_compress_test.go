@@ -20,6 +20,7 @@ import (
 // would cost more than the rest of its delivery — and a report of
 // thousands of ranks compressed; both decode to the report sent.
 func TestMonitorCompressesOnlyLargeReports(t *testing.T) {
+	t.Parallel()
 	for _, p := range clientProtocols {
 		t.Run(p.name, func(t *testing.T) {
 			reg := &fakeRegistrar{sess: newFakeSession("r1"), calls: make(chan string, 16)}

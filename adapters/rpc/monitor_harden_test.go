@@ -83,6 +83,7 @@ func (h *hardTest) waitTimers(n int) {
 // counts as pending until then, and the log gets one line per
 // AbuseLogInterval, counting the lines it held back.
 func TestMonitorFirstFrameTimeout(t *testing.T) {
+	t.Parallel()
 	eachClient(t, func(t *testing.T, proto []connect.ClientOption) {
 		h := newHardTest(t, MonitorOptions{}, proto)
 		a := h.open()
@@ -124,6 +125,7 @@ func TestMonitorFirstFrameTimeout(t *testing.T) {
 
 // TestMonitorRegisterInTime: a register before the deadline disarms it.
 func TestMonitorRegisterInTime(t *testing.T) {
+	t.Parallel()
 	h := newHardTest(t, MonitorOptions{}, nil)
 	m := h.open()
 	h.waitTimers(1)
@@ -142,6 +144,7 @@ func TestMonitorRegisterInTime(t *testing.T) {
 // MaxFramesPerSecond after that; the frame beyond ends it with
 // RESOURCE_EXHAUSTED naming the limit.
 func TestMonitorFrameBudget(t *testing.T) {
+	t.Parallel()
 	eachClient(t, func(t *testing.T, proto []connect.ClientOption) {
 		h := newHardTest(t, MonitorOptions{FrameBurst: 5, MaxFramesPerSecond: 10}, proto)
 		m := h.open()
@@ -176,6 +179,7 @@ func TestMonitorFrameBudget(t *testing.T) {
 // TestMonitorShutdownBeforeRegister: a stream that never registered ends
 // with SHUTTING_DOWN as soon as the reporter shuts down.
 func TestMonitorShutdownBeforeRegister(t *testing.T) {
+	t.Parallel()
 	eachClient(t, func(t *testing.T, proto []connect.ClientOption) {
 		h := newHardTest(t, MonitorOptions{}, proto)
 		m := h.open()
@@ -190,6 +194,7 @@ func TestMonitorShutdownBeforeRegister(t *testing.T) {
 }
 
 func TestMonitorOptionsRejectNegative(t *testing.T) {
+	t.Parallel()
 	for _, o := range []MonitorOptions{
 		{FirstFrameTimeout: -1}, {MaxFramesPerSecond: -1}, {FrameBurst: -1},
 		{FinalWriteTimeout: -1}, {AbuseLogInterval: -1},
@@ -239,6 +244,7 @@ func (nopSource) Pull(context.Context) (domain.Snapshot, error) { return domain.
 // TestMonitorLoopShutdownBeforeRegister: over the real fire loop, a stream
 // that never registered ends with SHUTTING_DOWN at Loop.Shutdown.
 func TestMonitorLoopShutdownBeforeRegister(t *testing.T) {
+	t.Parallel()
 	clk := porttest.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	loop, err := fireloop.New(fireloop.Options{Source: nopSource{}, Clock: clk, Builder: domain.ReportBuilder{StaleAfter: time.Second}})
 	if err != nil {
@@ -273,6 +279,7 @@ func TestMonitorLoopShutdownBeforeRegister(t *testing.T) {
 // error like any other, in a StreamError and with status OK:
 // INVALID_FIRST_FRAME before register, INVALID_ARGUMENT after.
 func TestMonitorUndecodableFrame(t *testing.T) {
+	t.Parallel()
 	garbage := []byte{0xff, 0xff, 0xff}
 	register, _ := proto.Marshal(registerFrame("r1", 100, 3000))
 	for _, c := range []struct {
@@ -320,6 +327,7 @@ func TestMonitorUndecodableFrame(t *testing.T) {
 // out is an info line, each code held back to one line per
 // AbuseLogInterval, counting the lines it held back.
 func TestMonitorEndsAreLoggedAndCounted(t *testing.T) {
+	t.Parallel()
 	h := newHardTest(t, MonitorOptions{}, nil)
 	h.reg.err = domain.Errorf(domain.CodeResourceExhausted, "10000 sessions are live, the limit is 10000")
 	refuse := func() {
@@ -359,6 +367,7 @@ func TestMonitorEndsAreLoggedAndCounted(t *testing.T) {
 // client granting none cannot hold the refusal), and once one registers
 // another may wait.
 func TestMonitorBoundsStreamsWaitingToRegister(t *testing.T) {
+	t.Parallel()
 	h := newHardTest(t, MonitorOptions{MaxPendingStreams: 2, FinalWriteTimeout: 10 * time.Second}, nil)
 	a, _ := h.open(), h.open()
 	h.waitTimers(2)
@@ -398,6 +407,7 @@ ended:
 // reconnections, ends once the shared budget is spent, naming it. A
 // budget is given back when its last stream ends.
 func TestMonitorSharedFrameBudgets(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		opts     MonitorOptions
@@ -444,6 +454,7 @@ func TestMonitorSharedFrameBudgets(t *testing.T) {
 }
 
 func TestSharedBudgetsAreOnePerKey(t *testing.T) {
+	t.Parallel()
 	b := newSharedBudgets(10)
 	now := time.Unix(0, 0)
 	x, y := b.acquire("10.0.0.7", now), b.acquire("10.0.0.7", now)

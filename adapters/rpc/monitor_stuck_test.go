@@ -90,6 +90,7 @@ func returnsWithin(t *testing.T, m *monitorTest, d time.Duration, what string) {
 // blocked sending to a router that stopped reading; the handler returns
 // within the bound, without a shutdown.
 func TestMonitorStuckReaderEndsWithItsSession(t *testing.T) {
+	t.Parallel()
 	for _, code := range []string{domain.CodeLeaseExpired, domain.CodeReplaced} {
 		t.Run(code, func(t *testing.T) {
 			eachClient(t, func(t *testing.T, proto []connect.ClientOption) {
@@ -109,6 +110,7 @@ func TestMonitorStuckReaderEndsWithItsSession(t *testing.T) {
 // a frame the session refuses; the handler, which must wait for the send in
 // progress before its last frame, returns within the bound.
 func TestMonitorStuckReaderSendsABadFrame(t *testing.T) {
+	t.Parallel()
 	eachClient(t, func(t *testing.T, proto []connect.ClientOption) {
 		sess := newFakeSession("r1")
 		sess.update = func(_, _ *int64) (session.Config, error) {
@@ -126,6 +128,7 @@ func TestMonitorStuckReaderSendsABadFrame(t *testing.T) {
 // no flow-control window cannot take even the ack; once its session ends,
 // its stream ends within the bound (RST_STREAM: nothing more can reach it).
 func TestMonitorAckNotReadEndsWithItsSession(t *testing.T) {
+	t.Parallel()
 	stopping, shutdown := context.WithCancel(context.Background())
 	defer shutdown()
 	sess := newFakeSession("r1")
@@ -228,6 +231,7 @@ func noWindowClient(t *testing.T, addr, path string, body []byte) <-chan http2.F
 // (grpc-timeout, connect-timeout-ms) gets DEADLINE_EXCEEDED then, and its
 // session ends, although the handler was blocked reading its frames.
 func TestMonitorHonoursTheStreamDeadline(t *testing.T) {
+	t.Parallel()
 	eachClient(t, func(t *testing.T, proto []connect.ClientOption) {
 		stopping, shutdown := context.WithCancel(context.Background())
 		defer shutdown()

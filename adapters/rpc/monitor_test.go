@@ -19,6 +19,7 @@ import (
 func int64p(v int64) *int64 { return &v }
 
 func TestMonitorRegisterAck(t *testing.T) {
+	t.Parallel()
 	eachProtocol(t, nil, func(m *monitorTest) {
 		m.register()
 		m.send(stopFrame)
@@ -28,6 +29,7 @@ func TestMonitorRegisterAck(t *testing.T) {
 }
 
 func TestMonitorFirstFrameNotRegister(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		frame *pb.RouterFrame
@@ -53,6 +55,7 @@ func TestMonitorFirstFrameNotRegister(t *testing.T) {
 // TestMonitorRegisterRefused: a registration the core refuses ends the
 // stream with the core's code and message; no session was started.
 func TestMonitorRegisterRefused(t *testing.T) {
+	t.Parallel()
 	for _, code := range []string{domain.CodeInvalidArgument, domain.CodeResourceExhausted, domain.CodeShuttingDown} {
 		t.Run(code, func(t *testing.T) {
 			refused := domain.Errorf(code, "refused with %s", code)
@@ -69,6 +72,7 @@ func TestMonitorRegisterRefused(t *testing.T) {
 }
 
 func TestMonitorKeepAlive(t *testing.T) {
+	t.Parallel()
 	eachProtocol(t, nil, func(m *monitorTest) {
 		m.register()
 		m.send(keepAliveFrame)
@@ -83,6 +87,7 @@ func TestMonitorKeepAlive(t *testing.T) {
 // invalid one ends it with INVALID_ARGUMENT; one that finds the session
 // already ended is left to Done to report.
 func TestMonitorUpdateConfig(t *testing.T) {
+	t.Parallel()
 	t.Run("valid", func(t *testing.T) {
 		eachProtocol(t, nil, func(m *monitorTest) {
 			m.register()
@@ -131,6 +136,7 @@ func TestMonitorUpdateConfig(t *testing.T) {
 // the same router; the core refuses another router_id, which ends the
 // stream.
 func TestMonitorSecondRegister(t *testing.T) {
+	t.Parallel()
 	t.Run("same router_id", func(t *testing.T) {
 		eachProtocol(t, nil, func(m *monitorTest) {
 			m.register()
@@ -163,6 +169,7 @@ func TestMonitorSecondRegister(t *testing.T) {
 }
 
 func TestMonitorStop(t *testing.T) {
+	t.Parallel()
 	eachProtocol(t, nil, func(m *monitorTest) {
 		m.register()
 		m.send(stopFrame)
@@ -173,6 +180,7 @@ func TestMonitorStop(t *testing.T) {
 }
 
 func TestMonitorEmptyFrame(t *testing.T) {
+	t.Parallel()
 	eachProtocol(t, nil, func(m *monitorTest) {
 		m.register()
 		m.send(emptyFrame)
@@ -186,6 +194,7 @@ func TestMonitorEmptyFrame(t *testing.T) {
 // TestMonitorHalfClose: a router that half-closes can no longer renew, but
 // its session lives and keeps reporting until the lease runs out.
 func TestMonitorHalfClose(t *testing.T) {
+	t.Parallel()
 	eachProtocol(t, nil, func(m *monitorTest) {
 		m.register()
 		if err := m.st.CloseRequest(); err != nil {
@@ -205,6 +214,7 @@ func TestMonitorHalfClose(t *testing.T) {
 // TestMonitorSessionEnds: however the core ends a session, the router gets
 // its code and message in the last frame and the stream ends with OK.
 func TestMonitorSessionEnds(t *testing.T) {
+	t.Parallel()
 	for _, code := range []string{domain.CodeLeaseExpired, domain.CodeReplaced, domain.CodeShuttingDown, domain.CodeResourceExhausted} {
 		t.Run(code, func(t *testing.T) {
 			eachProtocol(t, nil, func(m *monitorTest) {
@@ -221,6 +231,7 @@ func TestMonitorSessionEnds(t *testing.T) {
 }
 
 func TestMonitorClosedBeforeAnyFrame(t *testing.T) {
+	t.Parallel()
 	eachProtocol(t, nil, func(m *monitorTest) {
 		if err := m.st.CloseRequest(); err != nil {
 			t.Fatal(err)
@@ -231,6 +242,7 @@ func TestMonitorClosedBeforeAnyFrame(t *testing.T) {
 }
 
 func TestMonitorReport(t *testing.T) {
+	t.Parallel()
 	eachProtocol(t, nil, func(m *monitorTest) {
 		m.register()
 		for seq := range uint64(3) {
@@ -248,6 +260,7 @@ func TestMonitorReport(t *testing.T) {
 
 // TestMonitorContextCancelled: a router that goes away ends its session.
 func TestMonitorContextCancelled(t *testing.T) {
+	t.Parallel()
 	eachProtocol(t, nil, func(m *monitorTest) {
 		m.register()
 		m.cancel()
@@ -286,6 +299,7 @@ func (m *monitorTest) deliver(rep *domain.Report) {
 // first (SPEC §2.3), then the stream's end. Repeated: the writer's first
 // drain and the handler's read of the second frame race.
 func TestMonitorAckPrecedesAnEndSentRightBehindRegister(t *testing.T) {
+	t.Parallel()
 	invalid := domain.Errorf(domain.CodeInvalidArgument, "report_interval_ms 1: want 10 to 60000")
 	for _, tc := range []struct {
 		name   string
@@ -321,6 +335,7 @@ func TestMonitorAckPrecedesAnEndSentRightBehindRegister(t *testing.T) {
 // (SPEC §2.2), not a first frame of the wrong kind; another frame that
 // does not decode first is still INVALID_FIRST_FRAME.
 func TestMonitorRegisterThatDoesNotDecode(t *testing.T) {
+	t.Parallel()
 	badID := protowire.AppendTag(nil, 1, protowire.BytesType) // RegisterRequest.router_id
 	badID = protowire.AppendString(badID, "r\xff1")
 	register := protowire.AppendTag(nil, 1, protowire.BytesType) // RouterFrame.register

@@ -30,7 +30,8 @@ func monitorGoroutines() int {
 // TestMonitorStreamHoldsOneGoroutine: a registered router between reports
 // costs its stream one goroutine, the handler's, which reads the router's
 // frames; a report is written by a goroutine that lives only while it is
-// sent.
+// sent. It runs alone (no t.Parallel): it counts the process's monitor
+// goroutines.
 func TestMonitorStreamHoldsOneGoroutine(t *testing.T) {
 	for _, p := range clientProtocols {
 		t.Run(p.name, func(t *testing.T) {

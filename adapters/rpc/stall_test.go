@@ -28,6 +28,7 @@ func serveStalls(t *testing.T, bound time.Duration, h http.HandlerFunc) (*Stalls
 // window blocks the handler's first flush; within the bound the stream is
 // reset, the handler's write fails and it returns.
 func TestStallsEndAStreamWhoseClientStoppedReading(t *testing.T) {
+	t.Parallel()
 	returned := make(chan error, 1)
 	stalls, url, _ := serveStalls(t, 100*time.Millisecond, func(w http.ResponseWriter, _ *http.Request) {
 		chunk := bytes.Repeat([]byte("x"), 1024)
@@ -63,7 +64,8 @@ func TestStallsEndAStreamWhoseClientStoppedReading(t *testing.T) {
 }
 
 // TestStallsLeaveAReadingClientAlone: pauses between writes longer than
-// the bound do not count; only a write that is blocked does.
+// the bound do not count; only a write that is blocked does. It runs alone
+// (no t.Parallel): the client must read each write within the 100 ms bound.
 func TestStallsLeaveAReadingClientAlone(t *testing.T) {
 	stalls, url, client := serveStalls(t, 100*time.Millisecond, func(w http.ResponseWriter, _ *http.Request) {
 		for range 4 {

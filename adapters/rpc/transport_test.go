@@ -65,6 +65,7 @@ func hugeReport() *domain.Report {
 // This is SetWriteDeadline on an h2c stream, through WithTransportInfo and
 // BoundWritesAtShutdown, mounted as the reporter mounts them.
 func TestMonitorStuckReaderOnShutdown(t *testing.T) {
+	t.Parallel()
 	eachClient(t, func(t *testing.T, proto []connect.ClientOption) {
 		stopping, shutdown := context.WithCancel(context.Background())
 		defer shutdown()
@@ -90,6 +91,7 @@ func TestMonitorStuckReaderOnShutdown(t *testing.T) {
 // middleware, there is none, and a write deadline cannot be set once the
 // handler returned.
 func TestTransportInfo(t *testing.T) {
+	t.Parallel()
 	cert := &x509.Certificate{Subject: pkix.Name{CommonName: "router-7", Organization: []string{"fleet"}}}
 	var got *transport
 	h := WithTransportInfo(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = transportFrom(r.Context()) }))
@@ -125,6 +127,7 @@ func (nopWriter) WriteHeader(int)             {}
 // handler's write blocks until the client goes away, which it never does
 // here.
 func TestBoundWritesAtShutdown(t *testing.T) {
+	t.Parallel()
 	stopping, shutdown := context.WithCancel(context.Background())
 	defer shutdown()
 	written, returned := make(chan int, 1), make(chan error, 1)

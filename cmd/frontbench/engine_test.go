@@ -31,6 +31,7 @@ func newTestEngine(t *testing.T, events int) (*engine, *httptest.Server) {
 // The front's sglang-http source reads the stand-in's /v1/loads as it
 // reads SGLang's, or the front would never answer a poll.
 func TestEngineLoadsReadByTheSglangHTTPSource(t *testing.T) {
+	t.Parallel()
 	e, srv := newTestEngine(t, 4)
 	src, err := sglanghttp.New(sglanghttp.Options{BaseURL: srv.URL})
 	if err != nil {
@@ -55,6 +56,7 @@ func TestEngineLoadsReadByTheSglangHTTPSource(t *testing.T) {
 }
 
 func TestEngineMetricsAreAPrometheusExpositionOfAFewKiBAndCounted(t *testing.T) {
+	t.Parallel()
 	e, srv := newTestEngine(t, 4)
 	for range 3 {
 		resp, err := http.Get(srv.URL + pathMetrics)
@@ -81,6 +83,7 @@ func TestEngineMetricsAreAPrometheusExpositionOfAFewKiBAndCounted(t *testing.T) 
 }
 
 func TestEngineGenerate(t *testing.T) {
+	t.Parallel()
 	_, srv := newTestEngine(t, 7)
 	post := func(body string) *http.Response {
 		t.Helper()
@@ -113,6 +116,7 @@ func TestEngineGenerate(t *testing.T) {
 // A held stream sends its first event at once and ends, with [DONE], when
 // the bench stops the engine.
 func TestEngineHoldEndsWhenTheBenchStops(t *testing.T) {
+	t.Parallel()
 	e := newEngine(4, time.Hour)
 	srv := httptest.NewServer(e)
 	defer srv.Close()
@@ -137,6 +141,7 @@ func TestEngineHoldEndsWhenTheBenchStops(t *testing.T) {
 }
 
 func TestReadSSE(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name   string
 		in     string

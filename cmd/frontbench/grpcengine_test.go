@@ -41,6 +41,7 @@ func grpcTestCtx(t *testing.T) context.Context {
 // The unary call comes back echoed and the stream brings its messages and
 // OK: what a round counts as a call answered in full.
 func TestGRPCEngineEchoesAndStreams(t *testing.T) {
+	t.Parallel()
 	cc := startTestGRPCEngine(t, 7)
 	ctx := grpcTestCtx(t)
 	if _, _, err := grpcRequest(ctx, "direct", cc, kindUnary, 7); err != nil {
@@ -63,6 +64,7 @@ func TestGRPCEngineEchoesAndStreams(t *testing.T) {
 // A stream with fewer or more messages than asked is a failure, not a
 // sample.
 func TestGRPCRequestRefusesAStreamOfTheWrongLength(t *testing.T) {
+	t.Parallel()
 	cc := startTestGRPCEngine(t, 5)
 	ctx := grpcTestCtx(t)
 	for _, want := range []int{4, 6} {
@@ -77,6 +79,7 @@ func TestGRPCRequestRefusesAStreamOfTheWrongLength(t *testing.T) {
 // answers GetLoads itself, so a call reaching the engine would measure the
 // wrong thing.
 func TestGRPCEngineRefusesOtherMethods(t *testing.T) {
+	t.Parallel()
 	cc := startTestGRPCEngine(t, 3)
 	var out wrapperspb.BytesValue
 	err := cc.Invoke(grpcTestCtx(t), "/sglang.grpc.scheduler.SglangScheduler/GetLoads", grpcPrompt, &out)

@@ -22,6 +22,7 @@ func directives(conf string) []string {
 }
 
 func TestNginxConfigIsAStreamingProxyOnLoopback(t *testing.T) {
+	t.Parallel()
 	c := nginxConfig{Dir: "/tmp/fb", Listen: "127.0.0.1:8081", Engine: "127.0.0.1:30000", Workers: 2, AsRoot: true, MaxConns: 4000}
 	conf, err := c.render()
 	if err != nil {
@@ -67,6 +68,7 @@ func TestNginxConfigIsAStreamingProxyOnLoopback(t *testing.T) {
 }
 
 func TestNginxConfigRefusesWhatWouldLeaveLoopbackOrBreakTheFile(t *testing.T) {
+	t.Parallel()
 	ok := nginxConfig{Dir: "/tmp/fb", Listen: "127.0.0.1:8081", Engine: "127.0.0.1:30000", Workers: 2, MaxConns: 4000}
 	for name, mutate := range map[string]func(*nginxConfig){
 		"listen on every address": func(c *nginxConfig) { c.Listen = "0.0.0.0:8081" },
@@ -92,6 +94,7 @@ func TestNginxConfigRefusesWhatWouldLeaveLoopbackOrBreakTheFile(t *testing.T) {
 
 // nginx itself accepts the config (nginx -t), when it is installed.
 func TestNginxAcceptsTheConfig(t *testing.T) {
+	t.Parallel()
 	bin, err := findNginx("")
 	if err != nil {
 		t.Skip("nginx not installed (tests/services.sh nginx installs it):", err)

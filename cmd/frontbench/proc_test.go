@@ -13,6 +13,7 @@ import (
 )
 
 func TestParseStatCountsFieldsAfterTheCommandName(t *testing.T) {
+	t.Parallel()
 	// proc(5): pid (comm) state ppid pgrp session tty_nr tpgid flags
 	// minflt cminflt majflt cmajflt utime stime …; a command name may hold
 	// spaces and parentheses.
@@ -35,6 +36,7 @@ func TestParseStatCountsFieldsAfterTheCommandName(t *testing.T) {
 }
 
 func TestParseStatReadsThisProcess(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("/proc/self/stat")
 	if err != nil {
 		t.Skip("no /proc:", err)
@@ -49,6 +51,7 @@ func TestParseStatReadsThisProcess(t *testing.T) {
 }
 
 func TestParseRSS(t *testing.T) {
+	t.Parallel()
 	status := "Name:\tnginx\nVmPeak:\t  20000 kB\nVmRSS:\t    8724 kB\nRssAnon:\t 1000 kB\n"
 	got, err := parseRSS(status)
 	if err != nil || got != 8724*1024 {
@@ -62,6 +65,7 @@ func TestParseRSS(t *testing.T) {
 }
 
 func TestTreeIsTheRootAndItsDescendants(t *testing.T) {
+	t.Parallel()
 	ppids := map[int]int{10: 1, 11: 10, 12: 10, 13: 11, 20: 1, 21: 20, 1: 0}
 	got := tree(10, ppids)
 	slices.Sort(got)
@@ -76,6 +80,7 @@ func TestTreeIsTheRootAndItsDescendants(t *testing.T) {
 // stop ends a child that ignores SIGTERM, and what it forked, by killing
 // its process group once the grace is over.
 func TestStopKillsTheGroupOfAChildThatIgnoresTerm(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command("/bin/sh", "-c", `trap "" TERM; sleep 60 & echo $!; wait`)
 	out, err := cmd.StdoutPipe()
 	if err != nil {

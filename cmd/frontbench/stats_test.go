@@ -12,6 +12,7 @@ import (
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 func TestPercentileIsNearestRank(t *testing.T) {
+	t.Parallel()
 	var ds []time.Duration
 	for i := 100; i >= 1; i-- { // out of order on purpose
 		ds = append(ds, ms(i))
@@ -43,6 +44,7 @@ func TestPercentileIsNearestRank(t *testing.T) {
 }
 
 func TestFlatHold(t *testing.T) {
+	t.Parallel()
 	const mib = 1 << 20
 	steps := func(rss int64) []holdStep { return []holdStep{{500, rss - 10*mib}, {1000, rss}} }
 	for _, c := range []struct {
@@ -67,6 +69,7 @@ func TestFlatHold(t *testing.T) {
 }
 
 func TestScrapeBoundIsOnePerWindowTouched(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		span, window time.Duration
 		want         int64
@@ -83,6 +86,7 @@ func TestScrapeBoundIsOnePerWindowTouched(t *testing.T) {
 }
 
 func TestHoldStepsAreQuarters(t *testing.T) {
+	t.Parallel()
 	if got := holdSteps(1000); !slices.Equal(got, []int{250, 500, 750, 1000}) {
 		t.Errorf("holdSteps(1000) = %v", got)
 	}
@@ -112,6 +116,7 @@ func sample() results {
 }
 
 func TestJudgeMetWhereTheFrontDoesAsWellAsNginx(t *testing.T) {
+	t.Parallel()
 	for _, v := range judge(sample()) {
 		if !v.met {
 			t.Errorf("%s: not met for a front equal to nginx", v.name)
@@ -120,6 +125,7 @@ func TestJudgeMetWhereTheFrontDoesAsWellAsNginx(t *testing.T) {
 }
 
 func TestJudgeNotMet(t *testing.T) {
+	t.Parallel()
 	for name, c := range map[string]struct {
 		mutate func(*results)
 		part   string
@@ -153,6 +159,7 @@ func TestJudgeNotMet(t *testing.T) {
 // The table says each judged figure's verdict beside it and sums them up
 // under it.
 func TestPrintTableMarksVerdicts(t *testing.T) {
+	t.Parallel()
 	r := sample()
 	r.post[front].cpu *= 2
 	var b bytes.Buffer
@@ -176,6 +183,7 @@ func TestPrintTableMarksVerdicts(t *testing.T) {
 // The gRPC rows are figures beside the engine direct: nothing judged, and
 // no nginx figure, however the front did.
 func TestPrintTableJudgesNoGRPCRow(t *testing.T) {
+	t.Parallel()
 	r := sample()
 	r.unary[front].total = []time.Duration{ms(10), ms(20), ms(30)}
 	r.stream[front].cpu *= 100
@@ -222,6 +230,7 @@ func lineWith(out, s string) string {
 }
 
 func TestParseRefusesWhatCannotBeMeasured(t *testing.T) {
+	t.Parallel()
 	if _, err := parse(nil); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}

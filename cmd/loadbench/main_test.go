@@ -21,6 +21,7 @@ import (
 )
 
 func TestPhaseSlotsAutoIsOnePhasePerHundredRouters(t *testing.T) {
+	t.Parallel()
 	slots, err := parseSlots("1, auto")
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +43,7 @@ func TestPhaseSlotsAutoIsOnePhasePerHundredRouters(t *testing.T) {
 }
 
 func TestPhaseSlotsRefusesWhatLoadreporterRefuses(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []string{"0", "101", "auto,x", ""} {
 		_, err := parseSlots(bad)
 		if err == nil || !strings.Contains(err.Error(), "--phase-slots") {
@@ -53,6 +55,7 @@ func TestPhaseSlotsRefusesWhatLoadreporterRefuses(t *testing.T) {
 // The lost-report and late-fire figures come from ours' /metrics; a server
 // without them (a peer) prints "—", never a zero it did not measure.
 func TestServerCountersReadOursMetricsOnly(t *testing.T) {
+	t.Parallel()
 	ours := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprint(w, "# HELP loadreporter_reports_dropped_total x\n"+
 			`loadreporter_reports_dropped_total{kind="history"} 7`+"\n"+
@@ -95,6 +98,7 @@ func TestServerCountersReadOursMetricsOnly(t *testing.T) {
 }
 
 func TestLiveMemoryReadsTheLineAfterACollection(t *testing.T) {
+	t.Parallel()
 	child := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/debug/memstats" {
 			http.NotFound(w, r)
@@ -173,6 +177,7 @@ func (c *pingCounter) Write(p []byte) (int, error) {
 }
 
 func TestClientBDPDecidesWhetherTheClientPings(t *testing.T) {
+	t.Parallel()
 	for _, bdp := range []bool{true, false} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -221,6 +226,7 @@ func TestClientBDPDecidesWhetherTheClientPings(t *testing.T) {
 // interval error p99 and a first report within 1 ms; 100 routers have no
 // target, 1 000 the fan-out ones.
 func TestOneRouterIsHeldToItsOwnTargets(t *testing.T) {
+	t.Parallel()
 	targets := func(routers int, ours result) map[string]string {
 		got := map[string]string{}
 		for _, r := range scenarioRows(options{routers: routers, interval: 100 * time.Millisecond}, 1, result{window: time.Second}, ours) {
@@ -256,6 +262,7 @@ func TestOneRouterIsHeldToItsOwnTargets(t *testing.T) {
 // however the reads split the frames; other frames and empty DATA frames
 // are not reports, and a message split over frames counts once.
 func TestSocketClockTimesEachStreamsDataFrames(t *testing.T) {
+	t.Parallel()
 	var wire bytes.Buffer
 	fr := http2.NewFramer(&wire, nil)
 	write := func(err error) {

@@ -22,6 +22,7 @@ import (
 var commit = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 func TestGoVersion(t *testing.T) {
+	t.Parallel()
 	const rev = "abcdef1234567890abcdef1234567890abcdef12"
 	cases := []struct {
 		tag      string
@@ -41,6 +42,7 @@ func TestGoVersion(t *testing.T) {
 }
 
 func TestCreated(t *testing.T) {
+	t.Parallel()
 	now := commit.Add(time.Hour + 500*time.Millisecond)
 	for _, c := range []struct {
 		epoch  string
@@ -62,6 +64,7 @@ func TestCreated(t *testing.T) {
 }
 
 func TestTagFor(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"v0.0.0-20261130120000-abcdef123456+dirty": "v0.0.0-20261130120000-abcdef123456-dirty",
 		"v1.2.3":                 "v1.2.3",
@@ -80,6 +83,7 @@ func TestTagFor(t *testing.T) {
 }
 
 func TestLdflags(t *testing.T) {
+	t.Parallel()
 	got, err := ldflags(meta{version: "v1.2.3", revision: "abc", modified: true})
 	want := "-s -w -X " + buildinfoPkg + ".version=v1.2.3 -X " + buildinfoPkg + ".revision=abc -X " + buildinfoPkg + ".modified=true"
 	if err != nil || got != want {
@@ -93,6 +97,7 @@ func TestLdflags(t *testing.T) {
 }
 
 func TestCheckStaticRefusesANonELF(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "script")
 	if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -106,6 +111,7 @@ func TestCheckStaticRefusesANonELF(t *testing.T) {
 // tarball, reads every tag back and checks the layer, the config and that
 // a second build of the same inputs is the same image.
 func TestImageRoundTrip(t *testing.T) {
+	t.Parallel()
 	m := meta{version: "v1.2.3+dirty", revision: "abcdef", modified: true, created: commit, arch: "arm64", sourceURL: "https://example.com/src"}
 	files := []file{
 		{name: binaryPath, mode: 0o755, data: []byte("\x7fELF not really")},

@@ -26,6 +26,7 @@ func runOut(environ []string, args ...string) (stdout, stderr string, err error)
 // and exit 0 (flag.ErrHelp), as the top-level help does; nothing goes to
 // stderr.
 func TestHelpGoesToStdout(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"serve", "--help"}, {"watch", "--help"}, {"audit", "--help"}, {"audit", "gaps", "-h"}, {"migrate", "--help"},
 		{"engine-sim", "--help"},
@@ -43,6 +44,7 @@ func TestHelpGoesToStdout(t *testing.T) {
 // TestHelpSaysDefaultOnce: the usage prints each flag's default; its help
 // text does not say it again.
 func TestHelpSaysDefaultOnce(t *testing.T) {
+	t.Parallel()
 	for _, cmd := range []string{"serve", "watch", "audit", "migrate", "engine-sim"} {
 		stdout, _, _ := runOut(nil, cmd, "--help")
 		lines := strings.Split(stdout, "\n")
@@ -66,6 +68,7 @@ func TestHelpSaysDefaultOnce(t *testing.T) {
 // flag (or variable), the value and what is wanted, with a hint to run
 // --help; no usage is printed.
 func TestFlagErrorsAreOneLine(t *testing.T) {
+	t.Parallel()
 	const want = `--stale-after "3x": want a duration like 500ms, 3s or 1m (run 'loadreporter serve --help' for its flags)`
 	for _, tc := range []struct {
 		environ []string
@@ -95,6 +98,7 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 // TestUnknownEnvironmentWarns: a LOADREPORTER_* variable the command does
 // not read is named on stderr with the closest one it does.
 func TestUnknownEnvironmentWarns(t *testing.T) {
+	t.Parallel()
 	_, stderr, _ := runOut([]string{"LOADREPORTER_DATABSE_URL=postgres://x", "HOME=/root"}, "migrate", "--help")
 	if want := "loadreporter: warning: LOADREPORTER_DATABSE_URL is not a setting of migrate and is ignored (closest: LOADREPORTER_DATABASE_URL)\n"; stderr != want {
 		t.Errorf("stderr %q\nwant %q", stderr, want)
@@ -112,6 +116,7 @@ func TestUnknownEnvironmentWarns(t *testing.T) {
 // TestDefaultHistoryInterval: what audit assumes when asking the database
 // directly is serve's default --history-interval (and the dashboard's).
 func TestDefaultHistoryInterval(t *testing.T) {
+	t.Parallel()
 	serve := app.DefaultConfig().History.Interval
 	for what, d := range map[string]time.Duration{"audittable": audittable.DefaultHistoryInterval, "web": web.DefaultHistoryInterval} {
 		if d != serve {

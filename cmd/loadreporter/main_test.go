@@ -27,6 +27,7 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // the embedded defaults, watch it as a router, then interrupt serve (as
 // SIGINT does) and expect a clean exit within the grace period.
 func TestServeWatchAndInterrupt(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +76,7 @@ func TestServeWatchAndInterrupt(t *testing.T) {
 }
 
 func TestUnknownCommand(t *testing.T) {
+	t.Parallel()
 	var stderr bytes.Buffer
 	err := run(context.Background(), []string{"frobnicate"}, nil, &bytes.Buffer{}, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "frobnicate") || !strings.Contains(stderr.String(), "Commands:") {

@@ -12,6 +12,7 @@ import (
 // TestVersion: `loadreporter version` and `loadreporter --version` print
 // the build's one line on stdout and succeed.
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"version"}, {"--version"}, {"serve", "--version"}, {"watch", "--listen", "x", "-version"}} {
 		arg := strings.Join(args, " ")
 		var stdout, stderr bytes.Buffer

@@ -50,6 +50,7 @@ func checkServed(t *testing.T, name string, res result, ex e2eExtra) {
 // timed against a bound): every request is served and counted, the
 // oracle counts its reads, streamed or not.
 func TestEndToEndRowsWithoutReporter(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs engines on the machine's clock")
 	}
@@ -79,6 +80,7 @@ func TestEndToEndRowsWithoutReporter(t *testing.T) {
 // served, and the pulls are read from the reporters' metrics (10 a second
 // at 100 ms).
 func TestEndToEndWithReporters(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds loadreporter and runs it on the machine's clock")
 	}
@@ -108,6 +110,7 @@ func TestEndToEndWithReporters(t *testing.T) {
 // TestStartReporterReportsAFailure: a binary that exits before serving
 // is an error that says what it printed, not a hang.
 func TestStartReporterReportsAFailure(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sh, err := exec.LookPath("false")

@@ -16,6 +16,7 @@ func testFleet(engines, routers int) fleet {
 // the model's step costs say: TTFT one prefill step, no queue, then one
 // decode step.
 func TestSimulateTimesARequest(t *testing.T) {
+	t.Parallel()
 	p := model.DefaultParams()
 	trace := []request{{At: 1500 * time.Millisecond, Prompt: 100, Output: 2}}
 	res, err := simulate(testFleet(2, 1), policies[rowOracle], trace, window{Warmup: time.Second, Measure: time.Second, Drain: time.Second}, 1)
@@ -37,6 +38,7 @@ func TestSimulateTimesARequest(t *testing.T) {
 // one that cannot finish within the drain counts as +Inf but its TTFT is
 // kept.
 func TestSimulateWindowAndDrain(t *testing.T) {
+	t.Parallel()
 	trace := []request{
 		{At: 100 * time.Millisecond, Prompt: 50, Output: 4},             // warm-up
 		{At: 1100 * time.Millisecond, Prompt: 50, Output: 4},            // measured
@@ -56,6 +58,7 @@ func TestSimulateWindowAndDrain(t *testing.T) {
 // second at 100 ms, the history's one a second else), a poller is served
 // the latest report, and the oracle reads every engine at each pick.
 func TestSimulateReads(t *testing.T) {
+	t.Parallel()
 	f := testFleet(4, 2)
 	win := window{Warmup: 5 * time.Second, Measure: 20 * time.Second, Drain: 30 * time.Second}
 	trace := arrivals(1, workloads[1], profile{Rate: 4}, win.end(), f.Routers)
@@ -92,6 +95,7 @@ func TestSimulateReads(t *testing.T) {
 // the least loaded herds (Mitzenmacher): queues pile up on one engine at
 // a time, far worse than the best of two on the same reports.
 func TestSimulateStaleLeastLoadedHerds(t *testing.T) {
+	t.Parallel()
 	f := testFleet(8, 4)
 	c, err := capacity(f.Params, workloads[1], 1, 60*time.Second, 120*time.Second)
 	if err != nil {
@@ -116,6 +120,7 @@ func TestSimulateStaleLeastLoadedHerds(t *testing.T) {
 // its batch allows: 256 running requests, each needing 512 decode steps
 // and a prefill step of its own, bound the rate between these figures.
 func TestCapacity(t *testing.T) {
+	t.Parallel()
 	p := model.DefaultParams()
 	c, err := capacity(p, workloads[1], 1, 60*time.Second, 300*time.Second)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 // wins half the time, the most loaded never); d = 3 of four, the least
 // loaded three times in four; d = 1 uniform; on a tie the first drawn.
 func TestChooseDraws(t *testing.T) {
+	t.Parallel()
 	scores := []float64{2, 0, 3, 1} // least loaded 1, most 2
 	score := func(i int) float64 { return scores[i] }
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -70,6 +71,7 @@ func loaded(running int64, at time.Time) *pb.LoadReport {
 // burst; a report whose numbers moved after the dispatches ages them out,
 // one showing the old numbers again does not, and Done uncounts one.
 func TestAccountingSpreadsABurst(t *testing.T) {
+	t.Parallel()
 	snap := time.Unix(1_800_000_000, 0)
 	src := fakeSources{[]*pb.LoadReport{loaded(10, snap), loaded(11, snap), loaded(11, snap), loaded(11, snap)}}
 	for _, acct := range []bool{false, true} {
@@ -117,6 +119,7 @@ func TestAccountingSpreadsABurst(t *testing.T) {
 // TestParseLoads: the poller reads the reporter's own /v1/loads answer
 // (pollapi's envelope) into the report client.Score reads.
 func TestParseLoads(t *testing.T) {
+	t.Parallel()
 	rep := &domain.Report{ReportTime: time.Unix(1_800_000_000, 0), Status: domain.StatusHealthy, Ranks: []domain.RankLoad{
 		{DPRank: 0, SnapshotTime: time.Unix(1_800_000_000, 0), NumRunningReqs: 7, NumWaitingReqs: 2, NumWaitingUncachedTokens: 900,
 			NumUsedTokens: 5000, NumTotalTokens: 5900, MaxTotalNumTokens: 400_000, MaxRunningRequests: 256, TokenUsage: 0.0125},
@@ -149,6 +152,7 @@ func TestParseLoads(t *testing.T) {
 
 // TestChartIsSVG: the chart is well-formed XML with every series named.
 func TestChartIsSVG(t *testing.T) {
+	t.Parallel()
 	c := chart{Title: "t <&>", XLabel: "x", YLabel: "y", X: []string{"0", "10", "100"}, Panels: []panel{
 		{Title: "a", Series: []series{{Name: "one", Color: "#000", Y: []float64{0.1, 0.2, math.Inf(1)}}, {Name: "ref", Color: "#111", Flat: true, Y: []float64{0.15}}}},
 		{Title: "b", Series: []series{{Name: "one", Color: "#000", Y: []float64{0.3, math.NaN(), 2}}, {Name: "ref", Color: "#111", Flat: true, Y: []float64{0.5}}}},
@@ -172,6 +176,7 @@ func TestChartIsSVG(t *testing.T) {
 }
 
 func TestRowKeys(t *testing.T) {
+	t.Parallel()
 	if got, err := rowKeys("push100, oracle,push100"); err != nil || len(got) != 2 || got[0] != rowOracle || got[1] != rowPush100 {
 		t.Errorf("rowKeys: %v %v", got, err)
 	}
@@ -187,6 +192,7 @@ func TestRowKeys(t *testing.T) {
 }
 
 func TestNiceBounds(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ v, below, above float64 }{
 		{0.923, 0.5, 1}, {4.474, 2, 5}, {1, 1, 1}, {0.03, 0.02, 0.05}, {7, 5, 10},
 	} {

@@ -6,6 +6,7 @@ import (
 )
 
 func TestPercentileNearestRank(t *testing.T) {
+	t.Parallel()
 	hundred := make([]float64, 100)
 	for i := range hundred {
 		hundred[i] = float64(100 - i) // unsorted on purpose
@@ -30,6 +31,7 @@ func TestPercentileNearestRank(t *testing.T) {
 }
 
 func TestJain(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		xs   []int
 		want float64

@@ -10,6 +10,7 @@ import (
 // gives by hand: 1 + .9² + .9⁶ + .9¹⁴ + .9³⁰ + .9⁶² + … = 2.6141 and
 // 1 + .9³ + .9¹² + .9³⁹ + … = 2.0279.
 func TestSupermarketClosedForm(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		d    int
 		want float64
@@ -25,6 +26,7 @@ func TestSupermarketClosedForm(t *testing.T) {
 // benchmark's settings and a fixed seed (a statistical test: about three
 // standard errors for random choice, far more for d ≥ 2).
 func TestSupermarketSimulation(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("several million arrivals")
 	}
@@ -41,6 +43,7 @@ func TestSupermarketSimulation(t *testing.T) {
 // is far below random at the same load, and a queue that is never
 // compared (d = 1) still drops what left it.
 func TestSupermarketShortestQueueMatters(t *testing.T) {
+	t.Parallel()
 	random := supermarketRun{Servers: 100, Lambda: 0.5, Choices: 1, Warmup: 10_000, Arrivals: 200_000, Seed: 2}.mean()
 	two := supermarketRun{Servers: 100, Lambda: 0.5, Choices: 2, Warmup: 10_000, Arrivals: 200_000, Seed: 2}.mean()
 	if math.Abs(random/2-1) > 0.05 || two >= random*0.75 {

@@ -10,6 +10,7 @@ import (
 // TestArrivalsSeededAndReproducible: one seed gives the same stream every
 // time, another seed a different one.
 func TestArrivalsSeededAndReproducible(t *testing.T) {
+	t.Parallel()
 	for _, w := range workloads {
 		p := profile{Rate: 50}
 		a := arrivals(7, w, p, 60*time.Second, 4)
@@ -29,6 +30,7 @@ func TestArrivalsSeededAndReproducible(t *testing.T) {
 // variation 1 (exponential), times increase, routers are used evenly, and
 // a burst multiplies the rate inside its window only.
 func TestArrivalsArePoisson(t *testing.T) {
+	t.Parallel()
 	const rate, span = 40.0, 1000 * time.Second
 	a := arrivals(3, workloads[1], profile{Rate: rate}, span, 4)
 	want := rate * span.Seconds()
@@ -80,6 +82,7 @@ func TestArrivalsArePoisson(t *testing.T) {
 // TestSizes: fixed512 is 512/512; lognormal stays in its clips with its
 // medians.
 func TestSizes(t *testing.T) {
+	t.Parallel()
 	for _, q := range arrivals(5, workloads[1], profile{Rate: 10}, 100*time.Second, 1) {
 		if q.Prompt != 512 || q.Output != 512 {
 			t.Fatalf("fixed512 drew %d/%d", q.Prompt, q.Output)

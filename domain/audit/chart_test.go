@@ -12,6 +12,7 @@ import (
 )
 
 func TestChartBoundsCutTheWindowEvenly(t *testing.T) {
+	t.Parallel()
 	since := time.Date(2026, 11, 30, 7, 12, 34, 500_000_000, time.UTC)
 	q := audit.ChartQuery{Window: audit.Window{Since: since, Until: since.Add(time.Hour + 7)}, Buckets: 240}
 	b := q.Bounds()
@@ -28,6 +29,7 @@ func TestChartBoundsCutTheWindowEvenly(t *testing.T) {
 // From a minute a bucket on, the bounds between buckets are whole minutes,
 // so a store counts every minute from its summary.
 func TestChartBoundsOfLongWindowsAreWholeMinutes(t *testing.T) {
+	t.Parallel()
 	since := time.Date(2026, 11, 30, 7, 12, 34, 500_000_000, time.UTC)
 	for _, span := range []time.Duration{4*time.Hour + time.Second, 14 * time.Hour, 7 * 24 * time.Hour} {
 		q := audit.ChartQuery{Window: audit.Window{Since: since, Until: since.Add(span)}, Buckets: 240}
@@ -48,6 +50,7 @@ func TestChartBoundsOfLongWindowsAreWholeMinutes(t *testing.T) {
 // A window may span years 0001 to 9999, past what a time.Duration holds
 // (292 years): the step is still the window's 240th part.
 func TestChartBoundsOfTheWidestWindow(t *testing.T) {
+	t.Parallel()
 	w := audit.Window{Since: time.Date(1, 1, 1, 0, 0, 0, 1000, time.UTC), Until: time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC)}
 	b := audit.ChartQuery{Window: w, Buckets: 240}.Bounds()
 	nanos := func(t time.Time) *big.Int {
@@ -70,6 +73,7 @@ func TestChartBoundsOfTheWidestWindow(t *testing.T) {
 // Fewer than 35 buckets over the widest window would each span more than
 // a time.Duration holds (their bounds wrapped before Since): refused.
 func TestChartBucketsBeyondADurationAreRefused(t *testing.T) {
+	t.Parallel()
 	w := audit.Window{Since: time.Date(1, 1, 1, 0, 0, 0, 1000, time.UTC), Until: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}
 	for _, n := range []int{1, 10, 34} {
 		if err := (audit.ChartQuery{Window: w, Buckets: n}).Validate(); domain.ErrorCode(err) != domain.CodeInvalidArgument ||
@@ -83,6 +87,7 @@ func TestChartBucketsBeyondADurationAreRefused(t *testing.T) {
 }
 
 func TestChartBuilderCountsEachReportInItsBucket(t *testing.T) {
+	t.Parallel()
 	since := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
 	q := audit.ChartQuery{Window: audit.Window{Since: since, Until: since.Add(4 * time.Minute)}, Buckets: 4}
 	b := audit.NewChartBuilder(q)
@@ -128,6 +133,7 @@ func TestChartBuilderCountsEachReportInItsBucket(t *testing.T) {
 // ChartThrough stops before the minute that takes the count past the
 // budget: reports one by one, or (worker, minute) pairs.
 func TestChartThroughStopsAtAWholeMinute(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
 	var reports []*domain.Report
 	for i := range 30 { // minute k holds reports of workers a and b
@@ -150,6 +156,7 @@ func TestChartThroughStopsAtAWholeMinute(t *testing.T) {
 }
 
 func TestChartQueryArguments(t *testing.T) {
+	t.Parallel()
 	w := audit.Window{Since: time.Unix(0, 0), Until: time.Unix(3600, 0)}
 	for _, tc := range []struct {
 		q    audit.ChartQuery

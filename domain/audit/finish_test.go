@@ -10,6 +10,7 @@ import (
 // Both stores answer in this order; a store that computes rows in another
 // order (PostgreSQL by partition, memory by report) still lists them alike.
 func TestFinishOrdersThenLimits(t *testing.T) {
+	t.Parallel()
 	at := func(s int) time.Time { return time.Unix(1_700_000_000+int64(s), 0) }
 	span := func(w string, s int) audit.Span { return audit.Span{WorkerAddr: w, Start: at(s)} }
 

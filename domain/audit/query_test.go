@@ -12,6 +12,7 @@ import (
 )
 
 func TestParseStatus(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]domain.Status{
 		"HEALTHY": domain.StatusHealthy, "stale": domain.StatusStale,
 		" REPORT_STATUS_UNREACHABLE ": domain.StatusUnreachable, "report_status_healthy": domain.StatusHealthy,
@@ -28,6 +29,7 @@ func TestParseStatus(t *testing.T) {
 }
 
 func TestQueryDefaults(t *testing.T) {
+	t.Parallel()
 	w := audit.Window{Since: time.Unix(0, 0), Until: time.Unix(60, 0)}
 	if got := (audit.ReportsQuery{Window: w}).PageSize(); got != audit.DefaultPageSize {
 		t.Errorf("default page size %d", got)
@@ -44,6 +46,7 @@ func TestQueryDefaults(t *testing.T) {
 }
 
 func TestCursorRoundTrip(t *testing.T) {
+	t.Parallel()
 	k := audit.ReportKey{Time: time.UnixMicro(1_700_000_000_123_456).UTC(), WorkerAddr: "w:1", SourceInstanceID: "s", SequenceID: 42}
 	w := audit.Window{Since: time.Unix(0, 0), Until: time.Unix(60, 0)}
 	for _, desc := range []bool{false, true} {
@@ -70,6 +73,7 @@ func TestCursorRoundTrip(t *testing.T) {
 }
 
 func TestTextArgumentsAreArgumentErrors(t *testing.T) {
+	t.Parallel()
 	w := audit.Window{Since: time.Unix(0, 0), Until: time.Unix(60, 0)}
 	for _, worker := range []string{"10.0.0.7:30000\x00", "bad \xff utf-8"} {
 		for name, err := range map[string]error{
@@ -95,6 +99,7 @@ func TestTextArgumentsAreArgumentErrors(t *testing.T) {
 // such windows with nothing (pgx wraps past year 294247) or refused them,
 // where the in-memory store answered.
 func TestWindowBoundsOutsideWhatStoresHold(t *testing.T) {
+	t.Parallel()
 	ms := time.UnixMilli
 	for _, tc := range []struct {
 		name  string

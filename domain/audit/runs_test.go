@@ -12,6 +12,7 @@ import (
 )
 
 func TestSpread(t *testing.T) {
+	t.Parallel()
 	r := func(usages ...float64) *domain.Report {
 		rep := &domain.Report{}
 		for i, u := range usages {
@@ -32,6 +33,7 @@ func TestSpread(t *testing.T) {
 }
 
 func TestPercentileMatchesPercentileCont(t *testing.T) {
+	t.Parallel()
 	// Values from PostgreSQL: SELECT percentile_cont(p) WITHIN GROUP (ORDER BY v) …
 	for _, c := range []struct {
 		values []float64
@@ -55,6 +57,7 @@ func TestPercentileMatchesPercentileCont(t *testing.T) {
 }
 
 func TestRuns(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var reports []*domain.Report
 	// Two interleaved workers; H = healthy, U = unreachable.

@@ -8,6 +8,7 @@ import (
 )
 
 func TestStored(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.FixedZone("x", 3600))
 	r := &domain.Report{ReportTime: at, Ranks: []domain.RankLoad{
 		{DPRank: 2, SnapshotTime: at.Add(-time.Second)}, {DPRank: 0}}}

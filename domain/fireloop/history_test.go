@@ -19,6 +19,7 @@ func withHistory(s sink, every time.Duration) option {
 }
 
 func TestHistoryIsDueWithoutRouters(t *testing.T) {
+	t.Parallel()
 	s := sink{ch: make(chan *domain.Report, 100)}
 	h := newHarness(t, nil, withHistory(s, time.Second))
 	if r := recv(t, s.ch); r.SequenceID != 1 {
@@ -38,6 +39,7 @@ func TestHistoryIsDueWithoutRouters(t *testing.T) {
 }
 
 func TestHistoryRecordsEveryStatusChangeOnce(t *testing.T) {
+	t.Parallel()
 	s := sink{ch: make(chan *domain.Report, 100)}
 	h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 		if n == 4 || n == 5 {
@@ -82,6 +84,7 @@ func TestHistoryRecordsEveryStatusChangeOnce(t *testing.T) {
 }
 
 func TestHistoryOff(t *testing.T) {
+	t.Parallel()
 	s := sink{ch: make(chan *domain.Report, 1)}
 	h := newHarness(t, nil, withHistory(s, 0))
 	h.clock.Advance(time.Hour)

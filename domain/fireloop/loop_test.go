@@ -17,6 +17,7 @@ import (
 const ms = time.Millisecond
 
 func TestFirstReportDueAtOnce(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.clock.Advance(37 * ms)
 	sub := h.register("r1", 100, 5000)
@@ -30,6 +31,7 @@ func TestFirstReportDueAtOnce(t *testing.T) {
 }
 
 func TestNoPullWithoutSessions(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.clock.Advance(time.Hour)
 	if h.clock.Pending() != 0 {
@@ -51,6 +53,7 @@ func TestNoPullWithoutSessions(t *testing.T) {
 }
 
 func TestAnchoredDeadlinesFollowRegistration(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, withSchedule(session.Anchored))
 	h.clock.Advance(37 * ms)
 	sub := h.register("r1", 100, 60000)
@@ -66,6 +69,7 @@ func TestAnchoredDeadlinesFollowRegistration(t *testing.T) {
 }
 
 func TestAlignedRoutersShareTheGrid(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil) // aligned is the default
 	h.clock.Advance(37 * ms)
 	a := h.register("a", 100, 60000)
@@ -118,6 +122,7 @@ func btoi(b bool) int {
 }
 
 func TestSlowerSessionOnlyAtItsDeadlines(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, withSchedule(session.Anchored))
 	subs := h.registerTogether([]string{"fast", "slow"}, []int64{100, 300}, 60000)
 	fast, slow := subs[0], subs[1]
@@ -140,6 +145,7 @@ func TestSlowerSessionOnlyAtItsDeadlines(t *testing.T) {
 }
 
 func TestSessionsRegisteredDuringAPullShareIt(t *testing.T) {
+	t.Parallel()
 	gate := make(chan struct{})
 	h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 		if n == 1 {
@@ -165,6 +171,7 @@ func TestSessionsRegisteredDuringAPullShareIt(t *testing.T) {
 }
 
 func TestSequenceSharedWithinAFireAndIncreasingAcross(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 		if n == 2 {
 			return domain.Snapshot{}, domain.Errorf(domain.CodeSourceFailed, "engine down")
@@ -194,6 +201,7 @@ func TestSequenceSharedWithinAFireAndIncreasingAcross(t *testing.T) {
 }
 
 func TestKeepAliveRenewsLeaseButNeverMovesDeadline(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, withSchedule(session.Anchored))
 	sub := h.register("r", 800, 1000)
 	report(t, sub)
@@ -223,6 +231,7 @@ func TestKeepAliveRenewsLeaseButNeverMovesDeadline(t *testing.T) {
 }
 
 func TestConfigUpdateIsAtomicAndMovesCadence(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, withSchedule(session.Anchored))
 	sub := h.register("r", 1000, 5000)
 	report(t, sub)
@@ -246,6 +255,7 @@ func TestConfigUpdateIsAtomicAndMovesCadence(t *testing.T) {
 }
 
 func TestReplacementSafety(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	old := h.register("r", 100, 5000)
 	neu := h.register("r", 100, 5000)
@@ -262,6 +272,7 @@ func TestReplacementSafety(t *testing.T) {
 }
 
 func TestSkipNotBurstAfterAStall(t *testing.T) {
+	t.Parallel()
 	stall := make(chan struct{})
 	h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 		if n == 2 {
@@ -287,6 +298,7 @@ func TestSkipNotBurstAfterAStall(t *testing.T) {
 }
 
 func TestHangingSourceIsBoundedByTheBudget(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 		<-ctx.Done() // hangs until cancelled
 		return domain.Snapshot{}, ctx.Err()
@@ -304,6 +316,7 @@ func TestHangingSourceIsBoundedByTheBudget(t *testing.T) {
 }
 
 func TestRankSetChangeRetriedOnceWithinTheBudget(t *testing.T) {
+	t.Parallel()
 	t.Run("second attempt complete", func(t *testing.T) {
 		h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 			if n == 1 {
@@ -361,6 +374,7 @@ func TestRankSetChangeRetriedOnceWithinTheBudget(t *testing.T) {
 }
 
 func TestUnreachableNeverCarriesOldRanks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 		switch n {
 		case 2:
@@ -388,6 +402,7 @@ func TestUnreachableNeverCarriesOldRanks(t *testing.T) {
 }
 
 func TestStaleThroughTheLoop(t *testing.T) {
+	t.Parallel()
 	frozen := t0
 	h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 		s := e.snapshot(2)
@@ -413,6 +428,7 @@ func TestStaleThroughTheLoop(t *testing.T) {
 }
 
 func TestSlowReaderNeverDelaysOthers(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	subs := h.registerTogether([]string{"slow", "fast"}, []int64{100, 100}, 60000)
 	slow, fast := subs[0], subs[1] // slow never reads
@@ -432,6 +448,7 @@ func TestSlowReaderNeverDelaysOthers(t *testing.T) {
 }
 
 func TestLearnsRankSetFromFirstValidSnapshot(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 		if n >= 2 {
 			return e.snapshot(3), nil
@@ -461,6 +478,7 @@ func TestLearnsRankSetFromFirstValidSnapshot(t *testing.T) {
 }
 
 func TestShutdownEndsEverySession(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	a, b := h.register("a", 100, 5000), h.register("b", 1000, 5000)
 	if h.loop.ShuttingDown().Err() != nil {
@@ -482,6 +500,7 @@ func TestShutdownEndsEverySession(t *testing.T) {
 }
 
 func TestMaxSessionsThroughTheReporter(t *testing.T) {
+	t.Parallel()
 	l := session.DefaultLimits()
 	l.MaxSessions = 1
 	h := newHarness(t, nil, withLimits(l))
@@ -492,6 +511,7 @@ func TestMaxSessionsThroughTheReporter(t *testing.T) {
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
+	t.Parallel()
 	if _, err := New(Options{}); err == nil {
 		t.Fatal("accepted no source and no clock")
 	}
@@ -536,6 +556,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 // bounded by the slots per interval, not by the routers, and each router
 // still gets one report per interval, always from the same phase.
 func TestPhaseSlotsSplitEachFire(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, func(o *Options) { o.PhaseSlots = 4 })
 	ids := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
 	subs := h.registerTogether(ids, slices.Repeat([]int64{100}, len(ids)), 60000)
@@ -578,6 +599,7 @@ func TestPhaseSlotsSplitEachFire(t *testing.T) {
 }
 
 func TestAFireSaysHowLateItsPullStarted(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.clock.Advance(37 * ms)
 	sub := h.register("r1", 100, 60000)
@@ -605,6 +627,7 @@ func TestAFireSaysHowLateItsPullStarted(t *testing.T) {
 // waiting forever for its own lock, serving nothing. A zero interval, which
 // Subscribe's callers must never pass, makes Deliver divide by zero.
 func TestAPanicInAFireCrashesInsteadOfWedging(t *testing.T) {
+	t.Parallel()
 	clk := porttest.NewClock(t0)
 	l, err := New(Options{Source: &engine{clock: clk}, Clock: clk,
 		Builder: domain.ReportBuilder{SourceInstanceID: "test", StaleAfter: 3 * time.Second}})
@@ -634,6 +657,7 @@ func TestAPanicInAFireCrashesInsteadOfWedging(t *testing.T) {
 // next fires start no pull beside it (each would leave one more goroutine
 // behind) and say why; once it returns, pulls resume.
 func TestASourceIgnoringCancellationLeavesOnePullBehind(t *testing.T) {
+	t.Parallel()
 	entered, release := make(chan struct{}), make(chan struct{})
 	var releaseOnce sync.Once
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }

@@ -13,6 +13,7 @@ import (
 // very report the router does; it holds no lease, so it outlives any lease
 // length without a keep-alive; the observer counts it as "orca".
 func TestORCASessionSharesPulls(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	hold := make(chan struct{}) // both join the first pull: it waits for the ORCA session
 	h.engine.mu.Lock()

@@ -11,6 +11,7 @@ import (
 )
 
 func TestPollServesAFreshReportWithoutPulling(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	sub := h.register("r", 1000, 60000)
 	first := report(t, sub)
@@ -26,6 +27,7 @@ func TestPollServesAFreshReportWithoutPulling(t *testing.T) {
 }
 
 func TestPollJoinsTheNextFireWhenStale(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	got, err := h.loop.Poll(context.Background(), time.Second)
 	if err != nil || got.SequenceID != 1 || got.Status != domain.StatusHealthy {
@@ -43,6 +45,7 @@ func TestPollJoinsTheNextFireWhenStale(t *testing.T) {
 }
 
 func TestConcurrentPollsShareOnePull(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	hold := make(chan struct{})
 	h.engine.mu.Lock()
@@ -88,6 +91,7 @@ func TestConcurrentPollsShareOnePull(t *testing.T) {
 }
 
 func TestPollGivesUpWithItsContext(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(ctx context.Context, e *engine, n int) (domain.Snapshot, error) {
 		<-ctx.Done()
 		return domain.Snapshot{}, ctx.Err()
@@ -106,6 +110,7 @@ func TestPollGivesUpWithItsContext(t *testing.T) {
 // a poller learns it rather than the latest numbers of a worker about to
 // go.
 func TestPollSaysShuttingDownEvenWithAFreshReport(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	sub := h.register("r", 1000, 60000)
 	_ = report(t, sub)

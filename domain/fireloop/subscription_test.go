@@ -12,6 +12,7 @@ import (
 // its lock (as during a fire's pass over the table), so a flood of
 // keep-alives never queues in front of the loop; the renewal still counts.
 func TestKeepAliveTakesNoLock(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	sub := h.register("r", 100, 1000)
 	report(t, sub)

@@ -34,7 +34,8 @@ func wideReport(seq, n int) *domain.Report {
 // BufferBytes is what the reports it holds take on the Go heap, from 0.8
 // to 1.25 times it, for UNREACHABLE reports (no ranks, an error each) and
 // reports of 8 and of 1 024 ranks. (Above 1, because the strings a
-// worker's reports share are counted for each.)
+// worker's reports share are counted for each.) It runs alone (no
+// t.Parallel): it measures the whole process's heap.
 func TestAccountedBytesTrackTheHeap(t *testing.T) {
 	for _, tc := range []struct{ reports, ranks int }{{20_000, 0}, {5_000, 8}, {200, 1024}} {
 		t.Run(fmt.Sprintf("%d ranks", tc.ranks), func(t *testing.T) {
@@ -90,6 +91,7 @@ func advanceWhileWaiting(ctx context.Context, clk *porttest.Clock) {
 // drains, in order and each report once, instead of the whole batch
 // timing out on every retry and history stopping.
 func TestATimedOutBatchIsSplitUntilItDrains(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
 	var mu sync.Mutex
@@ -147,6 +149,7 @@ func TestATimedOutBatchIsSplitUntilItDrains(t *testing.T) {
 // the store, what the recorder holds never exceeds the bound. (The batch
 // in flight was outside it: the buffer refilled to the bound beside it.)
 func TestBufferAndBatchInFlightStayWithinTheBound(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	started := make(chan []int, 10)
 	release := make(chan struct{})
@@ -199,6 +202,7 @@ func TestBufferAndBatchInFlightStayWithinTheBound(t *testing.T) {
 // up to 8 times the write timeout, and a success brings it back: a store
 // slower than the timeout for even one report still drains, one at a time.
 func TestAReportThatTimesOutAloneGetsMoreTime(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
 	started := make(chan struct{}, 10)
@@ -260,6 +264,7 @@ func TestAReportThatTimesOutAloneGetsMoreTime(t *testing.T) {
 // more than half its timeout is not doubled again (it would time out
 // again, and every other write of the backlog would be a wasted timeout).
 func TestSplitsSettleOnWhatTheStoreCanWrite(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
 	var mu sync.Mutex

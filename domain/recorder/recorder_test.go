@@ -18,6 +18,7 @@ import (
 )
 
 func TestBatchesBySizeAndByDelay(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
 	calls := make(chan []int, 10)
@@ -64,6 +65,7 @@ func TestBatchesBySizeAndByDelay(t *testing.T) {
 }
 
 func TestRecordNeverBlocksAndDropsOldest(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
 	started := make(chan []int, 10)
@@ -132,6 +134,7 @@ func TestRecordNeverBlocksAndDropsOldest(t *testing.T) {
 // WriteTimeout plus its bytes at WriteRate, measured on the clock, and
 // retried.
 func TestWriteTimeoutUsesTheClock(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
 	started := make(chan struct{}, 10)
@@ -190,6 +193,7 @@ func TestWriteTimeoutUsesTheClock(t *testing.T) {
 }
 
 func TestRejectedReportsAreDroppedNotRetried(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
 	calls := make(chan []int, 10)
@@ -225,6 +229,7 @@ func TestRejectedReportsAreDroppedNotRetried(t *testing.T) {
 }
 
 func TestCloseFlushesAndStops(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
 	calls := make(chan []int, 10)
@@ -256,6 +261,7 @@ func TestCloseFlushesAndStops(t *testing.T) {
 }
 
 func TestCloseGivesUpWhenItsDeadlineEnds(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
 	store := fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
@@ -282,6 +288,7 @@ func TestCloseGivesUpWhenItsDeadlineEnds(t *testing.T) {
 }
 
 func TestNewValidatesOptions(t *testing.T) {
+	t.Parallel()
 	clk := porttest.NewClock(t0)
 	store := fakeStore{}
 	for name, o := range map[string]recorder.Options{
@@ -300,6 +307,7 @@ func TestNewValidatesOptions(t *testing.T) {
 // TestNothingRunsBeforeStart: New starts no goroutine; what is recorded
 // waits, and Close still writes it.
 func TestNothingRunsBeforeStart(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	calls := make(chan []int, 10)
 	r, err := recorder.New(recorder.Options{Store: recordingStore(calls), Clock: porttest.NewClock(t0), BatchSize: 1})
@@ -323,6 +331,7 @@ func TestNothingRunsBeforeStart(t *testing.T) {
 // BufferBytes by their ranks, so the buffer holds fewer of them; the oldest
 // go first, counted as dropped, and the newest are written.
 func TestBufferIsBoundedInBytes(t *testing.T) {
+	t.Parallel()
 	wide := func(seq int) *domain.Report {
 		r := rep(seq)
 		for i := range 100 {

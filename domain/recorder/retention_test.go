@@ -32,6 +32,7 @@ func (d deleteStore) DeleteBefore(ctx context.Context, t time.Time, limit int) (
 }
 
 func TestRetentionDeletesInBoundedStepsEveryPeriod(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
 	store := deleteStore{calls: make(chan time.Time), answers: make(chan int64)}

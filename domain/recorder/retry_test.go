@@ -16,6 +16,7 @@ import (
 )
 
 func TestRetriesWithCappedBackoffAndCatchesUp(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
 	var mu sync.Mutex
@@ -107,6 +108,7 @@ func (s *script) Reset()                     { s.i = 0 }
 // a wait stays within [MinBackoff, MaxBackoff] (a Backoff that gives up
 // waits the cap: the batch is kept), and each batch starts it over.
 func TestBackoffIsBoundedAndStartsOverPerBatch(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
 	var mu sync.Mutex
@@ -155,6 +157,7 @@ func TestBackoffIsBoundedAndStartsOverPerBatch(t *testing.T) {
 // store still fails during the grace it keeps trying every MinBackoff
 // rather than waiting out its backoff.
 func TestCloseRetriesAtOnceWhileBackingOff(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
 	var mu sync.Mutex
@@ -207,6 +210,7 @@ func TestCloseRetriesAtOnceWhileBackingOff(t *testing.T) {
 // wait still ends at once (the fake clock never moves here, so a writer
 // that waited even MinBackoff would hold Close to its deadline).
 func TestCloseBetweenAFailureAndItsWaitRetriesAtOnce(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	var mu sync.Mutex
 	down := true
@@ -234,10 +238,16 @@ func TestCloseBetweenAFailureAndItsWaitRetriesAtOnce(t *testing.T) {
 	go func() { closed <- r.Close(closeCtx) }()
 	// A report recorded once Close began is dropped: then Close has begun.
 	recorded := 10
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
 	for r.Stats().Dropped == 0 {
 		r.Record(rep(11))
 		recorded++
-		time.Sleep(time.Millisecond)
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatal("Close never began: no report recorded after it was dropped")
+		}
 	}
 	recv(t, ctx, obs.failed, "the failed write")
 	if err := <-closed; err != nil {
@@ -275,6 +285,7 @@ func (s *syncBuffer) String() string {
 // database down printed ten lines a second, each repeating the dial
 // error, and then only "context deadline exceeded".)
 func TestAFailingStoreIsLoggedOncePerCausePerInterval(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
 	var mu sync.Mutex

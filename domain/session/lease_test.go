@@ -11,6 +11,7 @@ import (
 // TestRenewWithoutTheTable: Renew does what Table.KeepAlive does, and once
 // the table swept the lease or removed the session, no renewal revives it.
 func TestRenewWithoutTheTable(t *testing.T) {
+	t.Parallel()
 	tb := NewTable(DefaultLimits(), Grid{Schedule: Anchored}, epoch)
 	s := mustAdd(t, tb, monitor("r", 100*time.Millisecond, time.Second), ms(0))
 	if !s.Renew(ms(900)) {
@@ -48,6 +49,7 @@ func TestRenewWithoutTheTable(t *testing.T) {
 // race detector checks the sharing): every renewal either lands before the
 // sweep, and the session lives on, or finds the session ended.
 func TestRenewRacesTheSweep(t *testing.T) {
+	t.Parallel()
 	tb := NewTable(DefaultLimits(), Grid{Schedule: Anchored}, epoch)
 	s := mustAdd(t, tb, monitor("r", time.Second, time.Second), ms(0))
 	var wg sync.WaitGroup

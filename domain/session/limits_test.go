@@ -9,6 +9,7 @@ import (
 )
 
 func TestRegisterValidation(t *testing.T) {
+	t.Parallel()
 	l := DefaultLimits()
 	cases := []struct {
 		name               string
@@ -53,6 +54,7 @@ func TestRegisterValidation(t *testing.T) {
 }
 
 func TestRenewAfter(t *testing.T) {
+	t.Parallel()
 	if got := (Config{Lease: 3 * time.Second}).RenewAfter(); got != time.Second {
 		t.Fatalf("renew after %v", got)
 	}
@@ -62,6 +64,7 @@ func TestRenewAfter(t *testing.T) {
 }
 
 func TestUpdateIsAllOrNothing(t *testing.T) {
+	t.Parallel()
 	l := DefaultLimits()
 	cur := Config{Interval: time.Second, Lease: 5 * time.Second}
 	ivl, badLease := int64(200), int64(-1)
@@ -82,6 +85,7 @@ func TestUpdateIsAllOrNothing(t *testing.T) {
 }
 
 func TestLimitsValidate(t *testing.T) {
+	t.Parallel()
 	bad := []Limits{
 		{MinInterval: 0, MaxInterval: time.Second, MinLease: time.Second, MaxLease: time.Minute, MaxSessions: 1},
 		{MinInterval: time.Second, MaxInterval: time.Millisecond, MinLease: time.Second, MaxLease: time.Minute, MaxSessions: 1},
@@ -123,6 +127,7 @@ func TestLimitsValidate(t *testing.T) {
 // report_interval_ms 0 through (the check compares whole milliseconds), and
 // a zero interval has no schedule.
 func TestLimitsIntervalsAreWholeMilliseconds(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		min, max time.Duration
 		flag     string
@@ -154,6 +159,7 @@ func TestLimitsIntervalsAreWholeMilliseconds(t *testing.T) {
 }
 
 func TestClampInterval(t *testing.T) {
+	t.Parallel()
 	l := DefaultLimits()
 	for _, c := range []struct{ in, want time.Duration }{
 		{-time.Second, 10 * time.Millisecond},

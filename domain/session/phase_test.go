@@ -12,6 +12,7 @@ import (
 // first report, each session's deadlines lie on epoch + slot·interval/4 +
 // k·interval: four fires per interval, each serving its own quarter.
 func TestPhaseSlotsSpreadSessionsOverTheInterval(t *testing.T) {
+	t.Parallel()
 	tb := NewTable(DefaultLimits(), Grid{Schedule: Aligned, PhaseSlots: 4}, epoch)
 	var ss []*Session
 	for i := range 8 {
@@ -55,6 +56,7 @@ func TestPhaseSlotsSpreadSessionsOverTheInterval(t *testing.T) {
 // A session keeps its slot for life; a freed slot is the next one filled,
 // and one-shot sessions never take a slot.
 func TestPhaseSlotsStayBalancedUnderChurn(t *testing.T) {
+	t.Parallel()
 	tb := NewTable(DefaultLimits(), Grid{Schedule: Aligned, PhaseSlots: 3}, epoch)
 	a := mustAdd(t, tb, monitor("a", time.Second, time.Minute), ms(0))
 	b := mustAdd(t, tb, monitor("b", time.Second, time.Minute), ms(0))
@@ -82,6 +84,7 @@ func TestPhaseSlotsStayBalancedUnderChurn(t *testing.T) {
 // update_config moves the deadline onto the session's own phase of the new
 // interval.
 func TestPhaseSlotsUpdateKeepsThePhase(t *testing.T) {
+	t.Parallel()
 	tb := NewTable(DefaultLimits(), Grid{Schedule: Aligned, PhaseSlots: 2}, epoch)
 	mustAdd(t, tb, monitor("a", 100*time.Millisecond, time.Minute), ms(0))
 	b := mustAdd(t, tb, monitor("b", 100*time.Millisecond, time.Minute), ms(0))
@@ -96,6 +99,7 @@ func TestPhaseSlotsUpdateKeepsThePhase(t *testing.T) {
 }
 
 func TestGridValidate(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		g    Grid
 		want string // "" valid, else a part of the error

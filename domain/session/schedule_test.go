@@ -10,6 +10,7 @@ var epoch = time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
 func ms(n int) time.Time { return epoch.Add(time.Duration(n) * time.Millisecond) }
 
 func TestAnchoredAfterReport(t *testing.T) {
+	t.Parallel()
 	ivl := 100 * time.Millisecond
 	// Registered at 37, reported at once: next deadline is anchored at 37.
 	if got := Anchored.afterReport(epoch, ivl, ms(37), ms(38), true); !got.Equal(ms(137)) {
@@ -26,6 +27,7 @@ func TestAnchoredAfterReport(t *testing.T) {
 }
 
 func TestAlignedAfterReport(t *testing.T) {
+	t.Parallel()
 	ivl := 100 * time.Millisecond
 	// First report at 37: first grid point at least 50ms later is 100.
 	if got := Aligned.afterReport(epoch, ivl, ms(37), ms(37), true); !got.Equal(ms(100)) {
@@ -50,6 +52,7 @@ func TestAlignedAfterReport(t *testing.T) {
 }
 
 func TestAfterUpdate(t *testing.T) {
+	t.Parallel()
 	if got := Anchored.afterUpdate(epoch, 250*time.Millisecond, ms(1010)); !got.Equal(ms(1260)) {
 		t.Fatalf("anchored = %v", got.Sub(epoch))
 	}
@@ -62,6 +65,7 @@ func TestAfterUpdate(t *testing.T) {
 }
 
 func TestGridCeilBeforeEpoch(t *testing.T) {
+	t.Parallel()
 	if got := gridCeil(epoch, 100*time.Millisecond, ms(-150)); !got.Equal(ms(-100)) {
 		t.Fatalf("got %v", got.Sub(epoch))
 	}
@@ -71,6 +75,7 @@ func TestGridCeilBeforeEpoch(t *testing.T) {
 }
 
 func TestParseSchedule(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{"aligned", "anchored"} {
 		got, err := ParseSchedule(s)
 		if err != nil || got.String() != s {

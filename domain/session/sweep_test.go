@@ -12,6 +12,7 @@ import (
 // Sweep must end expired sessions before it looks for due ones and the
 // next wake: a session whose lease ran out is neither due nor a wake.
 func TestSweepExpiresThenLooksAtWhatIsLeft(t *testing.T) {
+	t.Parallel()
 	tb := NewTable(DefaultLimits(), Grid{Schedule: Anchored}, epoch)
 	if sw := tb.Sweep(ms(0)); sw.HasWake || sw.Due || len(sw.Expired) != 0 {
 		t.Fatalf("empty table: %+v", sw)
@@ -54,6 +55,7 @@ func TestSweepExpiresThenLooksAtWhatIsLeft(t *testing.T) {
 // DueAt is the earliest of the due deadlines, wherever its session sits
 // in the table: the fire's lateness is measured from it.
 func TestSweepDueAtIsTheEarliestDueDeadline(t *testing.T) {
+	t.Parallel()
 	tb := NewTable(DefaultLimits(), Grid{Schedule: Anchored}, epoch)
 	mustAdd(t, tb, monitor("a", 50*time.Millisecond, time.Minute), ms(0))
 	mustAdd(t, tb, monitor("b", 30*time.Millisecond, time.Minute), ms(0))
@@ -183,6 +185,7 @@ func BenchmarkMassEnd(b *testing.B) {
 // time); the rest stay live, counted and served in registration order, and
 // RemoveAll ends them all.
 func TestMassExpiryKeepsTheRestInOrder(t *testing.T) {
+	t.Parallel()
 	tb := NewTable(Limits{MaxSessions: 100, MinInterval: time.Millisecond, MaxInterval: time.Hour, MinLease: time.Second, MaxLease: time.Hour},
 		Grid{Schedule: Aligned, PhaseSlots: 4}, epoch)
 	var kept []*Session

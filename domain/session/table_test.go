@@ -25,6 +25,7 @@ func mustAdd(t *testing.T, tb *Table, o Options, now time.Time) *Session {
 func report(seq uint64) *domain.Report { return &domain.Report{SequenceID: seq} }
 
 func TestReplacementNeverRemovesTheReplacement(t *testing.T) {
+	t.Parallel()
 	tb := NewTable(DefaultLimits(), Grid{Schedule: Anchored}, epoch)
 	old := mustAdd(t, tb, monitor("r1", time.Second, 5*time.Second), ms(0))
 	neu, replaced, err := tb.Add(monitor("r1", time.Second, 5*time.Second), ms(10))
@@ -47,6 +48,7 @@ func TestReplacementNeverRemovesTheReplacement(t *testing.T) {
 }
 
 func TestMaxSessions(t *testing.T) {
+	t.Parallel()
 	l := DefaultLimits()
 	l.MaxSessions = 2
 	tb := NewTable(l, Grid{Schedule: Aligned}, epoch)
@@ -66,6 +68,7 @@ func TestMaxSessions(t *testing.T) {
 // (a burst of HTTP pollers while the engine is slow) count against a bound
 // of their own, so routers still get their MaxSessions.
 func TestPollsNeverRefuseARouter(t *testing.T) {
+	t.Parallel()
 	l := DefaultLimits()
 	l.MaxSessions = 2
 	tb := NewTable(l, Grid{Schedule: Aligned}, epoch)
@@ -87,6 +90,7 @@ func TestPollsNeverRefuseARouter(t *testing.T) {
 // opening them by the thousand) count against MaxWatchSessions, apart
 // from routers.
 func TestBrowsersNeverRefuseARouter(t *testing.T) {
+	t.Parallel()
 	l := DefaultLimits()
 	l.MaxSessions, l.MaxWatchSessions = 1, 2
 	tb := NewTable(l, Grid{Schedule: Aligned}, epoch)
@@ -104,6 +108,7 @@ func TestBrowsersNeverRefuseARouter(t *testing.T) {
 }
 
 func TestKeepAliveNeverMovesDeadline(t *testing.T) {
+	t.Parallel()
 	tb := NewTable(DefaultLimits(), Grid{Schedule: Anchored}, epoch)
 	s := mustAdd(t, tb, monitor("r", 100*time.Millisecond, time.Second), ms(0))
 	tb.Deliver(report(1), ms(0))
@@ -121,6 +126,7 @@ func TestKeepAliveNeverMovesDeadline(t *testing.T) {
 }
 
 func TestNextWakeIncludesLease(t *testing.T) {
+	t.Parallel()
 	tb := NewTable(DefaultLimits(), Grid{Schedule: Anchored}, epoch)
 	if tb.Sweep(ms(0)).HasWake {
 		t.Fatal("empty table has a wake time")
@@ -133,6 +139,7 @@ func TestNextWakeIncludesLease(t *testing.T) {
 }
 
 func TestDeliverSlowerSessionOnlyAtItsDeadlines(t *testing.T) {
+	t.Parallel()
 	tb := NewTable(DefaultLimits(), Grid{Schedule: Aligned}, epoch)
 	fast := mustAdd(t, tb, monitor("fast", 100*time.Millisecond, time.Minute), ms(0))
 	slow := mustAdd(t, tb, monitor("slow", 300*time.Millisecond, time.Minute), ms(0))
@@ -164,6 +171,7 @@ func TestDeliverSlowerSessionOnlyAtItsDeadlines(t *testing.T) {
 }
 
 func TestOneShotEndsAfterFirstReport(t *testing.T) {
+	t.Parallel()
 	tb := NewTable(DefaultLimits(), Grid{Schedule: Aligned}, epoch)
 	s := mustAdd(t, tb, Options{Kind: KindPoll, Config: Config{Interval: time.Second}, NoLease: true, OneShot: true}, ms(0))
 	d, _ := tb.Deliver(report(1), ms(5))
@@ -181,6 +189,7 @@ func TestOneShotEndsAfterFirstReport(t *testing.T) {
 }
 
 func TestOutboxLatestWins(t *testing.T) {
+	t.Parallel()
 	o := NewOutbox()
 	if o.Offer(report(1)) {
 		t.Fatal("first offer dropped something")
@@ -202,6 +211,7 @@ func TestOutboxLatestWins(t *testing.T) {
 // already readable and Done already closed, so a reader woken by it finds
 // what woke it.
 func TestOutboxNotifiesAfterEachOfferAndTheEnd(t *testing.T) {
+	t.Parallel()
 	o := NewOutbox()
 	var seen []string
 	o.Notify(func() {
@@ -232,6 +242,7 @@ func TestOutboxNotifiesAfterEachOfferAndTheEnd(t *testing.T) {
 }
 
 func TestUpdateMovesDeadline(t *testing.T) {
+	t.Parallel()
 	for _, sch := range []Schedule{Anchored, Aligned} {
 		tb := NewTable(DefaultLimits(), Grid{Schedule: sch}, epoch)
 		s := mustAdd(t, tb, monitor("r", time.Second, 5*time.Second), ms(0))
@@ -248,6 +259,7 @@ func TestUpdateMovesDeadline(t *testing.T) {
 }
 
 func TestRemovalsDuringPassesTouchEverySession(t *testing.T) {
+	t.Parallel()
 	tb := NewTable(DefaultLimits(), Grid{Schedule: Aligned}, epoch)
 	var polls, monitors []*Session
 	for i := range 5 {
@@ -275,6 +287,7 @@ func TestRemovalsDuringPassesTouchEverySession(t *testing.T) {
 }
 
 func TestDeliverServesInRegistrationOrder(t *testing.T) {
+	t.Parallel()
 	tb := NewTable(DefaultLimits(), Grid{Schedule: Aligned}, epoch)
 	var subs []*Session
 	for i := range 50 {
@@ -291,6 +304,7 @@ func TestDeliverServesInRegistrationOrder(t *testing.T) {
 }
 
 func TestUpdateWithTheSameIntervalStillMovesTheDeadline(t *testing.T) {
+	t.Parallel()
 	tb := NewTable(DefaultLimits(), Grid{Schedule: Anchored}, epoch)
 	s := mustAdd(t, tb, monitor("r", time.Second, 5*time.Second), ms(0))
 	tb.Deliver(report(1), ms(0))
@@ -307,6 +321,7 @@ func TestUpdateWithTheSameIntervalStillMovesTheDeadline(t *testing.T) {
 // TestORCASessions: an ORCA session holds no lease, counts against
 // MaxSessions under its own kind and is served at its own deadlines.
 func TestORCASessions(t *testing.T) {
+	t.Parallel()
 	l := DefaultLimits()
 	l.MaxSessions = 2
 	tb := NewTable(l, Grid{Schedule: Aligned}, epoch)

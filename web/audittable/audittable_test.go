@@ -179,6 +179,7 @@ func csvText(t *testing.T, tab audittable.Table) string {
 // The columns are the CSV header the dashboard's download and `loadreporter
 // audit --format csv` both write; scripts rely on them.
 func TestColumns(t *testing.T) {
+	t.Parallel()
 	st := newHistory()
 	for name, want := range map[string]string{
 		audittable.Reports: "report_time,worker_addr,source_instance_id,sequence_id,status,last_error,dp_rank,snapshot_time," +
@@ -206,6 +207,7 @@ func TestColumns(t *testing.T) {
 }
 
 func TestOutages(t *testing.T) {
+	t.Parallel()
 	tab := run(t, newHistory(), audittable.Query{Name: audittable.Outages})
 	want := "worker_addr,start,end,ongoing,duration_ms,statuses,reports,last_error\n" +
 		addrB + ",2026-11-29T08:00:10Z,,true,10000,\"STALE, UNREACHABLE\",2,gone\n" +
@@ -243,6 +245,7 @@ func TestOutages(t *testing.T) {
 }
 
 func TestRankStats(t *testing.T) {
+	t.Parallel()
 	tab := run(t, newHistory(), audittable.Query{Name: audittable.RankStats, Workers: []string{addrA}, Ranks: []int64{1}})
 	want := "worker_addr,dp_rank,reports,avg_token_usage,p95_token_usage,max_token_usage,max_waiting_reqs,mean_gen_throughput\n" +
 		addrA + ",1,55,0.75,0.75,0.75,3,1234.5\n"
@@ -259,6 +262,7 @@ func TestRankStats(t *testing.T) {
 }
 
 func TestGaps(t *testing.T) {
+	t.Parallel()
 	tab := run(t, newHistory(), audittable.Query{Name: audittable.Gaps, Interval: 10 * time.Second})
 	// In time order: the gap starts at A's last report, the restart spans
 	// the same silence.
@@ -277,6 +281,7 @@ func TestGaps(t *testing.T) {
 }
 
 func TestImbalance(t *testing.T) {
+	t.Parallel()
 	tab := run(t, newHistory(), audittable.Query{Name: audittable.Imbalance, Threshold: 0.4})
 	want := "worker_addr,start,end,ongoing,duration_ms,peak_spread,peak_time,reports\n" +
 		addrA + ",2026-11-29T08:00:00Z,2026-11-29T08:03:20Z,false,200000,0.5,2026-11-29T08:00:00Z,20\n" +
@@ -290,6 +295,7 @@ func TestImbalance(t *testing.T) {
 }
 
 func TestReports(t *testing.T) {
+	t.Parallel()
 	st := newHistory()
 	tab := run(t, st, audittable.Query{Name: audittable.Reports, Workers: []string{addrA}, Limit: 25})
 	// One page: 25 reports, 20 of them with 2 ranks, 5 UNREACHABLE.
@@ -338,6 +344,7 @@ func TestReports(t *testing.T) {
 // once its reports' rank rows would pass MaxRows, at least one report in,
 // and its cursor continues after the last report shown.
 func TestReportsPageBoundedInRows(t *testing.T) {
+	t.Parallel()
 	st := newHistory()
 	q := audittable.Query{Name: audittable.Reports, Workers: []string{addrA}, Limit: 25, MaxRows: 9}
 	tab := run(t, st, q)
@@ -374,6 +381,7 @@ func (p *pagesForEver) Reports(_ context.Context, q audit.ReportsQuery) (audit.R
 }
 
 func TestAllPagesStopsAtMaxReports(t *testing.T) {
+	t.Parallel()
 	q := &pagesForEver{size: 10_000}
 	tables, reports := 0, 0
 	var last audittable.Table
@@ -404,6 +412,7 @@ func TestAllPagesStopsAtMaxReports(t *testing.T) {
 }
 
 func TestErrorsNameTheArgument(t *testing.T) {
+	t.Parallel()
 	st := newHistory()
 	for _, tc := range []struct {
 		query audittable.Query
@@ -436,6 +445,7 @@ func TestErrorsNameTheArgument(t *testing.T) {
 }
 
 func TestWriteJSON(t *testing.T) {
+	t.Parallel()
 	tab := run(t, newHistory(), audittable.Query{Name: audittable.Outages})
 	var b bytes.Buffer
 	if err := tab.WriteJSON(&b); err != nil {
@@ -502,6 +512,7 @@ func TestWriteJSON(t *testing.T) {
 }
 
 func TestWriteText(t *testing.T) {
+	t.Parallel()
 	tab := run(t, newHistory(), audittable.Query{Name: audittable.Outages})
 	var b bytes.Buffer
 	if err := tab.WriteText(&b); err != nil {
@@ -538,6 +549,7 @@ func TestWriteText(t *testing.T) {
 
 // Pages encode into one document: one header, one array.
 func TestEncodersJoinPages(t *testing.T) {
+	t.Parallel()
 	st := newHistory()
 	query := audittable.Query{Name: audittable.Reports, Window: window, Workers: []string{addrB}, Limit: 1, AllPages: true}
 	var csvOut, jsonOut, textOut bytes.Buffer
@@ -581,6 +593,7 @@ func TestEncodersJoinPages(t *testing.T) {
 }
 
 func TestNumbersJSONCannotHold(t *testing.T) {
+	t.Parallel()
 	tab := audittable.Table{
 		Columns: []audittable.Column{{Name: "spread", Label: "Spread", Kind: audittable.KindRatio}},
 		Rows:    [][]audittable.Cell{{{Raw: strconv.FormatFloat(math.NaN(), 'g', -1, 64), Text: "—"}}},
@@ -596,6 +609,7 @@ func TestNumbersJSONCannotHold(t *testing.T) {
 // gets a leading apostrophe in the CSV; typed cells, negative numbers
 // among them, are left alone, and JSON keeps the text as it was.
 func TestCSVTextCellsNeverRunAsFormulas(t *testing.T) {
+	t.Parallel()
 	tab := audittable.Table{
 		Columns: []audittable.Column{{Name: "worker_addr", Kind: audittable.KindText}, {Name: "last_error", Kind: audittable.KindText},
 			{Name: "delta", Kind: audittable.KindInt}},

@@ -8,6 +8,7 @@ import (
 // Times as CSV and JSON hold them (to the millisecond, whichever way they
 // were asked) and as a text table shows them (zone named).
 func TestFormatting(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ got, want string }{
 		{isoTime(time.Date(2026, 11, 29, 8, 1, 2, 500, time.FixedZone("x", 3600))), "2026-11-29T07:01:02Z"},
 		{isoTime(time.Date(2026, 11, 29, 8, 1, 2, 123999999, time.UTC)), "2026-11-29T08:01:02.123Z"},

@@ -13,6 +13,7 @@ import (
 // and an outage with a long last_error, fit NarrowWidth columns as text;
 // the wide table keeps every column.
 func TestANarrowTableFitsATerminal(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 11, 30, 7, 30, 0, 123e6, time.UTC)
 	reports := []*domain.Report{
 		{ReportTime: at, Worker: domain.Worker{Addr: "worker-17.serving.svc:30000"}, SourceInstanceID: "9f86d081884c7d65", SequenceID: 123456789,

@@ -17,6 +17,7 @@ import (
 // which carries milliseconds, answer the same outage; both tables write
 // the same CSV and JSON, and people read the same text.
 func TestMillisecondsEverywhere(t *testing.T) {
+	t.Parallel()
 	start := t0.Add(123456789 * time.Nanosecond)
 	end := t0.Add(1999999 * time.Microsecond)
 	precise := audit.Outage{Episode: audit.Episode{Span: audit.Span{WorkerAddr: addrA, Start: start, End: end, Duration: end.Sub(start)},
@@ -55,6 +56,7 @@ func TestMillisecondsEverywhere(t *testing.T) {
 // TestOngoingSaysWindowEnd: a run the window's end cut reads as going on
 // at the window's end, not as going on now, and its column says so.
 func TestOngoingSaysWindowEnd(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{audittable.Outages, audittable.Imbalance} {
 		tab := run(t, newHistory(), audittable.Query{Name: name, Threshold: 0.4})
 		col := slices.IndexFunc(tab.Columns, func(c audittable.Column) bool { return c.Name == "ongoing" })

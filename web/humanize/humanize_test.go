@@ -7,6 +7,7 @@ import (
 )
 
 func TestHumanize(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ got, want string }{
 		{Percent(0.4213), "42.1 %"},
 		{Percent(0), "0.0 %"},
@@ -53,6 +54,7 @@ func TestHumanize(t *testing.T) {
 // TestSpanPastWhatADurationHolds: a window of centuries (the pages take
 // years 0001–9999) reads its real length, where Sub saturates at 106 751 d.
 func TestSpanPastWhatADurationHolds(t *testing.T) {
+	t.Parallel()
 	day := func(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0, 0, 0, time.UTC) }
 	for _, tc := range []struct {
 		from, to time.Time

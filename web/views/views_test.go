@@ -62,6 +62,7 @@ func livePage() LivePage {
 }
 
 func TestLiveHasOneCardPerRank(t *testing.T) {
+	t.Parallel()
 	doc := render(t, Live(livePage()))
 
 	cards := byID(doc, "rank-cards").Find(`[data-testid^="rank-card-"]`)
@@ -120,6 +121,7 @@ func TestLiveHasOneCardPerRank(t *testing.T) {
 }
 
 func TestLivePageFrame(t *testing.T) {
+	t.Parallel()
 	doc := render(t, Live(livePage()))
 
 	if got := doc.Find("head title").Text(); got != "Live · loadreporter" {
@@ -159,6 +161,7 @@ func TestLivePageFrame(t *testing.T) {
 }
 
 func TestLiveUnreachableShowsErrorAndNoCards(t *testing.T) {
+	t.Parallel()
 	p := livePage()
 	p.Status, p.StatusClass = "UNREACHABLE", "unreachable"
 	p.LastError = "load snapshot pull timed out"
@@ -185,6 +188,7 @@ func TestLiveUnreachableShowsErrorAndNoCards(t *testing.T) {
 }
 
 func TestLiveBeforeTheFirstReport(t *testing.T) {
+	t.Parallel()
 	p := LivePage{Page: Page{Title: "Live"}, Status: "NO REPORT", StatusClass: "none", Worker: Worker{Addr: "w:1"}}
 	doc := render(t, Live(p))
 	if got := text(byID(doc, "report-status")); got != "NO REPORT" {
@@ -225,6 +229,7 @@ func historyPage() HistoryPage {
 }
 
 func TestHistoryChartHasOnePathPerRank(t *testing.T) {
+	t.Parallel()
 	doc := render(t, History(historyPage()))
 	for _, id := range []string{"chart-token-usage", "chart-waiting"} {
 		chart := byID(doc, id)
@@ -274,6 +279,7 @@ func TestHistoryChartHasOnePathPerRank(t *testing.T) {
 }
 
 func TestHistoryWithErrorsShowsOnlyTheForm(t *testing.T) {
+	t.Parallel()
 	p := historyPage()
 	p.HasWindow = false
 	p.Errors = FieldErrors{"since": `since: "x" is not a time`}
@@ -299,6 +305,7 @@ func auditPage() AuditPage {
 }
 
 func TestAuditErrorsNextToTheirField(t *testing.T) {
+	t.Parallel()
 	doc := render(t, Audit(auditPage()))
 
 	for field, want := range map[string]string{
@@ -335,6 +342,7 @@ func TestAuditErrorsNextToTheirField(t *testing.T) {
 }
 
 func TestAuditResultTable(t *testing.T) {
+	t.Parallel()
 	p := auditPage()
 	p.Errors = nil
 	p.Result = &ResultTable{
@@ -368,6 +376,7 @@ func TestAuditResultTable(t *testing.T) {
 // theirs. The fleet's rows and KV bars carry the data-testids fleet.js
 // fills, and the controls it works stay hidden without it.
 func TestFleetPageFrame(t *testing.T) {
+	t.Parallel()
 	nav := []NavItem{{Key: "fleet", Label: "Fleet", Href: "/"}, {Key: "loads", Label: "JSON", Href: "/v1/fleet/loads"}}
 	p := FleetPage{
 		Page:    Page{Title: "Fleet", Active: "fleet", StyleHref: "/static/style.css?v=1", ScriptHref: "/static/fleet.js?v=1", Brand: "loadreporter fleet", Nav: nav},
@@ -405,6 +414,7 @@ func TestFleetPageFrame(t *testing.T) {
 // report marked; each card draws its sparklines, and the script's card
 // template carries the same elements empty, for the script to fill.
 func TestLiveAgesAndSparklines(t *testing.T) {
+	t.Parallel()
 	p := livePage()
 	p.Status, p.StatusClass, p.LastError = "STALE", "stale", "load snapshot stale by 12000 ms"
 	p.Age, p.SnapshotAge, p.SnapshotLagMs, p.SnapshotStale, p.SnapshotTitle = "just now", "12 s ago", "12000", true, "snapshot taken …"
@@ -454,6 +464,7 @@ func TestLiveAgesAndSparklines(t *testing.T) {
 // TestHistoryPictures: outages shaded behind a chart, a threshold drawn
 // and in the legend, and a chart drawn as small multiples.
 func TestHistoryPictures(t *testing.T) {
+	t.Parallel()
 	p := historyPage()
 	p.Usage.Bands = []Span{{X: "300", W: "20", Class: "unreachable", Title: "UNREACHABLE 08:03"}}
 	p.Usage.PlotHeight = "200"
@@ -489,6 +500,7 @@ func TestHistoryPictures(t *testing.T) {
 
 // TestAuditRankBars: rank-stats drawn as bars above the table.
 func TestAuditRankBars(t *testing.T) {
+	t.Parallel()
 	p := auditPage()
 	p.Errors = nil
 	p.Result = &ResultTable{Query: "rank-stats", Columns: []string{"Rank"}, Rows: [][]Cell{{{Text: "0"}}}}

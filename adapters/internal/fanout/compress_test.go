@@ -13,6 +13,7 @@ import (
 // every output decompresses to its input, and connect's reader for deflate
 // reads it back when reused.
 func TestFanoutCompressesOncePerMessage(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		g       *fanoutCompression
 		inflate func(io.Reader) (io.Reader, error)

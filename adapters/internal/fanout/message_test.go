@@ -14,6 +14,7 @@ import (
 // protobuf's own, and what a codec hands out is a copy connect may reuse
 // (it recycles what Marshal returns) without corrupting the next stream's.
 func TestMessageEncodedOnceAndHandedOutAsCopies(t *testing.T) {
+	t.Parallel()
 	// A list, not a Struct: a map's encoding order varies between runs.
 	msg, _ := structpb.NewList([]any{"rank", 7.0, "usage", 0.25})
 	f := NewMessage(msg)
@@ -41,6 +42,7 @@ func TestMessageEncodedOnceAndHandedOutAsCopies(t *testing.T) {
 // TestLatestBuildsOncePerKey: the same key returns the same Message without
 // building again; a new key builds anew.
 func TestLatestBuildsOncePerKey(t *testing.T) {
+	t.Parallel()
 	builds := 0
 	l := Latest[int]{Build: func(int) proto.Message { builds++; return &structpb.Struct{} }}
 	a := l.Get(1)
@@ -55,6 +57,7 @@ func TestLatestBuildsOncePerKey(t *testing.T) {
 // TestCodecsUnmarshalWithTheServicesChecks: requests decode through the
 // functions the service gave, so its checks apply.
 func TestCodecsUnmarshalWithTheServicesChecks(t *testing.T) {
+	t.Parallel()
 	refuse := errors.New("refused by the service")
 	check := func([]byte, proto.Message) error { return refuse }
 	if err := (binaryCodec{check}).Unmarshal(nil, &structpb.Struct{}); !errors.Is(err, refuse) {

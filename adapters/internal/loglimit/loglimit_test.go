@@ -6,6 +6,7 @@ import (
 )
 
 func TestOneLinePerIntervalWithTheCountHeldBack(t *testing.T) {
+	t.Parallel()
 	l := Limiter{Every: time.Second}
 	t0 := time.Unix(100, 0)
 	if ok, n := l.Allow(t0); !ok || n != 0 {

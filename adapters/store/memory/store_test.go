@@ -14,6 +14,7 @@ import (
 )
 
 func TestHistoryContract(t *testing.T) {
+	t.Parallel()
 	porttest.HistoryStore(t, func(t *testing.T) porttest.Store { return newStore(t, memory.Options{}) })
 }
 
@@ -26,6 +27,7 @@ func rep(seq int, at time.Time) *domain.Report {
 }
 
 func TestEvictsOldestFirst(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	s := newStore(t, memory.Options{Capacity: 5})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -61,6 +63,7 @@ func TestEvictsOldestFirst(t *testing.T) {
 }
 
 func TestDefaultCapacity(t *testing.T) {
+	t.Parallel()
 	s := newStore(t, memory.Options{})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	batch := make([]*domain.Report, 0, 1000)
@@ -80,6 +83,7 @@ func TestDefaultCapacity(t *testing.T) {
 
 // Readers and writers at once, for the race detector.
 func TestConcurrentReadersAndWriters(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	s := newStore(t, memory.Options{Capacity: 500})
@@ -120,6 +124,7 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 }
 
 func TestChartCountsTheWindowUpToItsBudget(t *testing.T) {
+	t.Parallel()
 	s := newStore(t, memory.Options{})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var batch []*domain.Report
@@ -184,6 +189,7 @@ func newStore(t testing.TB, o memory.Options) *memory.Store {
 // TestNewRefusesANegativeCapacity: a negative capacity is refused,
 // naming the option; 0 takes the default.
 func TestNewRefusesANegativeCapacity(t *testing.T) {
+	t.Parallel()
 	if _, err := memory.New(memory.Options{Capacity: -1}); domain.FieldOf(err) != "capacity" {
 		t.Errorf("capacity -1: %v, want INVALID_ARGUMENT naming capacity", err)
 	}

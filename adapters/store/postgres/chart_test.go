@@ -37,6 +37,7 @@ func chartOf(q audit.ChartQuery, reports []*domain.Report) audit.ChartResult {
 // suite, ports/porttest, does not know charts yet: ports.HistoryQuery has
 // no Chart.)
 func TestChartAnswersAsCountingEveryReport(t *testing.T) {
+	t.Parallel()
 	pg, _ := newStore(t)
 	t0 := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
 	var reports []*domain.Report

@@ -9,6 +9,7 @@ import (
 // TestACutOffCallSaysSoOnce: a call its context ended reads "append timed
 // out: <cause>", not the cause twice ("context canceled: context canceled").
 func TestACutOffCallSaysSoOnce(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	err := wrapErr(ctx, "append", context.Canceled)

@@ -17,6 +17,7 @@ import (
 )
 
 func TestMissingSchema(t *testing.T) {
+	t.Parallel()
 	for code, want := range map[string]bool{"42P01": true, "3F000": true, "42703": false, "08006": false} {
 		err := fmt.Errorf("query: %w", &pgconn.PgError{Code: code, Message: "x"})
 		if got := postgres.MissingSchema(err); got != want {
@@ -33,6 +34,7 @@ func TestMissingSchema(t *testing.T) {
 // and not in the message (what a peer sees), and says the schema is
 // missing.
 func TestErrorsKeepTheirCause(t *testing.T) {
+	t.Parallel()
 	dbURL, _ := pgtest.FreshSchema(t) // an empty schema: no history tables
 	s, err := postgres.Open(dbURL, postgres.Options{MaxConns: 1})
 	if err != nil {
@@ -60,6 +62,7 @@ func TestErrorsKeepTheirCause(t *testing.T) {
 // UNAVAILABLE, worth a retry, and so is a lock or statement timeout;
 // other failures are INTERNAL. No message holds the driver's text.
 func TestErrorClasses(t *testing.T) {
+	t.Parallel()
 	for code, want := range map[string]string{
 		"22021": domain.CodeInvalidArgument, "22003": domain.CodeInvalidArgument,
 		"55000": domain.CodeUnavailable, "08006": domain.CodeUnavailable, "55P03": domain.CodeUnavailable, "57014": domain.CodeUnavailable,

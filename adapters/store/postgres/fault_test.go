@@ -277,6 +277,7 @@ func proxiedURL(t *testing.T, proxyAddr, schema string) string {
 // for a while. Afterwards every report not counted as dropped is in the
 // database exactly once, with all its ranks.
 func TestWriterSurvivesCutConnections(t *testing.T) {
+	t.Parallel()
 	direct, schema := newStore(t)
 	cfg, err := pgx.ParseConfig(pgtest.BaseURL())
 	if err != nil {
@@ -453,10 +454,11 @@ func storedOnce(t *testing.T, direct *postgres.Store, source string, n, ranks in
 // TestABacklogDrainsAfterAnOutage: reports of wide engines pile up while
 // the database refuses connections; once it is back, the recorder writes
 // them all, each once, although a batch of all of them cannot be written
-// within the write timeout. (Such a batch was retried whole, timing out,
-// for ever: history stopped until a restart.) With the default write
-// rate, the timeout grows with the batch's bytes; with a rate so high
-// that it does not, the timed-out batch is split until its pieces pass.
+// within the write timeout (retried whole, it would time out for ever).
+// With the default write rate, the timeout grows with the batch's bytes;
+// with a rate so high that it does not, the timed-out batch is split
+// until its pieces pass. It runs alone (no t.Parallel): it calibrates a
+// write timeout against this machine's speed.
 func TestABacklogDrainsAfterAnOutage(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -561,9 +563,10 @@ func waitFor(t *testing.T, ctx context.Context, direct *postgres.Store, what, sq
 // the lock timeout lets them; our sessions'
 // idle_in_transaction_session_timeout makes the server end the orphan and
 // free the lock, so writes resume within a bound, and nothing is stored
-// twice. (The orphan held the lock until the server's TCP keepalive gave
-// up, two hours by default, and every write of the worker timed out
-// behind it.)
+// twice; without it the orphan would hold the lock until the server's TCP
+// keepalive gave up, two hours by default. It runs alone (no
+// t.Parallel): its lock and session timeouts are short enough that a
+// busy machine could reach them without a partition.
 func TestWritesResumeAfterAPartition(t *testing.T) {
 	direct, p, proxied, schema := proxiedStore(t, postgres.Options{
 		MaxConns: 2, IdleInTransactionTimeout: 3 * time.Second, LockTimeout: 300 * time.Millisecond,
@@ -657,6 +660,8 @@ func TestWritesResumeAfterAPartition(t *testing.T) {
 // closing anything (its host froze), on the connections open and on new
 // ones. Each write gives up at its timeout and the writer keeps the
 // reports; when the database answers again, they are written, each once.
+// It runs alone (no t.Parallel): its write timeout is short enough that
+// a busy machine could reach it without a stall.
 func TestWritesResumeAfterAStall(t *testing.T) {
 	direct, p, proxied, _ := proxiedStore(t, postgres.Options{MaxConns: 2})
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
@@ -708,6 +713,7 @@ func TestWritesResumeAfterAStall(t *testing.T) {
 // is gone (keepalives, the idle-in-transaction timeout); what the URL
 // says wins.
 func TestOurSessionsBoundWhatAVanishedClientHolds(t *testing.T) {
+	t.Parallel()
 	dbURL, _ := pgtest.FreshSchema(t)
 	for _, tc := range []struct {
 		name, url string
@@ -755,6 +761,7 @@ func TestOurSessionsBoundWhatAVanishedClientHolds(t *testing.T) {
 // TestOpenRefusesBadBounds: a negative or sub-millisecond bound is named,
 // not sent to the server (which takes whole milliseconds).
 func TestOpenRefusesBadBounds(t *testing.T) {
+	t.Parallel()
 	for name, o := range map[string]postgres.Options{
 		"lock timeout":    {LockTimeout: -time.Second},
 		"keepalive":       {KeepAlive: time.Microsecond},

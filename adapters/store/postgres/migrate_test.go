@@ -49,6 +49,7 @@ func answers(ctx context.Context, t *testing.T, s ports.HistoryQuery) []string {
 }
 
 func TestMigrateOnOneConnection(t *testing.T) {
+	t.Parallel()
 	dbURL, _ := pgtest.FreshSchema(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -80,6 +81,7 @@ func equalState(t *testing.T, what string, got, want []string) {
 // as the same reports written by today's store do, and that 0003's Down
 // gives back 0002's rows.
 func TestMigrate0003MovesRankValues(t *testing.T) {
+	t.Parallel()
 	dbURL, _ := pgtest.FreshSchema(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 // percentile_cont(0.95) of every value, bit for bit, over histories shaped
 // to put ties, one-value minutes and edge values at the band's bounds.
 func TestBandP95IsPercentileCont(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(95, 2026))
 	shapes := map[string]func(m, i int) float64{
 		"wave":     func(m, i int) float64 { return 0.5 + 0.4*math.Sin(float64(m*60+i)/300) },
@@ -64,6 +65,7 @@ func TestBandP95IsPercentileCont(t *testing.T) {
 // changes slowly (the benchmark's waves), the percentile's minutes are a
 // few of many.
 func TestBandReadsFewMinutesOfASlowWave(t *testing.T) {
+	t.Parallel()
 	var spans []usageSpan
 	for m := range 170 {
 		lo, hi := math.Inf(1), math.Inf(-1)

@@ -18,7 +18,8 @@ import (
 // (its partition locked by someone else) hold at most all but one of the
 // pool's connections, so the history writer still appends today's reports.
 func TestSlowQueriesLeaveTheWriterAConnection(t *testing.T) {
-	dbURL, _ := pgtest.FreshSchema(t)
+	t.Parallel()
+	dbURL, schema := pgtest.FreshSchema(t)
 	s, err := postgres.Open(dbURL, postgres.Options{MaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +62,17 @@ func TestSlowQueriesLeaveTheWriterAConnection(t *testing.T) {
 		}()
 	}
 	defer func() { qcancel(); wg.Wait() }()
-	time.Sleep(300 * time.Millisecond) // the audits are waiting
+	// The audits are waiting: one in the database, behind the lock (the
+	// others for its connection).
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for queryInt(t, s, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, schema) == 0 {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatal("no audit waits on the locked partition")
+		}
+	}
 	actx, acancel := context.WithTimeout(ctx, 3*time.Second)
 	defer acancel()
 	if err := s.Append(actx, []*domain.Report{report(2, time.Now().UTC())}); err != nil {

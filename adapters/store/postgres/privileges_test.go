@@ -16,6 +16,7 @@ import (
 // INSERT, or CREATE on the schema without owning the tables, may not,
 // which serve says at start instead of failing every write for ever.
 func TestCanCreatePartitionsKnowsAReadWriteRole(t *testing.T) {
+	t.Parallel()
 	owner, schema := newStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

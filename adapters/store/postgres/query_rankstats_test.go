@@ -10,6 +10,7 @@ import (
 // read are asked for: consecutive minutes of a worker in one range, the
 // ranks wanted as bits, and every rank when one does not fit a bit.
 func TestMinuteRanges(t *testing.T) {
+	t.Parallel()
 	m0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 	at := func(w string, min int, dp int32) rankKey {
 		return rankKey{minuteKey{w, m0.Add(time.Duration(min) * time.Minute)}, dp}

@@ -22,6 +22,7 @@ import (
 // default postgres://postgres@127.0.0.1:5432/test). Each test works in its
 // own schema.
 func TestHistoryContract(t *testing.T) {
+	t.Parallel()
 	pgtest.Require(t)
 	porttest.HistoryStore(t, func(t *testing.T) porttest.Store {
 		s, _ := newStore(t)
@@ -30,6 +31,7 @@ func TestHistoryContract(t *testing.T) {
 }
 
 func TestMigrateIsIdempotentAndSafeToRace(t *testing.T) {
+	t.Parallel()
 	dbURL, _ := pgtest.FreshSchema(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -83,6 +85,7 @@ func TestMigrateIsIdempotentAndSafeToRace(t *testing.T) {
 }
 
 func TestPartitionsAndDefaultSafetyNet(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -160,6 +163,7 @@ func TestPartitionsAndDefaultSafetyNet(t *testing.T) {
 }
 
 func TestUnreachableDatabaseIsUnavailable(t *testing.T) {
+	t.Parallel()
 	s, err := postgres.Open("postgres://postgres@127.0.0.1:1/test?connect_timeout=2", postgres.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -187,6 +191,7 @@ func TestUnreachableDatabaseIsUnavailable(t *testing.T) {
 // TestRanksUnpackInSQL: history_report_ranks(ranks) gives back in SQL
 // exactly the ranks the store packed, extreme values included.
 func TestRanksUnpackInSQL(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

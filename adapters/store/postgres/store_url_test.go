@@ -10,6 +10,7 @@ import (
 // TestAnotherDatabasesURLIsNamed: a URL of another database is refused
 // saying what is wanted, before the driver reads it as key=value settings.
 func TestAnotherDatabasesURLIsNamed(t *testing.T) {
+	t.Parallel()
 	for _, u := range []string{"mysql://u:pw@h:3306/db", "sqlite:///var/lib/x.db", "REDIS://h"} {
 		_, err := Open(u, Options{})
 		if domain.ErrorCode(err) != domain.CodeInvalidArgument || !strings.Contains(domain.ErrorMessage(err), "want postgres://") ||

@@ -76,6 +76,7 @@ func everyAnswer(t *testing.T, q ports.HistoryQuery, w audit.Window) (string, []
 // 294247) or "timestamp out of range", where the in-memory store answered
 // (domain/audit's tests hold every store to the same refusal).
 func TestWindowsBeyondWhatStoresHoldAreRefused(t *testing.T) {
+	t.Parallel()
 	s, _ := windowFixture(t)
 	ms := time.UnixMilli
 	for _, tc := range []struct {
@@ -104,6 +105,7 @@ func TestWindowsBeyondWhatStoresHoldAreRefused(t *testing.T) {
 // excluded, or left out one it included, where the in-memory store did
 // not.
 func TestEdgeWindowsSelectWhatTheySay(t *testing.T) {
+	t.Parallel()
 	s, t0 := windowFixture(t)
 	const (
 		r1 = "report 2026-11-30T07:29:59.999999Z\n"

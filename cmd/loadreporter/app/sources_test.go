@@ -66,6 +66,7 @@ vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.1875
 // row of sources, built as serve builds it (NewEngine), each row against
 // an engine of its kind.
 func TestSourceContract(t *testing.T) {
+	t.Parallel()
 	for _, row := range sources {
 		stand, ok := engines[row.name]
 		if !ok {

@@ -8,6 +8,7 @@ import (
 )
 
 func TestResolve(t *testing.T) {
+	t.Parallel()
 	stamped := &debug.BuildInfo{
 		GoVersion: "go1.26.8",
 		Main:      debug.Module{Path: "github.com/loadreporter/loadreporter", Version: "v0.0.0-20261130120000-abcdef123456+dirty"},
@@ -76,6 +77,7 @@ func TestResolve(t *testing.T) {
 // TestRunningBinary: the test binary has build information of its own;
 // whatever it says, the line keeps its shape.
 func TestRunningBinary(t *testing.T) {
+	t.Parallel()
 	line := regexp.MustCompile(`^loadreporter \S+ \(rev [0-9a-z]+(-dirty)?, go[0-9][^)]*\)$`)
 	if s := String(); !line.MatchString(s) {
 		t.Errorf("String() = %q, want it to match %s", s, line)

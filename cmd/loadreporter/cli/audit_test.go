@@ -44,6 +44,7 @@ func auditErr(t *testing.T, args ...string) string {
 // TestAuditGapsFromTheDatabase: asked of the database directly, gaps
 // needs no interval: it is serve's default --history-interval.
 func TestAuditGapsFromTheDatabase(t *testing.T) {
+	t.Parallel()
 	dbURL, _ := pgtest.FreshSchema(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -57,6 +58,7 @@ func TestAuditGapsFromTheDatabase(t *testing.T) {
 }
 
 func TestAuditHistoryIntervalFlag(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string
@@ -80,6 +82,7 @@ func TestAuditHistoryIntervalFlag(t *testing.T) {
 // TestAuditFiltersRefuseEmptyEntries: "--status ," silently became no
 // filter at all (every status); an empty entry is refused, naming the flag.
 func TestAuditFiltersRefuseEmptyEntries(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"--status", ","}, {"--worker", "a:1,,b:2"}, {"--rank", "0,"}} {
 		_, err := ParseAudit(append([]string{"reports", "--since", "1h"}, args...), env(nil), &strings.Builder{})
 		if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "-")) || !strings.Contains(err.Error(), "empty") {
@@ -96,6 +99,7 @@ func TestAuditFiltersRefuseEmptyEntries(t *testing.T) {
 // names the driver's cause on one line, never the password, and a missing
 // schema says how to create it.
 func TestAuditDatabaseErrorsSayWhy(t *testing.T) {
+	t.Parallel()
 	pgtest.Require(t)
 	dbURL := pgtest.WithSearchPath(pgtest.BaseURL(), "lr_no_such_schema")
 	u, _ := url.Parse(dbURL)
@@ -126,6 +130,7 @@ func TestAuditDatabaseErrorsSayWhy(t *testing.T) {
 // error suggests names the --database-url as given, its password hidden
 // in the query of a URL and in keyword/value form too.
 func TestAuditMissingSchemaHintHidesEveryPassword(t *testing.T) {
+	t.Parallel()
 	pgtest.Require(t)
 	u, err := url.Parse(pgtest.BaseURL())
 	if err != nil {
@@ -155,6 +160,7 @@ func TestAuditMissingSchemaHintHidesEveryPassword(t *testing.T) {
 }
 
 func TestHidePassword(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ url, in, want string }{
 		{"postgres://u:pw12@h/db", "auth pw12 failed", "auth xxxxx failed"},
 		{"host=h password=pw12 user=u", "auth pw12 failed", "auth xxxxx failed"},
@@ -174,6 +180,7 @@ func TestHidePassword(t *testing.T) {
 // is called too long, not "want a duration"; anything else that is neither
 // a duration nor a time says what is wanted.
 func TestParseWhenSaysWhatIsWrong(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	if _, err := parseWhen("since", "3000000h", now); err == nil || !strings.Contains(err.Error(), `--since "3000000h": too long for a duration`) {
 		t.Errorf("3000000h: %v", err)
@@ -190,6 +197,7 @@ func TestParseWhenSaysWhatIsWrong(t *testing.T) {
 // result a limit cut says so on stderr, where a script's log shows it; the
 // table prints it below its rows as before.
 func TestAuditSaysOnStderrWhatALimitCut(t *testing.T) {
+	t.Parallel()
 	dbURL, _ := pgtest.FreshSchema(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -238,6 +246,7 @@ func TestAuditSaysOnStderrWhatALimitCut(t *testing.T) {
 // TestAuditReachesATLSReporterAndSaysWhatIsWrong: --tls asks a TLS
 // reporter; TLS on one side only, and a refused token, say what to fix.
 func TestAuditReachesATLSReporterAndSaysWhatIsWrong(t *testing.T) {
+	t.Parallel()
 	store, _ := memory.New(memory.Options{})
 	history := rpc.NewHistory(store, time.Now, time.Second)
 	mux := http.NewServeMux()
@@ -276,6 +285,7 @@ func TestAuditReachesATLSReporterAndSaysWhatIsWrong(t *testing.T) {
 // TestAuditLimitIsALimit: --limit 3 prints three reports, not pages of
 // three until the window ends.
 func TestAuditLimitIsALimit(t *testing.T) {
+	t.Parallel()
 	store, _ := memory.New(memory.Options{})
 	at := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
 	var reports []*domain.Report
@@ -307,6 +317,7 @@ func TestAuditLimitIsALimit(t *testing.T) {
 // engine answers 404, or refuses a token meant for the reporter) and a
 // certificate this machine does not trust say what to do.
 func TestAuditHintsAtTheFrontAndCertificates(t *testing.T) {
+	t.Parallel()
 	front := httptest.NewServer(http.NotFoundHandler())
 	defer front.Close()
 	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

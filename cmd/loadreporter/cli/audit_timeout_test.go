@@ -50,6 +50,7 @@ func silentDatabase(t *testing.T) string {
 // database (its password hidden), or by the URL's connect_timeout, saying
 // that connecting timed out. (It hung for ever.)
 func TestAuditOfAStalledDatabaseEnds(t *testing.T) {
+	t.Parallel()
 	dbURL := silentDatabase(t)
 	for _, tc := range []struct {
 		name string
@@ -80,6 +81,7 @@ func TestAuditOfAStalledDatabaseEnds(t *testing.T) {
 // TestAuditQueryTimeoutFlag: --query-timeout defaults to a minute, comes
 // from LOADREPORTER_QUERY_TIMEOUT too, and refuses a negative duration.
 func TestAuditQueryTimeoutFlag(t *testing.T) {
+	t.Parallel()
 	c, err := ParseAudit([]string{"outages"}, env(nil), io.Discard)
 	if err != nil || c.QueryTimeout != DefaultQueryTimeout || DefaultQueryTimeout != time.Minute {
 		t.Errorf("default: %s, %v; want 1m", c.QueryTimeout, err)

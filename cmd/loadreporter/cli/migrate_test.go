@@ -13,6 +13,7 @@ import (
 // --database-url takes, even one the driver cannot parse. Nothing listens on port 1, so no PostgreSQL is
 // needed.
 func TestMigrateErrorHidesThePassword(t *testing.T) {
+	t.Parallel()
 	for _, dbURL := range []string{
 		"postgres://u:S3cretPW@127.0.0.1:1/db",
 		"postgres://u@127.0.0.1:1/db?password=S3cretPW",
@@ -39,6 +40,7 @@ func TestMigrateErrorHidesThePassword(t *testing.T) {
 // TestCommandsRefuseArguments: a word left over after the flags is
 // refused on one line, as serve does, not ignored.
 func TestCommandsRefuseArguments(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		parse func() error

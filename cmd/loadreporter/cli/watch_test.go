@@ -10,6 +10,7 @@ import (
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
 func TestWatchFlags(t *testing.T) {
+	t.Parallel()
 	c, err := ParseWatch([]string{"--interval", "250ms"}, env(map[string]string{"LOADREPORTER_TARGET": "10.0.0.1:8080"}), &bytes.Buffer{})
 	if err != nil || c.Target != "10.0.0.1:8080" || c.Interval != 250*time.Millisecond {
 		t.Fatalf("%+v %v", c, err)
@@ -22,6 +23,7 @@ func TestWatchFlags(t *testing.T) {
 // TestWatchTargetOrTargets: --target and --targets exclude each other; a
 // flag on the command line wins over the other's variable.
 func TestWatchTargetOrTargets(t *testing.T) {
+	t.Parallel()
 	if _, err := ParseWatch([]string{"--target", "a:1", "--targets", "b:1,c:1"}, env(nil), &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "--target and --targets") {
 		t.Fatalf("both on the command line: err = %v", err)
 	}

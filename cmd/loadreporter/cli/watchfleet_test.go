@@ -11,6 +11,7 @@ import (
 )
 
 func TestWatchTargetsFlag(t *testing.T) {
+	t.Parallel()
 	c, err := ParseWatch([]string{"--targets", "a:1, b:2,c:3"}, env(nil), &bytes.Buffer{})
 	if err != nil || strings.Join(c.Targets, " ") != "a:1 b:2 c:3" {
 		t.Fatalf("%+v %v", c, err)
@@ -27,6 +28,7 @@ func TestWatchTargetsFlag(t *testing.T) {
 // entry, or none, is refused on one line naming the flag, never read as
 // no list (which would watch the default --target instead).
 func TestWatchTargetsRefusesEmptyEntries(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string
@@ -48,6 +50,7 @@ func TestWatchTargetsRefusesEmptyEntries(t *testing.T) {
 // ranks; a worker that is not Fresh says why, and a Fresh view past its
 // StaleAt reads Stale.
 func TestFleetTable(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	rank := func(r int32, running, waiting int64, kv float64) *pb.RankLoad {
 		return &pb.RankLoad{DpRank: r, NumRunningReqs: running, NumWaitingReqs: waiting, MaxRunningRequests: 256, TokenUsage: kv}

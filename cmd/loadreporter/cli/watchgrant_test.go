@@ -64,6 +64,7 @@ func (g *grantingWorker) Monitor(ctx context.Context, st *connect.BidiStream[pb.
 // and its renew_after_ms), as it did before it went through package
 // client.
 func TestWatchPrintsTheGrant(t *testing.T) {
+	t.Parallel()
 	g := &grantingWorker{leaseMs: 3000, renewAfterMs: 1000}
 	addr := serveWorker(t, g)
 

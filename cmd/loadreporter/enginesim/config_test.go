@@ -18,6 +18,7 @@ func noEnv(string) string { return "" }
 // and, as LOADREPORTER_<NAME>, from the environment; the command line
 // wins.
 func TestParseFlagsAndEnvironment(t *testing.T) {
+	t.Parallel()
 	c, err := Parse(nil, noEnv, &bytes.Buffer{})
 	if err != nil || !reflect.DeepEqual(c, DefaultConfig()) {
 		t.Fatalf("no flags: %+v %v, want the defaults", c, err)
@@ -67,6 +68,7 @@ func TestParseFlagsAndEnvironment(t *testing.T) {
 // TestParseRefusesNamingTheFlag: a value out of range is refused in one
 // line that names the flag (or variable) and says what is allowed.
 func TestParseRefusesNamingTheFlag(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string
@@ -106,6 +108,7 @@ func TestParseRefusesNamingTheFlag(t *testing.T) {
 // TestHelpListsEveryFlag: --help prints the usage with every flag, its
 // default and its variable.
 func TestHelpListsEveryFlag(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	_, err := Parse([]string{"--help"}, noEnv, &out)
 	if !errors.Is(err, flag.ErrHelp) || !strings.HasPrefix(out.String(), "Usage: loadreporter engine-sim") {

@@ -74,6 +74,7 @@ func ids(n int) []uint32 {
 // GenerateComplete with every id and the finish reason (the messages of
 // SGLang's sglang_scheduler.proto, cited in the vendored proto).
 func TestGRPCGenerateStreams(t *testing.T) {
+	t.Parallel()
 	h := start(t, func(c *Config) { c.GRPCListen = "127.0.0.1:0"; c.DefaultMaxTokens = 2 })
 	client := grpcClient(t, h)
 	max := uint32(3)
@@ -138,6 +139,7 @@ func TestGRPCGenerateStreams(t *testing.T) {
 // TestGRPCAbortFreesSlot: Abort by request id ends a running Generate
 // with finish reason abort and frees its slot for the waiting request.
 func TestGRPCAbortFreesSlot(t *testing.T) {
+	t.Parallel()
 	h := start(t, func(c *Config) { c.GRPCListen = "127.0.0.1:0"; c.Params.MaxRunningRequests = 1 })
 	client := grpcClient(t, h)
 	max := uint32(100)
@@ -171,6 +173,7 @@ func TestGRPCAbortFreesSlot(t *testing.T) {
 // GetLoads (include groups, dp_rank filter, aggregate) answer as the HTTP
 // routes do.
 func TestGRPCInfoHealthLoads(t *testing.T) {
+	t.Parallel()
 	h := start(t, func(c *Config) { c.GRPCListen = "127.0.0.1:0"; c.Params.DPSize = 2 })
 	client := grpcClient(t, h)
 	done := make(chan struct{})

@@ -120,19 +120,25 @@ func (h *harness) waitSubmitted(n int) {
 // drive steps the engine until done is closed.
 func (h *harness) drive(done <-chan struct{}) {
 	h.t.Helper()
+	d := h.m.drv
 	for {
 		select {
 		case <-done:
 			return
 		default:
 		}
-		if _, ok := h.settle(); ok {
+		h.settle()
+		// Idle, and the Advance to wait for is the next one after this look:
+		// both read under one lock, so that a request arriving between them
+		// (its Advance closing the channel read here) is not missed.
+		d.mu.Lock()
+		_, busy := d.eng.NextEvent()
+		advanced := d.advanced
+		d.mu.Unlock()
+		if busy {
 			h.step()
 			continue
 		}
-		h.m.drv.mu.Lock()
-		advanced := h.m.drv.advanced
-		h.m.drv.mu.Unlock()
 		select {
 		case <-done:
 			return

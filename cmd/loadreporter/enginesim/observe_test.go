@@ -13,6 +13,7 @@ import (
 // on the engine's times (not a health probe's), and Live is the live
 // state /get_load reports, read without a request.
 func TestRequestDoneAndLive(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var got []model.RequestStats
 	h := start(t, func(c *Config) {

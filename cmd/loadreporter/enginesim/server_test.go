@@ -25,6 +25,7 @@ import (
 // sgl-project/sglang at 0025436eab0556737d615b36a4dd3e1e26e82f3d; meta_info
 // as the tokenizer manager builds it).
 func TestGenerateStreamsEventByEvent(t *testing.T) {
+	t.Parallel()
 	h := start(t, nil)
 	resp := h.post(h.ctx, "/generate", map[string]any{
 		"text": prompt(10), "sampling_params": map[string]any{"max_new_tokens": 4}, "stream": true, "rid": "r1",
@@ -71,6 +72,7 @@ func TestGenerateStreamsEventByEvent(t *testing.T) {
 // end-of-turn token) for one that did not, and token ids count as the
 // prompt.
 func TestGenerateAnswersOnce(t *testing.T) {
+	t.Parallel()
 	h := start(t, func(c *Config) { c.DefaultMaxTokens = 3 })
 	for _, tc := range []struct {
 		body       map[string]any
@@ -130,6 +132,7 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 // the usage chunk asked for, then [DONE]; not streaming, one
 // chat.completion with usage.
 func TestChatCompletions(t *testing.T) {
+	t.Parallel()
 	h := start(t, nil)
 	messages := []map[string]any{{"role": "system", "content": prompt(3)}, {"role": "user", "content": []map[string]string{{"type": "text", "text": prompt(5)}}}}
 	// Llama 3's template: 1 + 4 per message + their text + 4.
@@ -184,6 +187,7 @@ func TestChatCompletions(t *testing.T) {
 // request out of the batch at once; its KV tokens are freed and the
 // request that waited for its slot runs at the next step.
 func TestCancelledClientFreesSlot(t *testing.T) {
+	t.Parallel()
 	h := start(t, func(c *Config) { c.Params.MaxRunningRequests = 1 })
 	cancelled := make(chan struct{}, 1)
 	d := h.m.drv
@@ -234,6 +238,7 @@ func TestCancelledClientFreesSlot(t *testing.T) {
 // reports the published snapshot, which during decoding lags the live
 // state that /get_load reports by up to N steps.
 func TestLoadsShapesAndLag(t *testing.T) {
+	t.Parallel()
 	h := start(t, func(c *Config) { c.Params.DPSize = 2; c.Params.LoadSnapshotPublishInterval = 3 })
 	var all map[string]any
 	if s := h.get("/v1/loads", &all); s != 200 {
@@ -336,6 +341,7 @@ func TestLoadsShapesAndLag(t *testing.T) {
 // dp_rank), refreshed with the metrics snapshot, and the request counters
 // and latency histograms once a request finishes.
 func TestMetricsInSGLangNames(t *testing.T) {
+	t.Parallel()
 	h := start(t, func(c *Config) { c.Params.DPSize = 2 })
 	done := make(chan struct{})
 	go func() {
@@ -388,6 +394,7 @@ func TestMetricsInSGLangNames(t *testing.T) {
 // token for its probe, and 503 once the engine shuts down; the info
 // routes answer in SGLang's shapes; the API key guards all but health.
 func TestHealthAndInfo(t *testing.T) {
+	t.Parallel()
 	h := start(t, func(c *Config) { c.APIKey = "k" })
 	done := make(chan struct{})
 	var status int

@@ -22,6 +22,7 @@ import (
 // Each must read both ranks as the engine published them, and the
 // snapshot must pass the domain's validation.
 func TestSourcesReadTheEngine(t *testing.T) {
+	t.Parallel()
 	h := start(t, func(c *Config) {
 		c.Params.DPSize = 2
 		// Steps of half an hour: the state holds still while the sources

@@ -12,6 +12,7 @@ import (
 )
 
 func TestParse(t *testing.T) {
+	t.Parallel()
 	getenv := func(k string) string { return map[string]string{"LOADREPORTER_LISTEN": "127.0.0.1:9"}[k] }
 	c, err := Parse([]string{"--targets", "a:1, b:2"}, getenv, &bytes.Buffer{})
 	if err != nil || strings.Join(c.Targets, " ") != "a:1 b:2" || c.Listen != "127.0.0.1:9" || c.dashboard("a:1") != "http://a:1/" {

@@ -94,7 +94,8 @@ func heapInUse() uint64 {
 // their slots come back); once they are gone the process's goroutines and
 // heap are back to what they were before them. Without the bound they were
 // held until the connection died: 100 of them took the fleet command from
-// 22 to 34 MB, 1 024-rank reports from 27 to 85 MB.
+// 22 to 34 MB, 1 024-rank reports from 27 to 85 MB. It runs alone (no
+// t.Parallel): the goroutines and heap it counts are the process's.
 func TestStuckReadersAreCut(t *testing.T) {
 	addr := serveWorker(t, &reportingWorker{ranks: 1024})
 	m := startMain(t, []string{addr}, nil, "--stalled-write-timeout", "300ms")
@@ -143,6 +144,7 @@ func TestStuckReadersAreCut(t *testing.T) {
 // the next is refused at once with RESOURCE_EXHAUSTED naming the flag, and
 // a stream that ends gives its slot back.
 func TestStreamsPastTheCapAreRefused(t *testing.T) {
+	t.Parallel()
 	addr := serveWorker(t, &reportingWorker{ranks: 2})
 	m := startMain(t, []string{addr}, nil, "--max-watch-sessions", "2")
 	ctx := testCtx(t, 40*time.Second)
@@ -186,6 +188,7 @@ func TestStreamsPastTheCapAreRefused(t *testing.T) {
 // client keeps 512 bytes of each (client.MaxMetadataBytes,
 // client.MaxLastErrorBytes), and the fleet sends what the client kept.
 func TestHostileReportDoesNotMultiply(t *testing.T) {
+	t.Parallel()
 	huge := strings.Repeat("m", 750<<10)
 	addr := serveWorker(t, &reportingWorker{ranks: 4, lastError: huge,
 		worker: &pb.Worker{WorkerAddr: huge, Model: proto.String(huge), Zone: proto.String(huge)}})
@@ -229,6 +232,7 @@ func TestHostileReportDoesNotMultiply(t *testing.T) {
 // not the grace, and returns nil: cutting them is what shutting down is
 // for. It took the whole 5 s grace and exited 1.
 func TestCloseCutsStuckReadersAndSucceeds(t *testing.T) {
+	t.Parallel()
 	addr := serveWorker(t, &reportingWorker{ranks: 1024})
 	logs := &lockedBuffer{}
 	m := startMain(t, []string{addr}, logs, "--shutdown-grace", "1m", "--final-write-timeout", "200ms")

@@ -42,6 +42,7 @@ func cell(row *goquery.Selection, id string) string {
 // pending dispatches), linking to the worker's own dashboard; the
 // controls only the script can work stay hidden.
 func TestPageRendersRows(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	a := freshView("a:1", 7, now.Add(-1500*time.Millisecond))
 	a.Report.Worker = &pb.Worker{WorkerAddr: "10.0.0.7:30000", WorkerType: pb.WorkerType_WORKER_TYPE_DECODE,
@@ -113,6 +114,7 @@ func TestPageRendersRows(t *testing.T) {
 // row never grows with its ranks: the last bar of 3, 8 or 1 024 ranks ends
 // at the chart's right edge.
 func TestKVBarsShareTheChart(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{1, 3, 8, 1024} {
 		x, _, w, _ := kvBar(n-1, n, 0.5)
 		xf, wf := parseF(t, x), parseF(t, w)

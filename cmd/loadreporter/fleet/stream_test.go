@@ -40,6 +40,7 @@ func targetsOf(ws []*lrv1.FleetWorker) []string {
 // workers whose view or state changed: nothing for views it has sent, a
 // new view, a Fresh view that aged past its StaleAt, a worker removed.
 func TestFleetSentSendsWhatChanged(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	var empty fleetSent
 	if msg, news := empty.next(now, nil, dashboardOf); !news || len(msg.GetWorkers()) != 0 || len(msg.GetTargets()) != 0 {
@@ -93,6 +94,7 @@ func TestFleetSentSendsWhatChanged(t *testing.T) {
 // view unchanged; every message carries the aggregate, over the Fresh
 // workers' ranks and every worker's pending dispatches.
 func TestFleetSentSendsPendingAndAggregate(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	a, b := freshView("a:1", 7, now), freshView("b:1", 3, now)
 	c := &client.View{Addr: "c:1", State: client.Disconnected, Reason: "no registered stream"}

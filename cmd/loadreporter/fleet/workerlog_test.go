@@ -26,6 +26,7 @@ func fleetViews(n int, up bool) []*client.View {
 // workerLogBurst lines as it happens and one line at the window's end,
 // not 20 000; the next window starts afresh.
 func TestWorkerLogIsBounded(t *testing.T) {
+	t.Parallel()
 	var out strings.Builder
 	l := newWorkerLog(slog.New(slog.NewTextHandler(&out, nil)))
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -58,6 +59,7 @@ func TestWorkerLogIsBounded(t *testing.T) {
 // said at once, with why it was lost; its further changes are said at the
 // window's end, once, with how many were held back and its state then.
 func TestWorkerLogSaysEachWorker(t *testing.T) {
+	t.Parallel()
 	var out strings.Builder
 	l := newWorkerLog(slog.New(slog.NewTextHandler(&out, nil)))
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)

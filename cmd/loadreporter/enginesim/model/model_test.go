@@ -91,6 +91,7 @@ func drain(t *testing.T, e *Engine) map[uint64]RequestStats {
 // tokens they read, so both grow with the batch (the package doc's
 // formula).
 func TestStepTimeGrowsWithBatch(t *testing.T) {
+	t.Parallel()
 	var lastPrefill, lastDecode time.Duration
 	for _, n := range []int{1, 8, 64} {
 		e := newEngine(t, nil)
@@ -120,6 +121,7 @@ func TestStepTimeGrowsWithBatch(t *testing.T) {
 // TestMaxRunningRequestsCaps: no more than max_running_requests are ever
 // admitted; the rest wait, and one is admitted only when one finishes.
 func TestMaxRunningRequestsCaps(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t, func(p *Params) { p.MaxRunningRequests = 4 })
 	var ids []uint64
 	for range 10 {
@@ -160,6 +162,7 @@ func TestMaxRunningRequestsCaps(t *testing.T) {
 // length fits in the KV cache beside the admitted requests'; otherwise it
 // waits though slots are free, and one that could never fit is refused.
 func TestKVBudgetQueues(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t, func(p *Params) { p.MaxTotalNumTokens = 1000 })
 	a := submit(t, e, t0, 300, 300, 0) // needs 600
 	b := submit(t, e, t0, 300, 300, 0) // 600 more would be 1200
@@ -183,6 +186,7 @@ func TestKVBudgetQueues(t *testing.T) {
 // between, so during decoding it is at most N-1 steps old while the live
 // state moves every step.
 func TestPublishedLoadLagsByNSteps(t *testing.T) {
+	t.Parallel()
 	const n = 4
 	e := newEngine(t, func(p *Params) { p.LoadSnapshotPublishInterval = n; p.DecodeLogInterval = 2 * n })
 	submit(t, e, t0, 100, 30, 0)
@@ -243,6 +247,7 @@ func hasEvent(evs []Event, k EventKind) bool {
 // tokens are freed at once; the step already running ends when planned,
 // and the next step admits the request that was waiting for the slot.
 func TestCancelFreesSlot(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t, func(p *Params) { p.MaxRunningRequests = 1 })
 	a := submit(t, e, t0, 100, 1000, 0)
 	b := submit(t, e, t0, 100, 3, 0)
@@ -292,6 +297,7 @@ func TestCancelFreesSlot(t *testing.T) {
 // clock; a busy rank does not slow another, and requests that name no
 // rank are spread by the load-balance method.
 func TestDPRanksIndependent(t *testing.T) {
+	t.Parallel()
 	solo := newEngine(t, func(p *Params) { p.DPSize = 2 })
 	lone := submit(t, solo, t0, 200, 10, 1)
 	want := drain(t, solo)[lone]
@@ -344,6 +350,7 @@ func itoa(v []int) string {
 // over several steps; its first token comes with the last of them, and
 // the recorded times add up.
 func TestChunkedPrefillAndStats(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t, func(p *Params) { p.ChunkedPrefillSize = 8192 })
 	p := e.Params()
 	id := submit(t, e, t0, 20_000, 3, 0)
@@ -367,6 +374,7 @@ func TestChunkedPrefillAndStats(t *testing.T) {
 // TestRefusals: parameters out of range and requests that could never
 // run are refused with INVALID_ARGUMENT naming the field.
 func TestRefusals(t *testing.T) {
+	t.Parallel()
 	for field, edit := range map[string]func(*Params){
 		"dp_size":                        func(p *Params) { p.DPSize = 0 },
 		"max_running_requests":           func(p *Params) { p.MaxRunningRequests = 0 },
@@ -409,6 +417,7 @@ func TestRefusals(t *testing.T) {
 // only, so a benchmark can run it in virtual time with nothing of the
 // server's (no clock, no I/O) coming along.
 func TestModelIsPure(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)

@@ -37,6 +37,7 @@ func newFlags(out *bytes.Buffer) (*flag.FlagSet, *settings, map[string]string) {
 }
 
 func TestParseValueErrors(t *testing.T) {
+	t.Parallel()
 	const hint = " (run 'loadreporter demo --help' for its flags)"
 	for _, tc := range []struct {
 		args []string
@@ -63,6 +64,7 @@ func TestParseValueErrors(t *testing.T) {
 }
 
 func TestParseSettings(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	fs, s, extra := newFlags(&out)
 	env := map[string]string{"LOADREPORTER_COUNT": "3", "DEMO_NAME": "x", "LOADREPORTER_OLD_WAIT": "9s", "LOADREPORTER_RATIO": "0.25"}
@@ -75,6 +77,7 @@ func TestParseSettings(t *testing.T) {
 }
 
 func TestParseHelp(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	fs, _, extra := newFlags(&out)
 	if err := Parse(fs, []string{"--help"}, func(string) string { return "" }, extra); !errors.Is(err, flag.ErrHelp) {
@@ -96,6 +99,7 @@ func TestParseHelp(t *testing.T) {
 }
 
 func TestEnvironUnknown(t *testing.T) {
+	t.Parallel()
 	e := NewEnviron([]string{"LOADREPORTER_STALE_AFTR=1s", "LOADREPORTER_LISTEN=:1", "PATH=/bin", "LOADREPORTER_INTERVAL=1s", "LOADREPORTER_X"})
 	if got := e.Unknown("serve"); got != nil {
 		t.Errorf("before any flag was read: %q", got)
@@ -118,6 +122,7 @@ func TestEnvironUnknown(t *testing.T) {
 }
 
 func TestOnCommandLine(t *testing.T) {
+	t.Parallel()
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	fs.Bool("tls", false, "")
 	fs.String("target", "", "")
@@ -136,6 +141,7 @@ func TestOnCommandLine(t *testing.T) {
 // TestNoArguments: a stray word is refused naming the command; a true or
 // false behind a boolean flag says how to write it.
 func TestNoArguments(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -166,6 +172,7 @@ func TestNoArguments(t *testing.T) {
 // section's title, then its flags, those it names first in that order and
 // the others by name, and the flags declared outside any section last.
 func TestSectionsPrintTheirFlagsInOrder(t *testing.T) {
+	t.Parallel()
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	secs := NewSections(fs)
 	secs.Add("Second first", func(fs *flag.FlagSet) {

@@ -10,6 +10,7 @@ import (
 // carry a password is hidden, in URL and in keyword/value form, and the
 // rest is left as written so the operator recognises the value.
 func TestRedactURLHidesEveryPassword(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ in, want string }{
 		// URL form: user-info, and the query parameters the driver reads.
 		{"postgres://u:S3cretPW@h:5432/db", "postgres://u:xxxxx@h:5432/db"},
@@ -50,6 +51,7 @@ func TestRedactURLHidesEveryPassword(t *testing.T) {
 // TestPasswords: a password is given as written and as the driver reads
 // it, so a message quoting either form can be cleaned.
 func TestPasswords(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want []string

@@ -12,6 +12,7 @@ import (
 // TestLogErrorsAreOneLine: a driver's error that joins its causes with
 // "\n\t" (pgx's dial errors) is logged on one line, in both formats.
 func TestLogErrorsAreOneLine(t *testing.T) {
+	t.Parallel()
 	err := errors.New("failed to connect to `user=postgres database=x`:\n\t127.0.0.1:1: connection refused\n\t[::1]:1: connection refused")
 	for _, format := range []string{"text", "json"} {
 		var out strings.Builder
@@ -28,6 +29,7 @@ func TestLogErrorsAreOneLine(t *testing.T) {
 // TestFlags: the two flags parse, a refused value names its flag, json
 // writes JSON and the level filters.
 func TestFlags(t *testing.T) {
+	t.Parallel()
 	f := Defaults()
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestRegisterParsesEveryFlag(t *testing.T) {
+	t.Parallel()
 	r := Defaults("test")
 	if !strings.HasPrefix(r.RouterID, "test-") || r.Interval != time.Second || r.Lease != 10*time.Second {
 		t.Fatalf("defaults %+v", r)
@@ -36,6 +37,7 @@ func TestRegisterParsesEveryFlag(t *testing.T) {
 }
 
 func TestTargets(t *testing.T) {
+	t.Parallel()
 	got, err := Targets(" a:1,  b:2 ")
 	if err != nil || !slices.Equal(got, []string{"a:1", "b:2"}) {
 		t.Fatalf("%v, %v", got, err)
@@ -52,6 +54,7 @@ func TestTargets(t *testing.T) {
 // all, is refused on one line naming the flag, never read as fewer
 // targets (",,," as no list, and the command's default target).
 func TestTargetsRefusesEmptyEntries(t *testing.T) {
+	t.Parallel()
 	for _, list := range []string{",,,", "", " ", "a:1,,b:2", "a:1, ,b:2", "a:1,", ",a:1"} {
 		got, err := Targets(list)
 		if err == nil || !strings.HasPrefix(err.Error(), "--targets") || strings.Contains(err.Error(), "\n") {

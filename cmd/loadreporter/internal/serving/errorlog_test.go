@@ -9,6 +9,7 @@ import (
 )
 
 func TestServerErrorLogIsRateLimited(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	now := time.Unix(0, 0)
 	w := &rateLimitedWriter{log: slog.New(slog.NewTextHandler(&buf, nil)), every: time.Second, now: func() time.Time { return now }}
