@@ -85,8 +85,9 @@ lint:
 
 # bench runs the fan-out scenarios of docs/performance.md (1 and 100 × 100 ms; 1 000 × 100 ms
 # over 1, 10 and 1 000 connections; 10 000 × 1 s over 100) against loadreporter
-# and a grpc-go server shaped like ORCA's service, side by side, with the
-# targets; with ROUTERS, INTERVAL or CONNS set, the one scenario they describe
+# as shipped and its two references, a grpc-go server shaped like ORCA's
+# service and a bare grpc-go fan-out, side by side, with the targets (ratios
+# to them) met or not; with ROUTERS, INTERVAL or CONNS set, the one scenario they describe
 # instead (./bin/loadbench --routers 1000 --interval 100ms --conns 10).
 # CLIENT_BDP=false measures with a client that does not probe bandwidth
 # (tonic's default).

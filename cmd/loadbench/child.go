@@ -55,7 +55,9 @@ func serveChild(ctx context.Context, o options) error {
 		c.Logs.LogLevel = "error"
 		c.Sessions.MaxSessions = max(c.Sessions.MaxSessions, o.routers+10)
 		c.Streams.Port.MaxStreamsPerConn = max(c.Streams.Port.MaxStreamsPerConn, o.routers+10) // the join probe shares a connection
-		c.Fire.PhaseSlots = o.slots[0]
+		if o.slots[0] != defaultSlots {
+			c.Fire.PhaseSlots = o.slots[0]
+		}
 		m, err := app.InitializeMainWithEngine(c, app.Engine{Source: engine})
 		if err != nil {
 			return err

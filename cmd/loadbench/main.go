@@ -37,11 +37,11 @@ type options struct {
 	measure  time.Duration
 	conns    int
 	ranks    int
-	peer     string // the server ours is compared with: orca, perstream or grpcfanout
-	slots    []int  // loadreporter's --phase-slots, one measurement of ours each; autoSlots: sized per scenario
-	suite    bool   // run every scenario of suiteScenarios
-	child    string // internal: run as the server child ("ours", "orca", "perstream" or "grpcfanout")
-	profile  string // write a CPU profile of our server's measured window here
+	peers    []string // the servers ours is compared with: orca, perstream or grpcfanout
+	slots    []int    // loadreporter's --phase-slots, one measurement of ours each; autoSlots: sized per scenario, defaultSlots: as shipped
+	suite    bool     // run every scenario of suiteScenarios
+	child    string   // internal: run as the server child ("ours", "orca", "perstream" or "grpcfanout")
+	profile  string   // write a CPU profile of our server's measured window here
 	// clientBDP keeps grpc-go's bandwidth probing on the client (a PING
 	// after data arrives, as grpc-go and grpcio clients do by default);
 	// false fixes the windows, which turns it off, as tonic's default does.
@@ -58,9 +58,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.measure, "measure", 10*time.Second, "measured time")
 	fs.IntVar(&o.conns, "conns", 1, "HTTP/2 connections the streams are spread over")
 	fs.IntVar(&o.ranks, "ranks", 8, "DP ranks of the instant engine")
-	fs.StringVar(&o.peer, "peer", "orca", "what ours is compared with: orca (grpc-go server shaped like ORCA's service), perstream (the same on connect and net/http) or grpcfanout (a bare grpc-go server sending one encoded report per fire to every stream: the floor of grpc-go's transport)")
-	slots := fs.String("phase-slots", "1,auto", "loadreporter's --phase-slots, comma-separated: ours is measured once for each; auto is one phase per 100 routers of the scenario (10 at 1 000, 100 at 10 000)")
-	fs.BoolVar(&o.suite, "suite", false, "run every scenario (1 and 100 × 100 ms; 1 000 × 100 ms over 1, 10 and 1 000 connections; 10 000 × 1 s over 100) and print the targets")
+	peers := fs.String("peers", orcaRef+","+floorRef, "what ours is compared with, comma-separated, each measured in turn: orca (grpc-go server shaped like ORCA's service: the targets' first reference), grpcfanout (a bare grpc-go server sending one encoded report per fire to every stream: the transport's floor, the second), perstream (ORCA's shape on connect and net/http)")
+	slots := fs.String("phase-slots", "default", "loadreporter's --phase-slots, comma-separated: ours is measured once for each; default is as shipped, auto one phase per 100 routers of the scenario (10 at 1 000, 100 at 10 000)")
+	fs.BoolVar(&o.suite, "suite", false, "run every scenario (1 and 100 × 100 ms; 1 000 × 100 ms over 1, 10 and 1 000 connections; 10 000 × 1 s over 100) and print the targets met and not")
 	fs.StringVar(&o.profile, "profile", "", "write a CPU profile of loadreporter's measured window to this file, and its heap profile and memory statistics just before the window to FILE.heap and FILE.mem (with --suite: one set per scenario, suffixed)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "the same as --profile")
 	fs.BoolVar(&o.clientBDP, "client-bdp", true, "the client probes each connection's bandwidth with a PING after data arrives (grpc-go's and grpcio's default); false fixes its windows at 64 KiB, which turns the probing off (tonic's default)")
@@ -75,8 +75,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if o.child != "" {
 		return serveChild(ctx, o)
 	}
-	if o.peer != "orca" && o.peer != "perstream" && o.peer != "grpcfanout" {
-		return fmt.Errorf("--peer %q: want orca, perstream or grpcfanout", o.peer)
+	if o.peers, err = parsePeers(*peers); err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "loadbench %s, load average %s\n", time.Now().Format(time.DateTime), machine.LoadAvg())
 	scenarios := []options{o}
@@ -123,24 +123,28 @@ func suiteScenarios(o options) []options {
 	return out
 }
 
-// runScenario measures the peer, then ours once per phase-slot setting,
-// and prints each of ours side by side with the peer.
+// runScenario measures each peer, then ours once per phase-slot setting,
+// and prints each of ours side by side with the peers.
 func runScenario(ctx context.Context, out io.Writer, o options) ([]scenarioResult, error) {
 	o.warmup = max(o.warmup, 2*o.interval)
 	loadBefore := machine.LoadAvg()
 	fmt.Fprintf(out, "\n== %d routers × %v, %d ranks, %d connection(s), %s, %v measured after %v warm-up; load %s\n",
 		o.routers, o.interval, o.ranks, o.conns, clientLabel(o), o.measure, o.warmup, loadBefore)
-	peer, err := measureServer(ctx, o, o.peer, 1)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", o.peer, err)
+	var refs []result
+	for _, kind := range o.peers {
+		r, err := measureServer(ctx, o, kind, defaultSlots)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", kind, err)
+		}
+		refs = append(refs, r)
 	}
 	var results []scenarioResult
 	for _, n := range scenarioSlots(o.slots, o.routers) {
 		ours, err := measureServer(ctx, o, "ours", n)
 		if err != nil {
-			return nil, fmt.Errorf("ours, --phase-slots %d: %w", n, err)
+			return nil, fmt.Errorf("%s: %w", oursLabel(n), err)
 		}
-		sr := scenarioResult{o: o, slots: n, peer: peer, ours: ours, loadBefore: loadBefore, loadAfter: machine.LoadAvg()}
+		sr := scenarioResult{o: o, slots: n, refs: refs, ours: ours, loadBefore: loadBefore, loadAfter: machine.LoadAvg()}
 		printTable(out, &sr)
 		results = append(results, sr)
 	}
@@ -148,25 +152,44 @@ func runScenario(ctx context.Context, out io.Writer, o options) ([]scenarioResul
 }
 
 // autoSlots in --phase-slots stands for routersPerPhase routers per phase:
-// a fire then serves about as many routers whatever the scenario's size.
+// a fire then serves about as many routers whatever the scenario's size;
+// defaultSlots for loadreporter as shipped.
 const (
 	autoSlots       = 0
+	defaultSlots    = -1
 	routersPerPhase = 100
 )
 
+// parsePeers reads --peers.
+func parsePeers(s string) ([]string, error) {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if f != orcaRef && f != floorRef && f != "perstream" || slices.Contains(out, f) {
+			return nil, fmt.Errorf("--peers %q: want orca, grpcfanout or perstream, each at most once, separated by commas", s)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
 // parseSlots reads --phase-slots: a comma-separated list of settings
-// loadreporter accepts, or auto.
+// loadreporter accepts, auto or default.
 func parseSlots(s string) ([]int, error) {
 	var out []int
 	for f := range strings.SplitSeq(s, ",") {
 		f = strings.TrimSpace(f)
-		if f == "auto" {
+		switch f {
+		case "auto":
 			out = append(out, autoSlots)
+			continue
+		case "default":
+			out = append(out, defaultSlots)
 			continue
 		}
 		n, err := strconv.Atoi(f)
 		if err != nil || n < 1 || n > session.MaxPhaseSlots {
-			return nil, fmt.Errorf("--phase-slots %q: want auto or numbers in [1, %d], separated by commas", s, session.MaxPhaseSlots)
+			return nil, fmt.Errorf("--phase-slots %q: want default, auto or numbers in [1, %d], separated by commas", s, session.MaxPhaseSlots)
 		}
 		out = append(out, n)
 	}
@@ -194,8 +217,12 @@ func startChild(ctx context.Context, o options, kind string, slots int) (*exec.C
 	if err != nil {
 		return nil, "", err
 	}
+	slotsArg := fmt.Sprint(slots)
+	if slots == defaultSlots {
+		slotsArg = "default"
+	}
 	cmd := exec.CommandContext(ctx, self, "--child", kind, "--ranks", fmt.Sprint(o.ranks),
-		"--routers", fmt.Sprint(o.routers), "--interval", o.interval.String(), "--phase-slots", fmt.Sprint(slots))
+		"--routers", fmt.Sprint(o.routers), "--interval", o.interval.String(), "--phase-slots", slotsArg)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -99,7 +99,7 @@ func measureServer(ctx context.Context, o options, kind string, slots int) (resu
 	profile := ""
 	if o.profile != "" && kind == "ours" {
 		profile = o.profile
-		if slots > 1 {
+		if slots != defaultSlots {
 			profile = fmt.Sprintf("%s.slots%d", o.profile, slots)
 		}
 		saveMemory(statsAddr, profile) // it collects garbage: before the window
