@@ -375,6 +375,17 @@ func TestFanOutTargetsAreRatiosToTheReferences(t *testing.T) {
 			}
 		}
 	}
+	// Pulls: ten per interval, and one per join probe, at most.
+	for _, c := range []struct {
+		pulls int64
+		met   bool
+	}{{100 + 3, true}, {100 + 4, false}} {
+		ours := ref("ours", time.Millisecond, time.Millisecond, 1024)
+		ours.pulls, ours.joins = c.pulls, make([]time.Duration, 3)
+		if got := verdicts([]result{orca, floor}, ours)["engine pulls per second"]; got != c.met {
+			t.Errorf("%d pulls in a second with 3 joins at 100 ms: met %v, want %v", c.pulls, got, c.met)
+		}
+	}
 	// Without the floor measured, the CPU target cannot be met.
 	if got := verdicts([]result{orca}, ref("ours", 10*time.Millisecond, time.Millisecond, 1024)); got["worker CPU per delivered report"] {
 		t.Error("the CPU target is met without the floor it is a ratio to")
