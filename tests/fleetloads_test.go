@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/fleet"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
 // fleetInterval is the report interval of the fleet views the tests run.
@@ -42,15 +43,7 @@ func startFleetLogging(t *testing.T, addrs []string, logs io.Writer, flags ...st
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Start(); err != nil {
-		_ = m.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			t.Errorf("fleet close: %v", err)
-		}
-	})
+	sharedtest.Start(t, m)
 	return m
 }
 
@@ -185,7 +178,7 @@ func TestFleetRefusesAnOversizedMessage(t *testing.T) {
 func TestFleetLogsWorkersLostAndFound(t *testing.T) {
 	t.Parallel()
 	workers, addrs := startWorkers(t, 2)
-	logs := &lockedBuffer{}
+	logs := &sharedtest.LockedBuffer{}
 	startFleetLogging(t, addrs, logs)
 	t.Cleanup(func() {
 		if t.Failed() {

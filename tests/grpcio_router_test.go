@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
 // The tests of this file run a router built on another gRPC stack, Python's
@@ -47,7 +48,7 @@ func needGrpcio(t *testing.T) string {
 type grpcioRouter struct {
 	cmd     *exec.Cmd
 	stdin   io.Writer
-	stderr  *lockedBuffer
+	stderr  *sharedtest.LockedBuffer
 	lines   chan string
 	done    chan struct{} // closed by kill: stop delivering lines
 	exited  chan struct{} // closed once the process is reaped
@@ -73,7 +74,7 @@ func startGrpcioRouter(t *testing.T, target string, args ...string) *grpcioRoute
 		}
 	}
 	cmd.Env = append(cmd.Env, "GRPC_VERBOSITY=ERROR")
-	p := &grpcioRouter{cmd: cmd, stderr: &lockedBuffer{}, lines: make(chan string, 64),
+	p := &grpcioRouter{cmd: cmd, stderr: &sharedtest.LockedBuffer{}, lines: make(chan string, 64),
 		done: make(chan struct{}), exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	stdin, err := cmd.StdinPipe()

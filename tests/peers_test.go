@@ -20,6 +20,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
 // The peers are the real routers and publishers from PyPI, each in a venv
@@ -81,7 +83,7 @@ type peerProcess struct {
 	name   string
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser // the process's standard input; closing it is EOF
-	out    *lockedBuffer
+	out    *sharedtest.LockedBuffer
 	exited chan struct{}
 }
 
@@ -102,7 +104,7 @@ func startPeer(t testing.TB, venv, bin string, args ...string) *peerProcess {
 	}
 	cmd.Env = append(cmd.Env, "HF_HUB_OFFLINE=1", "NO_PROXY=*", "no_proxy=*", "PYTHONUNBUFFERED=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &peerProcess{name: bin, cmd: cmd, out: &lockedBuffer{}, exited: make(chan struct{})}
+	p := &peerProcess{name: bin, cmd: cmd, out: &sharedtest.LockedBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

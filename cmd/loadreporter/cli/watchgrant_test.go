@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/routerflags"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
 // grantingWorker acknowledges every registration with a lease of its own
@@ -91,21 +91,5 @@ func serveWorker(t *testing.T, w loadmonitorv1connect.LoadMonitorServiceHandler)
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle(loadmonitorv1connect.NewLoadMonitorServiceHandler(w))
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: mux, Protocols: &p, ReadHeaderTimeout: 10 * time.Second}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		_ = srv.Close()
-		<-served
-	})
-	return ln.Addr().String()
+	return sharedtest.ServeH2C(t, mux)
 }

@@ -1,14 +1,11 @@
 package fleet
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +15,7 @@ import (
 	"github.com/loadreporter/loadreporter/client"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
 // reportingWorker is a Monitor handler of our own that acknowledges every
@@ -81,41 +79,7 @@ func serveWorker(t *testing.T, w loadmonitorv1connect.LoadMonitorServiceHandler)
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle(loadmonitorv1connect.NewLoadMonitorServiceHandler(w, connect.WithReadMaxBytes(1<<20)))
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: mux, Protocols: &p, ReadHeaderTimeout: 10 * time.Second}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		_ = srv.Close()
-		<-served
-	})
-	return ln.Addr().String()
-}
-
-// lockedBuffer is a log the test reads while the fleet writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	return sharedtest.ServeH2C(t, mux)
 }
 
 // startMain runs the fleet view over targets with flags, on a loopback
@@ -135,15 +99,7 @@ func startMain(t *testing.T, targets []string, logs io.Writer, flags ...string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Start(); err != nil {
-		_ = m.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
+	sharedtest.Start(t, m)
 	return m
 }
 
@@ -158,15 +114,7 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 // ctx ends first.
 func eventually(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-tick.C:
-		}
-	}
+	sharedtest.Eventually(t, ctx, 10*time.Millisecond, what, cond)
 }
 
 // waitFresh waits until every worker of m is Fresh.

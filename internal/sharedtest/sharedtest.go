@@ -1,0 +1,109 @@
+package sharedtest
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// LockedBuffer is a bytes.Buffer that a logger or a command writes while
+// the test reads it.
+type LockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (l *LockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String is everything written so far.
+func (l *LockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Lines returns the lines written so far that contain substr, each with
+// its newline: a log's lines about one thing.
+func (l *LockedBuffer) Lines(substr string) []string {
+	var out []string
+	for line := range strings.Lines(l.String()) {
+		if strings.Contains(line, substr) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// ServeH2C serves h over unencrypted HTTP/2 (prior knowledge, as a
+// router's or a worker's client dials) on 127.0.0.1 until the test ends,
+// and returns its address. The server is closed, and its Serve has
+// returned, before the test's earlier cleanups run.
+func ServeH2C(t testing.TB, h http.Handler) string {
+	t.Helper()
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: h, Protocols: &p, ReadHeaderTimeout: 10 * time.Second}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		<-served
+	})
+	return ln.Addr().String()
+}
+
+// Eventually calls cond every interval until it returns true, failing the
+// test when ctx ends first: the wait for a condition that nothing
+// signals (a counter on /metrics, a line in a log, a page's rows).
+func Eventually(t testing.TB, ctx context.Context, interval time.Duration, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// Service is a composition a command runs: Start brings it up in the
+// background, Close shuts it down and may be called more than once.
+type Service interface {
+	Start() error
+	Close() error
+}
+
+// Start starts s and closes it when the test ends, failing the test when
+// the Close fails; when s cannot start, it is closed at once (releasing
+// what its constructor opened) and the test fails.
+func Start(t testing.TB, s Service) {
+	t.Helper()
+	if err := s.Start(); err != nil {
+		_ = s.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+}
