@@ -1,8 +1,9 @@
 // Package sharedtest is the test plumbing that packages all over the tree
 // share: a log buffer a test reads while the code under test writes it, a
 // loopback server speaking unencrypted HTTP/2 until the test ends, a
-// bounded wait for a condition nothing signals, and the start of a
-// composition that is closed when the test ends.
+// bounded wait for a condition nothing signals, the start of a
+// composition that is closed when the test ends, and a run of free ports
+// for an engine whose ranks listen side by side.
 //
 // Only _test.go files import it (tests/architecture_test.go holds every
 // folder to that). It imports the standard library only and must not know

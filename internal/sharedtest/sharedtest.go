@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -106,4 +107,46 @@ func Start(t testing.TB, s Service) {
 			t.Errorf("close: %v", err)
 		}
 	})
+}
+
+// ConsecutivePorts finds n consecutive free TCP ports on 127.0.0.1 and
+// returns the first: where an engine's ranks listen at BASE+r. Another
+// process may take one before the test binds it; that is unlikely enough
+// on a test machine.
+func ConsecutivePorts(t testing.TB, n int) int {
+	t.Helper()
+	for range 100 {
+		base, ok, err := tryConsecutivePorts(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatalf("found no %d consecutive free ports", n)
+	return 0
+}
+
+// tryConsecutivePorts binds a free port and the n-1 after it, then lets
+// them all go; ok is false when one of them was taken, err says why no
+// port at all could be bound.
+func tryConsecutivePorts(n int) (base int, ok bool, err error) {
+	first, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, false, err
+	}
+	defer first.Close()
+	base = first.Addr().(*net.TCPAddr).Port
+	if base+n-1 > 65535 {
+		return 0, false, nil
+	}
+	for p := base + 1; p < base+n; p++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			return 0, false, nil
+		}
+		defer ln.Close()
+	}
+	return base, true, nil
 }
