@@ -127,18 +127,8 @@ func TestFleetRefusesForeignHostNames(t *testing.T) {
 		"127.0.0.1.nip.io:8090":       http.StatusMisdirectedRequest,
 		"fleet.internal.evil.example": http.StatusMisdirectedRequest,
 	} {
-		req, err := http.NewRequest(http.MethodGet, "http://"+f.Addr()+"/v1/fleet/loads", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Host = host
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != want {
-			t.Errorf("Host %q: %d, want %d", host, resp.StatusCode, want)
+		if got := getWithHost(t, "http://"+f.Addr()+"/v1/fleet/loads", host); got != want {
+			t.Errorf("Host %q: %d, want %d", host, got, want)
 		}
 	}
 }
