@@ -2,8 +2,10 @@
 // share: a log buffer a test reads while the code under test writes it, a
 // loopback server speaking unencrypted HTTP/2 until the test ends, a
 // bounded wait for a condition nothing signals, the start of a
-// composition that is closed when the test ends, and a run of free ports
-// for an engine whose ranks listen side by side.
+// composition that is closed when the test ends, a run of free ports for
+// an engine whose ranks listen side by side, and the imports of a
+// package's production files, for a test that holds it to what it may
+// import.
 //
 // Only _test.go files import it (tests/architecture_test.go holds every
 // folder to that). It imports the standard library only and must not know

@@ -3,8 +3,11 @@ package sharedtest
 import (
 	"bytes"
 	"context"
+	"go/parser"
+	"go/token"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -149,4 +152,46 @@ func tryConsecutivePorts(n int) (base int, ok bool, err error) {
 		defer ln.Close()
 	}
 	return base, true, nil
+}
+
+// Import is one import of a production (non-test) Go file.
+type Import struct {
+	File string // the file's name
+	Path string // the imported path
+}
+
+// ThirdParty reports an import from outside the standard library: its
+// first path element has a dot, as the go command decides.
+func (i Import) ThirdParty() bool {
+	first, _, _ := strings.Cut(i.Path, "/")
+	return strings.Contains(first, ".")
+}
+
+// ProductionImports lists the imports of the Go files in the test's
+// directory (its package), but for the _test.go files, file by file: for
+// a test that holds a package to what it may import.
+func ProductionImports(t testing.TB) []Import {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Import
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			path, err := strconv.Unquote(imp.Path.Value)
+			if err != nil {
+				t.Fatalf("%s: import %s: %v", name, imp.Path.Value, err)
+			}
+			out = append(out, Import{File: name, Path: path})
+		}
+	}
+	return out
 }
