@@ -7,8 +7,9 @@
 // package's production files, for a test that holds it to what it may
 // import.
 //
-// Only _test.go files import it (tests/architecture_test.go refuses it to
-// the production code of domain, ports, adapters, web and client). It
+// Only tests and other test support (cmd/loadreporter/internal/workertest)
+// import it; tests/architecture_test.go refuses it to the production code
+// of domain, ports, adapters, web and client. It
 // imports the standard library only and must not know any of the
 // service's packages: callers bring their own handlers and services.
 package sharedtest

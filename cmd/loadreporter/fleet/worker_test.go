@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -13,14 +12,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/loadreporter/loadreporter/client"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/workertest"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
-	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
-// reportingWorker is a Monitor handler of our own that acknowledges every
-// registration and sends a report every 10 ms, of ranks ranks and with
-// worker as its metadata: the reports a test needs large (to fill a
+// reportingWorker is a worker of our own (serveWorker) that acknowledges
+// every registration and sends a report every 10 ms, of ranks ranks and
+// with worker as its metadata: the reports a test needs large (to fill a
 // reader's window at once) or hostile (megabytes of model name), which a
 // real worker does not send.
 type reportingWorker struct {
@@ -31,55 +30,28 @@ type reportingWorker struct {
 	lastError string
 }
 
-func (g *reportingWorker) Monitor(ctx context.Context, st *connect.BidiStream[pb.RouterFrame, pb.WorkerFrame]) error {
-	if _, err := st.Receive(); err != nil { // register
-		return err
-	}
-	ack := &pb.RegisterResponse{LeaseTtlMs: 30_000, RenewAfterMs: 10_000}
-	if err := st.Send(&pb.WorkerFrame{Payload: &pb.WorkerFrame_Registered{Registered: ack}}); err != nil {
-		return err
-	}
-	stopped := make(chan struct{})
-	go func() { // the router's frames: stop (or its going away) ends the stream
-		defer close(stopped)
-		for {
-			if f, err := st.Receive(); err != nil || f.GetStop() != nil {
-				return
-			}
-		}
-	}()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for seq := uint64(1); ; seq++ {
-		now := time.Now().UnixMilli()
-		r := &pb.LoadReport{SourceInstanceId: "fake", SequenceId: seq, ReportTimeUnixMs: now, Worker: g.worker,
-			Status: pb.ReportStatus_REPORT_STATUS_HEALTHY}
-		if g.lastError != "" {
-			r.Status, r.LastError = pb.ReportStatus_REPORT_STATUS_STALE, proto.String(g.lastError)
-		}
-		for k := range g.ranks {
-			r.Ranks = append(r.Ranks, &pb.RankLoad{DpRank: int32(k), SnapshotTimeUnixMs: now, NumRunningReqs: 3,
-				MaxRunningRequests: 64, NumUsedTokens: 1000, MaxTotalNumTokens: 4000, TokenUsage: 0.25, GenThroughput: 100})
-		}
-		if err := st.Send(&pb.WorkerFrame{Payload: &pb.WorkerFrame_Report{Report: r}}); err != nil {
-			return err
-		}
-		select {
-		case <-tick.C:
-		case <-stopped:
-			return nil
-		case <-ctx.Done():
-			return nil
-		}
-	}
+// serveWorker serves g on h2c at a loopback address until the test ends:
+// it grants a lease of 30 s and reports every 10 ms.
+func serveWorker(t *testing.T, g *reportingWorker) string {
+	t.Helper()
+	w := &workertest.Reporting{Grant: &pb.RegisterResponse{LeaseTtlMs: 30_000, RenewAfterMs: 10_000},
+		Every: 10 * time.Millisecond, Report: g.report}
+	return workertest.Serve(t, w, connect.WithReadMaxBytes(1<<20))
 }
 
-// serveWorker serves w on h2c at a loopback address until the test ends.
-func serveWorker(t *testing.T, w loadmonitorv1connect.LoadMonitorServiceHandler) string {
-	t.Helper()
-	mux := http.NewServeMux()
-	mux.Handle(loadmonitorv1connect.NewLoadMonitorServiceHandler(w, connect.WithReadMaxBytes(1<<20)))
-	return sharedtest.ServeH2C(t, mux)
+// report is g's report seq, stamped now.
+func (g *reportingWorker) report(seq uint64) *pb.LoadReport {
+	now := time.Now().UnixMilli()
+	r := &pb.LoadReport{SourceInstanceId: "fake", SequenceId: seq, ReportTimeUnixMs: now, Worker: g.worker,
+		Status: pb.ReportStatus_REPORT_STATUS_HEALTHY}
+	if g.lastError != "" {
+		r.Status, r.LastError = pb.ReportStatus_REPORT_STATUS_STALE, proto.String(g.lastError)
+	}
+	for k := range g.ranks {
+		r.Ranks = append(r.Ranks, &pb.RankLoad{DpRank: int32(k), SnapshotTimeUnixMs: now, NumRunningReqs: 3,
+			MaxRunningRequests: 64, NumUsedTokens: 1000, MaxTotalNumTokens: 4000, TokenUsage: 0.25, GenThroughput: 100})
+	}
+	return r
 }
 
 // startMain runs the fleet view over targets with flags, on a loopback
