@@ -50,17 +50,27 @@ func (l *LockedBuffer) Lines(substr string) []string {
 
 // ServeH2C serves h over unencrypted HTTP/2 (prior knowledge, as a
 // router's or a worker's client dials) on 127.0.0.1 until the test ends,
-// and returns its address. The server is closed, and its Serve has
-// returned, before the test's earlier cleanups run.
+// and returns its address, as Serve does.
 func ServeH2C(t testing.TB, h http.Handler) string {
 	t.Helper()
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: h, Protocols: &p, ReadHeaderTimeout: 10 * time.Second}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	Serve(t, &http.Server{Handler: h, Protocols: &p, ReadHeaderTimeout: 10 * time.Second}, ln)
+	return ln.Addr().String()
+}
+
+// StopWait bounds how long a server Serve started may take to stop.
+const StopWait = 10 * time.Second
+
+// Serve runs srv on ln until the test ends: then srv is closed, and its
+// Serve has returned (within StopWait, else the test fails) before the
+// test's earlier cleanups run.
+func Serve(t testing.TB, srv *http.Server, ln net.Listener) {
+	t.Helper()
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -68,9 +78,14 @@ func ServeH2C(t testing.TB, h http.Handler) string {
 	}()
 	t.Cleanup(func() {
 		_ = srv.Close()
-		<-served
+		stop := time.NewTimer(StopWait)
+		defer stop.Stop()
+		select {
+		case <-served:
+		case <-stop.C:
+			t.Errorf("the server on %s did not stop within %s of its Close", ln.Addr(), StopWait)
+		}
 	})
-	return ln.Addr().String()
 }
 
 // Eventually calls cond every interval until it returns true, failing the
