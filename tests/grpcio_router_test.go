@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -65,15 +64,7 @@ func startGrpcioRouter(t *testing.T, target string, args ...string) *grpcioRoute
 	cmd := exec.Command(needGrpcio(t), append([]string{"testdata/grpcio_router.py", target}, args...)...)
 	// grpcio's defaults, but no proxy from the environment in front of
 	// 127.0.0.1, and only its error logs (each one fails the test).
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		switch strings.ToLower(name) {
-		case "http_proxy", "https_proxy", "grpc_proxy", "grpc_verbosity":
-		default:
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "GRPC_VERBOSITY=ERROR")
+	cmd.Env = append(environWithout("http_proxy", "https_proxy", "grpc_proxy", "grpc_verbosity"), "GRPC_VERBOSITY=ERROR")
 	p := &grpcioRouter{cmd: cmd, stderr: &sharedtest.LockedBuffer{}, lines: make(chan string, 64),
 		done: make(chan struct{}), exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
