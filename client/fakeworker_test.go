@@ -3,15 +3,14 @@ package client
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"testing"
-	"time"
 
 	"connectrpc.com/connect"
 
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
 // fakeWorker is a Monitor handler of our own whose streams the test
@@ -44,24 +43,8 @@ func startFakeWorker(t *testing.T) *fakeWorker {
 	fw := &fakeWorker{streams: make(chan *fakeStream, 16), quit: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.Handle(loadmonitorv1connect.NewLoadMonitorServiceHandler(fw))
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: mux, Protocols: &p, ReadHeaderTimeout: 10 * time.Second}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fw.addr = ln.Addr().String()
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		close(fw.quit)
-		_ = srv.Close()
-		<-served
-	})
+	fw.addr = sharedtest.ServeH2C(t, mux)
+	t.Cleanup(func() { close(fw.quit) }) // before the server closes: cleanups run last first
 	return fw
 }
 

@@ -251,22 +251,12 @@ func TestReportsOnTheStreamAgeDispatchesOut(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
-	clk := newFakeClock(time.UnixMilli(1_700_000_000_000))
+	clk, d := onFakeClock()
 	o := fastOptions(ProtocolGRPC)
 	o.StaleAfterIntervals = 1000 // the fake clock moves little, but keep the view Fresh anyway
 	reg := prometheus.NewPedanticRegistry()
 	o.Registerer = reg
-	f, err := newFleet(o, deps{clock: clk, rand: func() float64 { return 0.5 }}, rand.New(rand.NewPCG(1, 2)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
-	changed, cancel := f.Subscribe()
-	defer cancel()
-	if err := f.Add(fw.addr); err != nil {
-		t.Fatal(err)
-	}
-	fs := fw.next(ctx, t)
+	f, changed, fs := fleetOf(ctx, t, fw, o, d)
 	fs.register(ctx, t, 60_000, 20_000)
 	send := func(seq uint64, snap time.Time) {
 		t.Helper()

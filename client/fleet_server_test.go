@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -31,11 +30,7 @@ func TestFleetAgainstRealWorkers(t *testing.T) {
 	o := fastOptions(ProtocolGRPC)
 	o.Registerer = reg
 	o.StaleAfterIntervals = 40 // a slow race-detector run does not age a view between two asserts
-	f, err := newFleet(o, deps{}, rand.New(rand.NewPCG(1, 2)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
+	f := newFleetT(t, o, deps{})
 	for _, m := range ms {
 		if err := f.Add(m.Addr()); err != nil {
 			t.Fatal(err)

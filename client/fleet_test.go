@@ -271,11 +271,7 @@ func TestFleetSubscribe(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
-	f, err := newFleet(fastOptions(ProtocolConnect), deps{}, rand.New(rand.NewPCG(1, 2)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
+	f := newFleetT(t, fastOptions(ProtocolConnect), deps{})
 	changed, cancel := f.Subscribe()
 	defer cancel()
 	waitFleet(ctx, t, f, changed, "the empty fleet", func(vs []*View) bool { return len(vs) == 0 })

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"math"
-	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -23,17 +22,7 @@ func TestAHostileWorkersStringsAreBounded(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 20*time.Second)
 	fw := startFakeWorker(t)
-	f, err := newFleet(fastOptions(ProtocolGRPC), deps{}, rand.New(rand.NewPCG(1, 2)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
-	changed, cancel := f.Subscribe()
-	defer cancel()
-	if err := f.Add(fw.addr); err != nil {
-		t.Fatal(err)
-	}
-	fs := fw.next(ctx, t)
+	f, changed, fs := fleetOf(ctx, t, fw, fastOptions(ProtocolGRPC), deps{})
 	fs.register(ctx, t, 60_000, 20_000)
 
 	huge := "é" + strings.Repeat("x", 3<<20)
@@ -126,11 +115,8 @@ func TestAHostileAckIsBounded(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testCtx(t, 10*time.Second)
 			fw := startFakeWorker(t)
-			clk := newFakeClock(time.UnixMilli(1_700_000_000_000))
-			w := dialT(t, fw.addr, fastOptions(ProtocolGRPC), deps{clock: clk, rand: func() float64 { return 0.5 }})
-			views, cancel := w.Subscribe()
-			defer cancel()
-			fs := fw.next(ctx, t)
+			clk, d := onFakeClock()
+			_, views, fs := watch(ctx, t, fw, fastOptions(ProtocolGRPC), d)
 			fs.register(ctx, t, tc.leaseMs, tc.renewMs)
 			v := waitView(ctx, t, views, "registered", isState(Stale))
 			if g := v.Granted; g.Lease != tc.lease || g.RenewAfter != tc.renew {

@@ -1,12 +1,10 @@
 package client
 
 import (
-	"go/parser"
-	"go/token"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
 // What a router imports must not drag in the worker: production files
@@ -21,31 +19,16 @@ func TestImportsOnlyWhatARouterNeeds(t *testing.T) {
 		"google.golang.org/grpc",
 		"github.com/prometheus/client_golang/",
 	}
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
+	for _, imp := range sharedtest.ProductionImports(t) {
+		if !imp.ThirdParty() {
+			continue // the standard library
 		}
-		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
+		ok := false
+		for _, a := range allowed {
+			ok = ok || imp.Path == strings.TrimSuffix(a, "/") || strings.HasPrefix(imp.Path, a)
 		}
-		for _, imp := range f.Imports {
-			path, _ := strconv.Unquote(imp.Path.Value)
-			first, _, _ := strings.Cut(path, "/")
-			if !strings.Contains(first, ".") {
-				continue // the standard library
-			}
-			ok := false
-			for _, a := range allowed {
-				ok = ok || path == strings.TrimSuffix(a, "/") || strings.HasPrefix(path, a)
-			}
-			if !ok {
-				t.Errorf("%s imports %s", name, path)
-			}
+		if !ok {
+			t.Errorf("%s imports %s", imp.File, imp.Path)
 		}
 	}
 }

@@ -30,6 +30,14 @@ type fakeClock struct{ *porttest.Clock }
 
 func newFakeClock(start time.Time) *fakeClock { return &fakeClock{porttest.NewClock(start)} }
 
+// onFakeClock is a fake clock and the deps of a Worker or Fleet that run
+// on it, with the backoff's jitter at the middle of its range: a test
+// moves every timer itself.
+func onFakeClock() (*fakeClock, deps) {
+	clk := newFakeClock(time.UnixMilli(1_700_000_000_000))
+	return clk, deps{clock: clk, rand: func() float64 { return 0.5 }}
+}
+
 func (c *fakeClock) NewTimer(d time.Duration) timer { return c.Clock.NewTimer(c.Now().Add(d)) }
 
 // waitTimer blocks until a timer due exactly at at is armed, or ctx ends.

@@ -15,6 +15,7 @@ import (
 	domainsession "github.com/loadreporter/loadreporter/domain/session"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
 // simRanks is how many ranks the built-in simulator reports.
@@ -34,14 +35,7 @@ func startServer(t *testing.T, edit func(*app.Config)) *app.Main {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
+	sharedtest.Start(t, m)
 	return m
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"testing"
@@ -33,6 +34,43 @@ func dialT(t *testing.T, addr string, o Options, d deps) *Worker {
 	return w
 }
 
+// newFleetT is a Fleet with o and d, picking with a fixed seed, closed
+// when the test ends.
+func newFleetT(t *testing.T, o Options, d deps) *Fleet {
+	t.Helper()
+	f, err := newFleet(o, d, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+// fleetOf is a Fleet (newFleetT) of fw alone, subscribed to until the
+// test ends; it returns the Fleet, its change signal and fw's first
+// stream from it.
+func fleetOf(ctx context.Context, t *testing.T, fw *fakeWorker, o Options, d deps) (*Fleet, <-chan struct{}, *fakeStream) {
+	t.Helper()
+	f := newFleetT(t, o, d)
+	changed, cancel := f.Subscribe()
+	t.Cleanup(cancel)
+	if err := f.Add(fw.addr); err != nil {
+		t.Fatal(err)
+	}
+	return f, changed, fw.next(ctx, t)
+}
+
+// watch dials a Worker with o and d to fw and subscribes to its views
+// until the test ends; it returns the Worker, its views and its first
+// stream as fw sees it.
+func watch(ctx context.Context, t *testing.T, fw *fakeWorker, o Options, d deps) (*Worker, <-chan *View, *fakeStream) {
+	t.Helper()
+	w := dialT(t, fw.addr, o, d)
+	views, cancel := w.Subscribe()
+	t.Cleanup(cancel)
+	return w, views, fw.next(ctx, t)
+}
+
 // Out-of-order, repeated and malformed reports are rejected and counted;
 // the view only moves on accepted ones; a new instance id starts afresh.
 func TestRejectsWhatSGLangsRouterRejects(t *testing.T) {
@@ -42,11 +80,7 @@ func TestRejectsWhatSGLangsRouterRejects(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	o := fastOptions(ProtocolConnect)
 	o.Registerer = reg
-	w := dialT(t, fw.addr, o, deps{})
-	views, cancel := w.Subscribe()
-	defer cancel()
-
-	fs := fw.next(ctx, t)
+	w, views, fs := watch(ctx, t, fw, o, deps{})
 	got := fs.register(ctx, t, 60_000, 20_000)
 	if got.GetRouterId() != "router-a" || got.GetReportIntervalMs() != 50 || got.GetLeaseTtlMs() != 1000 {
 		t.Fatalf("register %v", got)
@@ -95,10 +129,7 @@ func TestALongLastErrorIsCut(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
-	w := dialT(t, fw.addr, fastOptions(ProtocolGRPC), deps{})
-	views, cancel := w.Subscribe()
-	defer cancel()
-	fs := fw.next(ctx, t)
+	_, views, fs := watch(ctx, t, fw, fastOptions(ProtocolGRPC), deps{})
 	fs.register(ctx, t, 60_000, 20_000)
 	r := unreachable("a", 1)
 	r.LastError = new("engine said: " + strings.Repeat("é", 1<<20))
@@ -130,10 +161,7 @@ func TestOnlyInvalidArgumentIsForGood(t *testing.T) {
 		t.Run(tc.code, func(t *testing.T) {
 			ctx := testCtx(t, 10*time.Second)
 			fw := startFakeWorker(t)
-			w := dialT(t, fw.addr, fastOptions(ProtocolGRPC), deps{})
-			views, cancel := w.Subscribe()
-			defer cancel()
-			fs := fw.next(ctx, t)
+			w, views, fs := watch(ctx, t, fw, fastOptions(ProtocolGRPC), deps{})
 			if fs.frameOf(ctx, t).GetRegister() == nil {
 				t.Fatal("want register")
 			}
@@ -178,15 +206,11 @@ func TestFreshnessOnTheInjectedClock(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
-	clk := newFakeClock(time.UnixMilli(1_700_000_000_000))
+	clk, d := onFakeClock()
 	o := fastOptions(ProtocolConnect)
 	o.ReportInterval = 100 * time.Millisecond
 	o.Backoff = Backoff{Initial: time.Second, Max: time.Minute, Multiplier: 2, Jitter: 0.5}
-	w := dialT(t, fw.addr, o, deps{clock: clk, rand: func() float64 { return 0.5 }})
-	views, cancel := w.Subscribe()
-	defer cancel()
-
-	fs := fw.next(ctx, t)
+	w, views, fs := watch(ctx, t, fw, o, d)
 	fs.register(ctx, t, 3_600_000, 1_200_000) // no keep-alive or idle timer gets in the way
 	waitView(ctx, t, views, "registered, no report", func(v *View) bool { return v.State == Stale && v.Reason == "no report yet" })
 	r := healthy("a", 1, 2)
@@ -279,11 +303,8 @@ func TestUpdateConfig(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
-	clk := newFakeClock(time.UnixMilli(1_700_000_000_000))
-	w := dialT(t, fw.addr, fastOptions(ProtocolConnect), deps{clock: clk, rand: func() float64 { return 0.5 }})
-	views, cancel := w.Subscribe()
-	defer cancel()
-	fs := fw.next(ctx, t)
+	clk, d := onFakeClock()
+	w, views, fs := watch(ctx, t, fw, fastOptions(ProtocolConnect), d)
 	fs.register(ctx, t, 60_000, 20_000)
 	waitView(ctx, t, views, "registered", func(v *View) bool { return v.State == Stale })
 	if err := w.UpdateConfig(ctx, 200*time.Millisecond, 3*time.Second); err != nil {
@@ -375,12 +396,12 @@ func TestReplacedReconnects(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
-	clk := newFakeClock(time.UnixMilli(1_700_000_000_000))
+	clk, d := onFakeClock()
 	reg := prometheus.NewPedanticRegistry()
 	o := fastOptions(ProtocolConnect)
 	o.Registerer = reg
 	o.Backoff = Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 0.2}
-	w := dialT(t, fw.addr, o, deps{clock: clk, rand: func() float64 { return 0.5 }})
+	w := dialT(t, fw.addr, o, d)
 	views, cancel := w.Subscribe()
 	defer cancel()
 	// Each stream: register, one report, then end with code. The backoff
@@ -426,13 +447,10 @@ func TestAReconnectedViewTurnsStaleWithoutAReport(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
-	clk := newFakeClock(time.UnixMilli(1_700_000_000_000))
+	clk, d := onFakeClock()
 	o := fastOptions(ProtocolGRPC)
 	o.Backoff = Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 0.2}
-	w := dialT(t, fw.addr, o, deps{clock: clk, rand: func() float64 { return 0.5 }})
-	views, cancel := w.Subscribe()
-	defer cancel()
-	fs := fw.next(ctx, t)
+	_, views, fs := watch(ctx, t, fw, o, d)
 	fs.register(ctx, t, 60_000, 20_000)
 	fs.report(t, healthy("a", 1, 1))
 	waitView(ctx, t, views, "fresh", isState(Fresh))
@@ -454,11 +472,8 @@ func TestSilentStreamIsAbandoned(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
-	clk := newFakeClock(time.UnixMilli(1_700_000_000_000))
-	w := dialT(t, fw.addr, fastOptions(ProtocolGRPC), deps{clock: clk, rand: func() float64 { return 0.5 }})
-	views, cancel := w.Subscribe()
-	defer cancel()
-	silent := fw.next(ctx, t)
+	clk, d := onFakeClock()
+	w, views, silent := watch(ctx, t, fw, fastOptions(ProtocolGRPC), d)
 	silent.register(ctx, t, 1000, 300_000)
 	waitView(ctx, t, views, "registered", isState(Stale))
 	// A lease (1s) and two intervals (2×50ms) after the ack.
@@ -489,10 +504,7 @@ func TestFirstKeepAliveIsSpreadThenEveryPeriod(t *testing.T) {
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
 	clk := newFakeClock(time.UnixMilli(1_700_000_000_000))
-	w := dialT(t, fw.addr, fastOptions(ProtocolGRPC), deps{clock: clk, rand: func() float64 { return 0.25 }})
-	views, cancel := w.Subscribe()
-	defer cancel()
-	fs := fw.next(ctx, t)
+	_, views, fs := watch(ctx, t, fw, fastOptions(ProtocolGRPC), deps{clock: clk, rand: func() float64 { return 0.25 }})
 	fs.register(ctx, t, 30_000, 10_000)
 	waitView(ctx, t, views, "registered", func(v *View) bool { return v.State == Stale })
 
@@ -533,10 +545,7 @@ func TestAnOversizedFrameIsRefused(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 10*time.Second)
 	fw := startFakeWorker(t)
-	w := dialT(t, fw.addr, fastOptions(ProtocolGRPC), deps{})
-	views, cancel := w.Subscribe()
-	defer cancel()
-	fs := fw.next(ctx, t)
+	_, views, fs := watch(ctx, t, fw, fastOptions(ProtocolGRPC), deps{})
 	fs.register(ctx, t, 60_000, 20_000)
 	huge := unreachable("a", 1)
 	huge.LastError = proto.String(strings.Repeat("x", 8<<20))

@@ -139,6 +139,18 @@ func TestArchitectureRules(t *testing.T) {
 			pkgImports{ImportPath: m("cmd/loadreporter/app"), Imports: []string{m("adapters/store/postgres"), m("web"), "github.com/google/wire"}}, nil},
 		{"gen: not checked",
 			pkgImports{ImportPath: m("gen/loadreporter/v1"), Imports: []string{m("adapters/rpc")}}, nil},
+		{"sharedtest: standard library only",
+			pkgImports{ImportPath: m("internal/sharedtest"), Imports: []string{"net/http", "testing", m("domain"), "connectrpc.com/connect"}},
+			[]string{"internal/sharedtest production domain", "internal/sharedtest production connectrpc.com/connect"}},
+		{"sharedtest in test code only: domain",
+			pkgImports{ImportPath: m("domain/recorder"), Imports: []string{m("internal/sharedtest")}, XTestImports: []string{m("internal/sharedtest")}},
+			[]string{"domain/recorder production internal/sharedtest"}},
+		{"sharedtest in test code only: adapter",
+			pkgImports{ImportPath: m("adapters/rpc"), Imports: []string{m("internal/sharedtest")}, TestImports: []string{m("internal/sharedtest")}},
+			[]string{"adapters/rpc production internal/sharedtest"}},
+		{"sharedtest in test code only: client",
+			pkgImports{ImportPath: m("client"), Imports: []string{m("internal/sharedtest")}, TestImports: []string{m("internal/sharedtest")}},
+			[]string{"client production internal/sharedtest"}},
 		{"a folder without a rule",
 			pkgImports{ImportPath: m("internal/util"), Imports: []string{"fmt"}},
 			[]string{"internal/util production fmt"}},
@@ -268,6 +280,10 @@ func (d dep) testLibrary() bool {
 	return !d.local && slices.ContainsFunc(testLibraries, func(lib string) bool { return under(d.path, lib) })
 }
 
+// sharedTest reports internal/sharedtest, the test plumbing every
+// folder's test code may share.
+func (d dep) sharedTest() bool { return d.in("internal/sharedtest") }
+
 // port reports ports/... except the test support in ports/porttest.
 func (d dep) port() bool { return d.in("ports") && !d.in("ports/porttest") }
 
@@ -317,6 +333,11 @@ var rules = []rule{
 	{folder: "cmd", may: "cmd/ may import anything"},
 	{folder: "tests", may: "tests/ may import anything"},
 	{
+		folder: "internal/sharedtest",
+		may:    "internal/sharedtest may import the standard library only",
+		allows: func(_ layout, _ string, d dep, _ bool) bool { return d.std() },
+	},
+	{
 		folder: "ports/porttest",
 		may:    "ports/porttest may import the standard library, domain/..., ports/... and " + strings.Join(testLibraries, ", ") + "; never an adapter",
 		allows: func(_ layout, _ string, d dep, _ bool) bool {
@@ -333,22 +354,22 @@ var rules = []rule{
 	{
 		folder: "domain",
 		may: "domain/... may import the standard library, domain/... and ports/... (not ports/porttest); " +
-			"its test code also ports/porttest and " + strings.Join(testLibraries, ", "),
+			"its test code also ports/porttest, internal/sharedtest and " + strings.Join(testLibraries, ", "),
 		allows: func(_ layout, _ string, d dep, test bool) bool {
 			return d.std() || d.in("domain") || d.port() ||
-				test && (d.in("ports/porttest") || d.testLibrary())
+				test && (d.in("ports/porttest") || d.sharedTest() || d.testLibrary())
 		},
 	},
 	{
 		folder: "adapters",
 		may: "adapters/X/... may import the standard library, domain/..., ports/... (not ports/porttest), gen/..., " +
 			"third-party modules and its own adapter (with the internal folders above it), never another adapter, web, cmd or tests; " +
-			"its test code also ports/porttest; adapters/store/postgres also migrations",
+			"its test code also ports/porttest and internal/sharedtest; adapters/store/postgres also migrations",
 		allows: func(l layout, from string, d dep, test bool) bool {
 			switch {
 			case d.std(), d.thirdParty(), d.in("domain"), d.port(), d.in("gen"):
 				return true
-			case d.in("ports/porttest"):
+			case d.in("ports/porttest"), d.sharedTest():
 				return test
 			case d.in("migrations"):
 				// The SQL the PostgreSQL adapter applies: STYLE.md's "its own
@@ -367,10 +388,10 @@ var rules = []rule{
 	{
 		folder: "web",
 		may: "web/... may import the standard library, domain/..., ports/... (not ports/porttest), web/... " +
-			"and third-party modules, never an adapter, gen, cmd or tests; its test code also ports/porttest",
+			"and third-party modules, never an adapter, gen, cmd or tests; its test code also ports/porttest and internal/sharedtest",
 		allows: func(_ layout, _ string, d dep, test bool) bool {
 			return d.std() || d.thirdParty() || d.in("domain") || d.port() || d.in("web") ||
-				test && d.in("ports/porttest")
+				test && (d.in("ports/porttest") || d.sharedTest())
 		},
 	},
 	{
@@ -379,10 +400,10 @@ var rules = []rule{
 		folder: "client",
 		may: "client/... may import the standard library, gen/... and third-party modules, never domain, ports, " +
 			"adapters, web or cmd; its test code may boot the service through cmd/loadreporter/app and its ports, " +
-			"and use ports/porttest's fake clock",
+			"and use ports/porttest's fake clock and internal/sharedtest",
 		allows: func(_ layout, _ string, d dep, test bool) bool {
 			return d.std() || d.thirdParty() || d.in("gen") || d.in("client") ||
-				test && (d.in("cmd/loadreporter/app") || d.in("domain") || d.in("ports"))
+				test && (d.in("cmd/loadreporter/app") || d.in("domain") || d.in("ports") || d.sharedTest())
 		},
 	},
 	{

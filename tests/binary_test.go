@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
 // built is cmd/loadreporter, built once per run of the package by the
@@ -113,7 +114,7 @@ func TestSIGTERMWithStuckStreamsExitsZero(t *testing.T) {
 type served struct {
 	cmd    *exec.Cmd
 	addr   string // where it says it serves
-	stderr *lockedBuffer
+	stderr *sharedtest.LockedBuffer
 	exited chan struct{} // closed once it exited; err is Wait's
 	err    error
 }
@@ -127,7 +128,7 @@ var servingAddr = regexp.MustCompile(`msg="loadreporter serving" addr=(\S+)`)
 // cleanup unless the test ended it first.
 func serveBinary(t *testing.T, ctx context.Context, bin string, args ...string) *served {
 	t.Helper()
-	s := &served{stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	s := &served{stderr: &sharedtest.LockedBuffer{}, exited: make(chan struct{})}
 	s.cmd = exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--log-level", "info"}, args...)...)
 	s.cmd.Stderr = s.stderr
 	if err := s.cmd.Start(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -146,6 +147,13 @@ func pollJS(tab context.Context, d time.Duration, expr string) error {
 	})
 }
 
+// pageJS declares, for a script reading a page, q(id, root), the element
+// of a data-testid (in root, else the document), and text(el), its
+// trimmed text ("" for none).
+const pageJS = `
+	const q = (id, root = document) => root.querySelector('[data-testid="' + id + '"]');
+	const text = (el) => el ? el.textContent.trim() : "";`
+
 // testid is the CSS selector of a data-testid.
 func testid(id string) string { return `[data-testid="` + id + `"]` }
 
@@ -156,12 +164,32 @@ func jsQuote(s string) string { return strconv.Quote(s) }
 // where.
 func saveScreenshot(t *testing.T, tab context.Context, name string) {
 	t.Helper()
+	saveShot(t, tab, name, chromedp.FullScreenshot(100))
+}
+
+// saveElementScreenshot saves the element sel as a PNG test artifact, to
+// look at one picture closely.
+func saveElementScreenshot(t *testing.T, tab context.Context, sel, name string) {
+	t.Helper()
+	saveShot(t, tab, name, chromedp.Screenshot(chromedp.CSS(sel)))
+}
+
+// capture takes shot of tab, within 10 s.
+func capture(tab context.Context, shot chromedp.Action[[]byte]) ([]byte, error) {
 	var png []byte
 	err := within(tab, 10*time.Second, func(ctx context.Context) error {
 		var err error
-		png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		png, err = chromedp.Run(ctx, shot)
 		return err
 	})
+	return png, err
+}
+
+// saveShot saves shot of tab as the PNG test artifact name and logs
+// where.
+func saveShot(t *testing.T, tab context.Context, name string, shot chromedp.Action[[]byte]) {
+	t.Helper()
+	png, err := capture(tab, shot)
 	if err != nil {
 		t.Errorf("screenshot %s: %v", name, err)
 		return
@@ -181,12 +209,7 @@ func saveReadmeScreenshot(t *testing.T, tab context.Context, name string) {
 	if !*updateScreenshots {
 		return
 	}
-	var png []byte
-	err := within(tab, 10*time.Second, func(ctx context.Context) error {
-		var err error
-		png, err = chromedp.Run(ctx, chromedp.CaptureScreenshot())
-		return err
-	})
+	png, err := capture(tab, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatalf("README screenshot %s: %v", name, err)
 	}
@@ -209,6 +232,43 @@ func failWithScreenshot(t *testing.T, tab context.Context, format string, args .
 	t.Helper()
 	saveScreenshot(t, tab, "failure")
 	t.Fatalf(format, args...)
+}
+
+// runAuditForm opens the audit page of the service at addr, runs query
+// over the last 10 minutes from its form and waits until the element of
+// data-testid result shows.
+func runAuditForm(t *testing.T, tab context.Context, addr, query, result string) {
+	t.Helper()
+	navigate(t, tab, pageURL(addr, "/audit"))
+	err := within(tab, 10*time.Second, func(ctx context.Context) error {
+		return chromedp.Do(ctx,
+			chromedp.WaitVisible(chromedp.CSS(testid("audit-form"))),
+			chromedp.SetValue(chromedp.CSS("#f-query"), query),
+			chromedp.SetValue(chromedp.CSS("#f-last"), "10m"),
+			chromedp.Click(chromedp.CSS(testid("audit-run"))),
+			chromedp.WaitVisible(chromedp.CSS(testid(result))),
+		)
+	})
+	if err != nil {
+		failWithScreenshot(t, tab, "running the %s query from the form: %v", query, err)
+	}
+}
+
+// getWithin GETs url, bounded by ctx, on a client whose connections close
+// when the test ends; the caller closes the body.
+func getWithin(t *testing.T, ctx context.Context, url string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{}
+	t.Cleanup(client.CloseIdleConnections)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
 
 // pageURL is the absolute URL of path on m's address.

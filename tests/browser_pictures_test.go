@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"github.com/PuerkitoBio/goquery"
-	"github.com/chromedp/chromedp"
 
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/audit"
@@ -27,9 +24,7 @@ import (
 
 // agesJS reads the live page's ages and its last_error box's colours
 // against the status pills'.
-const agesJS = `(() => {
-	const q = (id, root = document) => root.querySelector('[data-testid="' + id + '"]');
-	const text = (el) => el ? el.textContent.trim() : "";
+const agesJS = `(() => {` + pageJS + `
 	const bg = (el) => el ? getComputedStyle(el).backgroundColor : "";
 	const pill = (cls) => { const s = document.createElement("span"); s.className = "status status-" + cls; document.body.append(s); const c = bg(s); s.remove(); return c; };
 	const err = q("report-error");
@@ -239,19 +234,7 @@ func TestBrowserAuditRankStatsBars(t *testing.T) {
 		return err == nil && len(page.Reports) >= 20
 	})
 	tab := newBrowser(t)
-	navigate(t, tab, pageURL(m.Addr(), "/audit"))
-	err := within(tab, 10*time.Second, func(ctx context.Context) error {
-		return chromedp.Do(ctx,
-			chromedp.WaitVisible(chromedp.CSS(testid("audit-form"))),
-			chromedp.SetValue(chromedp.CSS("#f-query"), "rank-stats"),
-			chromedp.SetValue(chromedp.CSS("#f-last"), "10m"),
-			chromedp.Click(chromedp.CSS(testid("audit-run"))),
-			chromedp.WaitVisible(chromedp.CSS(testid("rank-bars"))),
-		)
-	})
-	if err != nil {
-		failWithScreenshot(t, tab, "running rank-stats from the form: %v", err)
-	}
+	runAuditForm(t, tab, m.Addr(), "rank-stats", "rank-bars")
 	type bar struct {
 		Rank    string  `json:"rank"`
 		Avg     float64 `json:"avg"`
@@ -282,28 +265,6 @@ func TestBrowserAuditRankStatsBars(t *testing.T) {
 		}
 	}
 	saveScreenshot(t, tab, "audit-rank-stats")
-}
-
-// saveElementScreenshot saves the element sel as a PNG test artifact, to
-// look at one picture closely.
-func saveElementScreenshot(t *testing.T, tab context.Context, sel, name string) {
-	t.Helper()
-	var png []byte
-	err := within(tab, 10*time.Second, func(ctx context.Context) error {
-		var err error
-		png, err = chromedp.Run(ctx, chromedp.Screenshot(chromedp.CSS(sel)))
-		return err
-	})
-	if err != nil {
-		t.Errorf("screenshot %s: %v", name, err)
-		return
-	}
-	path := filepath.Join(t.ArtifactDir(), name+".png")
-	if err := os.WriteFile(path, png, 0o644); err != nil {
-		t.Errorf("screenshot %s: %v", name, err)
-		return
-	}
-	t.Logf("screenshot: %s", path)
 }
 
 // hold waits d, or fails when ctx ends first.

@@ -31,9 +31,7 @@ import (
 
 // liveStateJS reads the live page's state (see web/doc.go for the
 // data-testid attributes).
-const liveStateJS = `(() => {
-	const q = (id, root = document) => root.querySelector('[data-testid="' + id + '"]');
-	const text = (el) => el ? el.textContent.trim() : "";
+const liveStateJS = `(() => {` + pageJS + `
 	const cards = [...document.querySelectorAll('[data-testid^="rank-card-"]')];
 	const err = q("report-error");
 	return {
@@ -326,19 +324,7 @@ func TestBrowserAuditPage(t *testing.T) {
 	outageEpisode(t, ctx, m, boot, hold)
 
 	tab := newBrowser(t)
-	navigate(t, tab, pageURL(m.Addr(), "/audit"))
-	err := within(tab, 10*time.Second, func(ctx context.Context) error {
-		return chromedp.Do(ctx,
-			chromedp.WaitVisible(chromedp.CSS(testid("audit-form"))),
-			chromedp.SetValue(chromedp.CSS("#f-query"), "outages"),
-			chromedp.SetValue(chromedp.CSS("#f-last"), "10m"),
-			chromedp.Click(chromedp.CSS(testid("audit-run"))),
-			chromedp.WaitVisible(chromedp.CSS(testid("result-row"))),
-		)
-	})
-	if err != nil {
-		failWithScreenshot(t, tab, "running the outages query from the form: %v", err)
-	}
+	runAuditForm(t, tab, m.Addr(), "outages", "result-row")
 	rows := evalJS[[]string](t, tab, `[...document.querySelectorAll('[data-testid="audit-table"] [data-testid="result-row"]')].map((r) => r.textContent)`)
 	if len(rows) < 1 || !strings.Contains(rows[0], "UNREACHABLE") || !strings.Contains(rows[0], "simulated engine error") {
 		failWithScreenshot(t, tab, "outage rows: %q", rows)
@@ -355,16 +341,7 @@ func TestBrowserAuditPage(t *testing.T) {
 	if !strings.HasPrefix(href, pageURL(m.Addr(), "/audit.csv?")) {
 		t.Fatalf("csv-link href %q", href)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, href, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := &http.Client{}
-	t.Cleanup(client.CloseIdleConnections)
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := getWithin(t, ctx, href)
 	defer resp.Body.Close()
 	var lines []string
 	for sc := bufio.NewScanner(resp.Body); sc.Scan(); {
@@ -395,16 +372,7 @@ func TestBrowserLivePageWithoutJavaScript(t *testing.T) {
 	m := startMain(t, testConfig(), nil)
 	ctx := testCtx(t, 10*time.Second)
 	waitLatest(t, ctx, m, domain.StatusHealthy)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, pageURL(m.Addr(), "/"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := &http.Client{}
-	t.Cleanup(client.CloseIdleConnections)
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := getWithin(t, ctx, pageURL(m.Addr(), "/"))
 	defer resp.Body.Close()
 	doc, err := goquery.NewDocumentFromReader(resp.Body)
 	if err != nil {

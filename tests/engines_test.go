@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 )
 
@@ -71,16 +72,23 @@ func (f *fakeSGLang) loads(t *testing.T) []fixtureLoad {
 	return env.Loads
 }
 
+// startOverFakeSGLang boots the service over the sglang-http source
+// pulling a fake SGLang engine.
+func startOverFakeSGLang(t *testing.T) (*fakeSGLang, *app.Main) {
+	t.Helper()
+	engine, srv := newFakeSGLang(t)
+	c := testConfig()
+	c.Source.Name = "sglang-http"
+	c.Source.EngineURL = srv.URL
+	return engine, startMain(t, c, nil)
+}
+
 // TestSGLangEngineEndToEnd: reports a router receives carry exactly what
 // the engine served; an engine failure turns them UNREACHABLE, and its
 // recovery HEALTHY again.
 func TestSGLangEngineEndToEnd(t *testing.T) {
 	t.Parallel()
-	engine, srv := newFakeSGLang(t)
-	c := testConfig()
-	c.Source.Name = "sglang-http"
-	c.Source.EngineURL = srv.URL
-	m := startMain(t, c, nil)
+	engine, m := startOverFakeSGLang(t)
 	r := openGRPC(t, testCtx(t, 20*time.Second), m.Addr())
 	_ = r.Send(registerFrame("sglang-router", 50, 10000))
 	recvFrame(t, r)
@@ -126,11 +134,7 @@ func TestSGLangEngineEndToEnd(t *testing.T) {
 // once cost the engine no more pulls than one would.
 func TestPollersCostOnePullPerFire(t *testing.T) {
 	t.Parallel()
-	engine, srv := newFakeSGLang(t)
-	c := testConfig()
-	c.Source.Name = "sglang-http"
-	c.Source.EngineURL = srv.URL
-	m := startMain(t, c, nil)
+	engine, m := startOverFakeSGLang(t)
 	url := "http://" + m.Addr() + "/v1/loads?include=core"
 	client := &http.Client{Timeout: 10 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/fleet"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
 // fleetInterval is the report interval of the fleet views the tests run.
@@ -42,15 +43,7 @@ func startFleetLogging(t *testing.T, addrs []string, logs io.Writer, flags ...st
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Start(); err != nil {
-		_ = m.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			t.Errorf("fleet close: %v", err)
-		}
-	})
+	sharedtest.Start(t, m)
 	return m
 }
 
@@ -134,18 +127,8 @@ func TestFleetRefusesForeignHostNames(t *testing.T) {
 		"127.0.0.1.nip.io:8090":       http.StatusMisdirectedRequest,
 		"fleet.internal.evil.example": http.StatusMisdirectedRequest,
 	} {
-		req, err := http.NewRequest(http.MethodGet, "http://"+f.Addr()+"/v1/fleet/loads", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Host = host
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != want {
-			t.Errorf("Host %q: %d, want %d", host, resp.StatusCode, want)
+		if got := getWithHost(t, "http://"+f.Addr()+"/v1/fleet/loads", host); got != want {
+			t.Errorf("Host %q: %d, want %d", host, got, want)
 		}
 	}
 }
@@ -185,7 +168,7 @@ func TestFleetRefusesAnOversizedMessage(t *testing.T) {
 func TestFleetLogsWorkersLostAndFound(t *testing.T) {
 	t.Parallel()
 	workers, addrs := startWorkers(t, 2)
-	logs := &lockedBuffer{}
+	logs := &sharedtest.LockedBuffer{}
 	startFleetLogging(t, addrs, logs)
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -1,37 +1,18 @@
 package tests
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/cli"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
-
-// lockedBuffer is a bytes.Buffer a command writes while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // startWorkers boots n simulated workers and returns them and their
 // addresses.
@@ -81,7 +62,7 @@ func lastLine(out, prefix string) string {
 func TestWatchFleetTable(t *testing.T) {
 	t.Parallel()
 	_, addrs := startWorkers(t, 3)
-	var out lockedBuffer
+	var out sharedtest.LockedBuffer
 	cfg, err := cli.ParseWatch([]string{"--targets", strings.Join(addrs, ","), "--interval", fleetInterval.String()},
 		func(string) string { return "" }, io.Discard)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -22,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
 // The tests of this file run a router built on another gRPC stack, Python's
@@ -47,7 +47,7 @@ func needGrpcio(t *testing.T) string {
 type grpcioRouter struct {
 	cmd     *exec.Cmd
 	stdin   io.Writer
-	stderr  *lockedBuffer
+	stderr  *sharedtest.LockedBuffer
 	lines   chan string
 	done    chan struct{} // closed by kill: stop delivering lines
 	exited  chan struct{} // closed once the process is reaped
@@ -64,16 +64,8 @@ func startGrpcioRouter(t *testing.T, target string, args ...string) *grpcioRoute
 	cmd := exec.Command(needGrpcio(t), append([]string{"testdata/grpcio_router.py", target}, args...)...)
 	// grpcio's defaults, but no proxy from the environment in front of
 	// 127.0.0.1, and only its error logs (each one fails the test).
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		switch strings.ToLower(name) {
-		case "http_proxy", "https_proxy", "grpc_proxy", "grpc_verbosity":
-		default:
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "GRPC_VERBOSITY=ERROR")
-	p := &grpcioRouter{cmd: cmd, stderr: &lockedBuffer{}, lines: make(chan string, 64),
+	cmd.Env = append(environWithout("http_proxy", "https_proxy", "grpc_proxy", "grpc_verbosity"), "GRPC_VERBOSITY=ERROR")
+	p := &grpcioRouter{cmd: cmd, stderr: &sharedtest.LockedBuffer{}, lines: make(chan string, 64),
 		done: make(chan struct{}), exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	stdin, err := cmd.StdinPipe()

@@ -23,6 +23,7 @@ import (
 	"github.com/loadreporter/loadreporter/domain"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 	"github.com/loadreporter/loadreporter/ports"
 )
 
@@ -106,14 +107,7 @@ func startMain(t testing.TB, c app.Config, source ports.SnapshotSource) *app.Mai
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
+	sharedtest.Start(t, m)
 	return m
 }
 
@@ -223,15 +217,7 @@ func eventually(t testing.TB, ctx context.Context, what string, cond func() bool
 // costs the service something (a page over the history database).
 func eventuallyEvery(t testing.TB, ctx context.Context, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	tick := time.NewTicker(d)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-tick.C:
-		}
-	}
+	sharedtest.Eventually(t, ctx, d, what, cond)
 }
 
 // metricSum is the sum of every series of the metric family name on the

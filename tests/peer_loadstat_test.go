@@ -13,6 +13,7 @@ import (
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/app"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
 // TestSGLangLoadStatPublisherFeedsTheZMQSource: SGLang's own LoadStat
@@ -43,7 +44,7 @@ func TestSGLangLoadStatPublisherFeedsTheZMQSource(t *testing.T) {
 	} {
 		t.Run(tc.version, func(t *testing.T) {
 			venv := needPeer(t, "sglang-"+tc.version)
-			base := consecutivePorts(t, 2)
+			base := sharedtest.ConsecutivePorts(t, 2)
 			pub := startPeer(t, venv, "python", "peers/loadstat_publisher.py", strconv.Itoa(base), "2")
 			ready := strings.Fields(pub.line(t, "ready ", 20*time.Second))
 			if len(ready) != 3 || ready[1] != tc.version || len(strings.Split(ready[2], ","))+1 != tc.values {

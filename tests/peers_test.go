@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +21,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
 // The peers are the real routers and publishers from PyPI, each in a venv
@@ -81,7 +84,7 @@ type peerProcess struct {
 	name   string
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser // the process's standard input; closing it is EOF
-	out    *lockedBuffer
+	out    *sharedtest.LockedBuffer
 	exited chan struct{}
 }
 
@@ -92,17 +95,10 @@ type peerProcess struct {
 func startPeer(t testing.TB, venv, bin string, args ...string) *peerProcess {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(venv, "bin", bin), args...)
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		switch strings.ToLower(name) {
-		case "http_proxy", "https_proxy", "all_proxy", "grpc_proxy":
-		default:
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "HF_HUB_OFFLINE=1", "NO_PROXY=*", "no_proxy=*", "PYTHONUNBUFFERED=1")
+	cmd.Env = append(environWithout("http_proxy", "https_proxy", "all_proxy", "grpc_proxy"),
+		"HF_HUB_OFFLINE=1", "NO_PROXY=*", "no_proxy=*", "PYTHONUNBUFFERED=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &peerProcess{name: bin, cmd: cmd, out: &lockedBuffer{}, exited: make(chan struct{})}
+	p := &peerProcess{name: bin, cmd: cmd, out: &sharedtest.LockedBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -121,6 +117,20 @@ func startPeer(t testing.TB, venv, bin string, args ...string) *peerProcess {
 		}
 	})
 	return p
+}
+
+// environWithout is this process's environment without the variables
+// named, in any case (HTTP_PROXY as http_proxy): what a child starts with
+// that must not go through a proxy in front of 127.0.0.1.
+func environWithout(names ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(names, strings.ToLower(name)) {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // alive fails the test when the peer has exited.

@@ -5,10 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +14,8 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
 // zmqEngine stands in for an SGLang engine started with
@@ -40,7 +40,7 @@ type zmqEngine struct {
 func newZMQEngine(t testing.TB, ranks int, period, loadsDelay time.Duration) *zmqEngine {
 	t.Helper()
 	e := &zmqEngine{ranks: ranks, loadsDelay: loadsDelay, set: map[int64]time.Time{}}
-	e.base = consecutivePorts(t, ranks)
+	e.base = sharedtest.ConsecutivePorts(t, ranks)
 	socks := make([]zmq4.Socket, ranks)
 	for r := range socks {
 		socks[r] = zmq4.NewPub(context.Background())
@@ -126,36 +126,6 @@ func (e *zmqEngine) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
-}
-
-// consecutivePorts finds n consecutive free ports on 127.0.0.1.
-func consecutivePorts(t testing.TB, n int) int {
-	t.Helper()
-	for range 100 {
-		var lns []net.Listener
-		first, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, first)
-		base := first.Addr().(*net.TCPAddr).Port
-		ok := base+n <= 65536
-		for p := base + 1; ok && p < base+n; p++ {
-			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-			ok = err == nil
-			if ok {
-				lns = append(lns, ln)
-			}
-		}
-		for _, ln := range lns {
-			_ = ln.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatalf("no %d consecutive free ports", n)
-	return 0
 }
 
 // TestSGLangZMQEndToEnd: with --source sglang-zmq and only --engine-url,

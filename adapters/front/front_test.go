@@ -45,6 +45,18 @@ func mustURL(t *testing.T, s string) *url.URL {
 	return u
 }
 
+// deadURL is the URL of a loopback port nothing listens on: an engine
+// that is down.
+func deadURL(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return "http://" + ln.Addr().String()
+}
+
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	t.Cleanup(cancel)
@@ -275,12 +287,7 @@ func TestAClientThatGoesAwayCancelsTheEngineRequest(t *testing.T) {
 
 func TestAnEngineThatIsDownGets502NamingItWhileAnsweredRoutesAnswer(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close()
+	dead := deadURL(t)
 	var proxied atomic.Int64
 	answered := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -476,12 +483,7 @@ func TestMetricsAreScrapedOncePerWindowHoweverManyScrapers(t *testing.T) {
 
 func TestMetricsOfADeadEngineAreA502CachedForTheWindow(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close()
+	dead := deadURL(t)
 	var misses atomic.Int64
 	_, addr := startFront(t, Options{Engine: mustURL(t, dead), MetricsMaxAge: time.Hour,
 		Observer: Observer{Scrape: func(hit bool) {
@@ -672,12 +674,7 @@ func TestAStreamIsNotCutWhileItsRequestBodyIsStillOpen(t *testing.T) {
 // client's connection usable for its next request.
 func TestAKeptAliveConnectionSurvivesAFailedProxy(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close()
+	dead := deadURL(t)
 	_, addr := startFront(t, Options{Engine: mustURL(t, dead)})
 	conn, err := net.Dial("tcp", strings.TrimPrefix(addr, "http://"))
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/loadreporter/loadreporter/domain"
 	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
 	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
 // fakeTopology holds an expected rank set.
@@ -124,7 +125,7 @@ func TestAdminMaxDPSize(t *testing.T) {
 // interval, counting the rest.
 func TestAdminLogsCalls(t *testing.T) {
 	t.Parallel()
-	logs := &syncBuffer{}
+	logs := &sharedtest.LockedBuffer{}
 	a, err := NewAdminWithOptions(nil, &fakeTopology{}, AdminOptions{
 		Token: "adm1n", Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
@@ -146,7 +147,7 @@ func TestAdminLogsCalls(t *testing.T) {
 	if code := call("adm1n"); code != http.StatusOK {
 		t.Fatalf("status %d", code)
 	}
-	lines := logs.lines("admin call")
+	lines := logs.Lines("admin call")
 	if len(lines) != 1 {
 		t.Fatalf("log lines %q, want one", lines)
 	}
@@ -161,7 +162,7 @@ func TestAdminLogsCalls(t *testing.T) {
 			t.Fatalf("status %d, want 403", code)
 		}
 	}
-	refused := logs.lines("admin call refused")
+	refused := logs.Lines("admin call refused")
 	if len(refused) != 1 || !strings.Contains(refused[0], "outcome=permission_denied") || !strings.Contains(refused[0], "suppressed=0") {
 		t.Errorf("refused lines %q, want one", refused)
 	}
@@ -180,7 +181,7 @@ func (echoSim) State() (string, int) { return "normal", 1 }
 // per call.
 func TestAdminLogLinesAreShort(t *testing.T) {
 	t.Parallel()
-	logs := &syncBuffer{}
+	logs := &sharedtest.LockedBuffer{}
 	a, err := NewAdminWithOptions(echoSim{}, &fakeTopology{}, AdminOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +196,7 @@ func TestAdminLogLinesAreShort(t *testing.T) {
 	if rec.Code != http.StatusBadRequest {
 		t.Fatalf("status %d, want 400", rec.Code)
 	}
-	lines := logs.lines("admin call")
+	lines := logs.Lines("admin call")
 	if len(lines) != 1 || len(lines[0]) > 2048 || !strings.Contains(lines[0], "unknown sim mode") {
 		t.Fatalf("%d lines, the first %d bytes: want one line under 2 KiB naming the error", len(lines), len(lines[0]))
 	}

@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/loadreporter/loadreporter/domain/fireloop"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 	"github.com/loadreporter/loadreporter/ports/porttest"
 	"golang.org/x/net/http2"
 	"google.golang.org/protobuf/proto"
@@ -32,14 +31,14 @@ type hardTest struct {
 	reg      *fakeRegistrar
 	shutdown context.CancelFunc
 	monitor  *Monitor
-	logs     *syncBuffer
+	logs     *sharedtest.LockedBuffer
 	srv      *httptest.Server
 	client   loadmonitorv1connect.LoadMonitorServiceClient
 }
 
 func newHardTest(t *testing.T, o MonitorOptions, proto []connect.ClientOption) *hardTest {
 	t.Helper()
-	h := &hardTest{t: t, clock: porttest.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)), logs: &syncBuffer{}}
+	h := &hardTest{t: t, clock: porttest.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)), logs: &sharedtest.LockedBuffer{}}
 	stopping, shutdown := context.WithCancel(context.Background())
 	t.Cleanup(shutdown)
 	h.shutdown = shutdown
@@ -110,7 +109,7 @@ func TestMonitorFirstFrameTimeout(t *testing.T) {
 		if got := h.monitor.FirstFrameTimeouts(); got != 3 {
 			t.Errorf("FirstFrameTimeouts = %d, want 3", got)
 		}
-		lines := h.logs.lines("no register in time")
+		lines := h.logs.Lines("no register in time")
 		if len(lines) != 2 || !strings.Contains(lines[0], "suppressed=0") || !strings.Contains(lines[1], "suppressed=1") {
 			t.Errorf("log lines %q, want two, the second counting one held back", lines)
 		}
@@ -166,7 +165,7 @@ func TestMonitorFrameBudget(t *testing.T) {
 		if got := h.monitor.OverBudget(); got != 1 {
 			t.Errorf("OverBudget = %d, want 1", got)
 		}
-		if lines := h.logs.lines("monitor stream ended"); len(lines) != 1 || !strings.Contains(lines[0], "over its frame budget") ||
+		if lines := h.logs.Lines("monitor stream ended"); len(lines) != 1 || !strings.Contains(lines[0], "over its frame budget") ||
 			!strings.Contains(lines[0], "router_id=r1") {
 			t.Errorf("log lines %q, want one, about the budget, naming the router", lines)
 		}
@@ -210,31 +209,6 @@ func eachClient(t *testing.T, test func(t *testing.T, proto []connect.ClientOpti
 	for _, p := range clientProtocols {
 		t.Run(p.name, func(t *testing.T) { test(t, p.opts) })
 	}
-}
-
-// syncBuffer is a log destination safe for the handler's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the lines that contain s.
-func (b *syncBuffer) lines(s string) []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []string
-	for l := range strings.Lines(b.buf.String()) {
-		if strings.Contains(l, s) {
-			out = append(out, l)
-		}
-	}
-	return out
 }
 
 type nopSource struct{}
@@ -340,7 +314,7 @@ func TestMonitorEndsAreLoggedAndCounted(t *testing.T) {
 	refuse() // within the interval: counted, not logged
 	h.clock.Advance(DefaultAbuseLogInterval)
 	refuse()
-	lines := h.logs.lines("monitor register refused: a limit is reached")
+	lines := h.logs.Lines("monitor register refused: a limit is reached")
 	if len(lines) != 2 || !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], "router_id=r1") ||
 		!strings.Contains(lines[1], "suppressed=1") {
 		t.Errorf("log lines %q, want two warnings naming the router, the second counting one held back", lines)
@@ -351,7 +325,7 @@ func TestMonitorEndsAreLoggedAndCounted(t *testing.T) {
 	m.register()
 	h.reg.sess.end(domain.Errorf(domain.CodeLeaseExpired, "no keep_alive within the 3000 ms lease"))
 	m.endsWith(domain.CodeLeaseExpired)
-	if lines := h.logs.lines("no keep_alive within the lease"); len(lines) != 1 || !strings.Contains(lines[0], "level=INFO") {
+	if lines := h.logs.Lines("no keep_alive within the lease"); len(lines) != 1 || !strings.Contains(lines[0], "level=INFO") {
 		t.Errorf("log lines %q, want one info line", lines)
 	}
 	want := map[string]uint64{domain.CodeResourceExhausted: 3, domain.CodeLeaseExpired: 1}

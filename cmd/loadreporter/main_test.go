@@ -5,23 +5,11 @@ import (
 	"context"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
-
-// syncBuffer is a bytes.Buffer safe for the writer and a reading test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestServeWatchAndInterrupt runs the binary's own entry point: serve with
 // the embedded defaults, watch it as a router, then interrupt serve (as
@@ -37,13 +25,13 @@ func TestServeWatchAndInterrupt(t *testing.T) {
 
 	serveCtx, interrupt := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	var serveErr syncBuffer
+	var serveErr sharedtest.LockedBuffer
 	go func() {
 		served <- run(serveCtx, []string{"serve", "--listen", addr, "--log-level", "warn"}, nil, &bytes.Buffer{}, &serveErr)
 	}()
 	defer interrupt()
 
-	var out syncBuffer
+	var out sharedtest.LockedBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	var werr error

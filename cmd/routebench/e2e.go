@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	prommodel "github.com/prometheus/common/model"
 
+	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/client"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/enginesim"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/enginesim/model"
@@ -269,31 +270,20 @@ func (r *e2eRun) pollOnce(ctx context.Context, addr string) (*pb.LoadReport, err
 	return parseLoads(resp.Body)
 }
 
-// parseLoads reads a /v1/loads answer's core keys into a report.
+// parseLoads reads a reporter's /v1/loads answer (pollapi's envelope)
+// into a report of its ranks' core keys.
 func parseLoads(body io.Reader) (*pb.LoadReport, error) {
-	var env struct {
-		Loads []struct {
-			DPRank                   int32   `json:"dp_rank"`
-			NumRunningReqs           int64   `json:"num_running_reqs"`
-			NumWaitingReqs           int64   `json:"num_waiting_reqs"`
-			NumWaitingUncachedTokens int64   `json:"num_waiting_uncached_tokens"`
-			NumUsedTokens            int64   `json:"num_used_tokens"`
-			NumTotalTokens           int64   `json:"num_total_tokens"`
-			MaxTotalNumTokens        int64   `json:"max_total_num_tokens"`
-			MaxRunningRequests       int64   `json:"max_running_requests"`
-			TokenUsage               float64 `json:"token_usage"`
-		} `json:"loads"`
-	}
+	var env pollapi.Envelope
 	if err := json.NewDecoder(body).Decode(&env); err != nil {
 		return nil, fmt.Errorf("/v1/loads: %w", err)
 	}
 	rep := &pb.LoadReport{Status: pb.ReportStatus_REPORT_STATUS_HEALTHY}
 	for _, l := range env.Loads {
 		rep.Ranks = append(rep.Ranks, &pb.RankLoad{
-			DpRank: l.DPRank, NumRunningReqs: l.NumRunningReqs, NumWaitingReqs: l.NumWaitingReqs,
-			NumWaitingUncachedTokens: l.NumWaitingUncachedTokens, NumUsedTokens: l.NumUsedTokens,
-			NumTotalTokens: l.NumTotalTokens, MaxTotalNumTokens: l.MaxTotalNumTokens,
-			MaxRunningRequests: l.MaxRunningRequests, TokenUsage: l.TokenUsage,
+			DpRank: l.DPRank, NumRunningReqs: int64(l.NumRunningReqs), NumWaitingReqs: int64(l.NumWaitingReqs),
+			NumWaitingUncachedTokens: int64(l.NumWaitingUncachedTokens), NumUsedTokens: int64(l.NumUsedTokens),
+			NumTotalTokens: int64(l.NumTotalTokens), MaxTotalNumTokens: int64(l.MaxTotalNumTokens),
+			MaxRunningRequests: int64(l.MaxRunningRequests), TokenUsage: l.TokenUsage,
 		})
 	}
 	return rep, nil

@@ -94,22 +94,16 @@ func TestATimedOutBatchIsSplitUntilItDrains(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
-	var mu sync.Mutex
-	var written []int
+	var written writtenLog
 	store := fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
 		if len(rs) > 8 {
 			<-ctx.Done()
 			return ctx.Err()
 		}
-		mu.Lock()
-		written = append(written, seqs(rs)...)
-		mu.Unlock()
+		written.add(rs)
 		return nil
 	}}
-	obs := newObserver()
-	obs.written = make(chan int, 1000)
-	obs.failed = make(chan failure, 1000)
-	obs.splits = make(chan int, 1000)
+	obs := newObserverFor(1000)
 	r, err := recorder.New(recorder.Options{Store: store, Clock: clk, Observer: obs,
 		BufferSize: 100, BatchSize: 64, MaxDelay: time.Hour, WriteTimeout: time.Second})
 	if err != nil {
@@ -118,23 +112,8 @@ func TestATimedOutBatchIsSplitUntilItDrains(t *testing.T) {
 	for s := 1; s <= 64; s++ { // the backlog of an outage
 		r.Record(rep(s))
 	}
-	advancing, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); advanceWhileWaiting(advancing, clk) }()
-	r.Start()
-	for n := 0; n < 64; {
-		n += recv(t, ctx, obs.written, "the backlog's pieces")
-	}
-	stop()
-	<-done
-	if err := r.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(written, span(1, 64)) {
-		t.Errorf("written %v, want 1..64 once each, in order", written)
-	}
+	stop := inBackground(ctx, func(ctx context.Context) { advanceWhileWaiting(ctx, clk) })
+	drainBacklog(t, ctx, r, obs, 64, stop, &written)
 	st := r.Stats()
 	if st.Written != 64 || st.Dropped != 0 || st.Splits < 3 || int(st.Splits) != len(obs.splits) {
 		t.Errorf("stats %+v (the observer saw %d splits); want 64 written after 3 splits or more (64 → 32 → 16 → 8)", st, len(obs.splits))
@@ -153,20 +132,8 @@ func TestBufferAndBatchInFlightStayWithinTheBound(t *testing.T) {
 	ctx := testCtx(t)
 	started := make(chan []int, 10)
 	release := make(chan struct{})
-	var mu sync.Mutex
-	var written []int
-	store := fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
-		started <- seqs(rs)
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		mu.Lock()
-		written = append(written, seqs(rs)...)
-		mu.Unlock()
-		return nil
-	}}
+	var written writtenLog
+	store := gatedStore(started, release, &written)
 	per := footprintOf(t, wideReport(1, 100))
 	bound := 20 * per // batches of 5 at most: a quarter of the bound
 	r := newRecorder(t, recorder.Options{Store: store, Clock: porttest.NewClock(t0),
@@ -190,10 +157,8 @@ func TestBufferAndBatchInFlightStayWithinTheBound(t *testing.T) {
 	if err := r.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if want := append(span(1, 5), span(86, 100)...); !slices.Equal(written, want) {
-		t.Errorf("written %v, want %v", written, want)
+	if got, want := written.get(), append(span(1, 5), span(86, 100)...); !slices.Equal(got, want) {
+		t.Errorf("written %v, want %v", got, want)
 	}
 }
 
@@ -267,8 +232,7 @@ func TestSplitsSettleOnWhatTheStoreCanWrite(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	clk := porttest.NewClock(t0)
-	var mu sync.Mutex
-	var written []int
+	var written writtenLog
 	store := fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
 		cost := time.Duration(len(rs)) * 10 * time.Millisecond
 		if cost >= 100*time.Millisecond { // the write timeout ends it
@@ -277,15 +241,10 @@ func TestSplitsSettleOnWhatTheStoreCanWrite(t *testing.T) {
 			return ctx.Err()
 		}
 		clk.Advance(cost)
-		mu.Lock()
-		written = append(written, seqs(rs)...)
-		mu.Unlock()
+		written.add(rs)
 		return nil
 	}}
-	obs := newObserver()
-	obs.written = make(chan int, 1000)
-	obs.failed = make(chan failure, 1000)
-	obs.splits = make(chan int, 1000)
+	obs := newObserverFor(1000)
 	r, err := recorder.New(recorder.Options{Store: store, Clock: clk, Observer: obs, BufferSize: 200, BatchSize: 200,
 		MaxDelay: time.Hour, WriteTimeout: 100 * time.Millisecond, WriteRate: 1 << 40,
 		MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
@@ -295,11 +254,9 @@ func TestSplitsSettleOnWhatTheStoreCanWrite(t *testing.T) {
 	for s := 1; s <= 200; s++ {
 		r.Record(rep(s))
 	}
-	advancing, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { // skips the writer's backoffs; the store moves the clock itself
-		defer close(done)
-		for advancing.Err() == nil {
+	// Skips the writer's backoffs; the store moves the clock itself.
+	stop := inBackground(ctx, func(ctx context.Context) {
+		for ctx.Err() == nil {
 			changed := clk.Changed()
 			if at, ok := clk.Next(); ok && at.Sub(clk.Now()) <= time.Millisecond {
 				clk.Advance(at.Sub(clk.Now()))
@@ -307,24 +264,11 @@ func TestSplitsSettleOnWhatTheStoreCanWrite(t *testing.T) {
 			}
 			select {
 			case <-changed:
-			case <-advancing.Done():
+			case <-ctx.Done():
 			}
 		}
-	}()
-	r.Start()
-	for n := 0; n < 200; {
-		n += recv(t, ctx, obs.written, "the backlog's pieces")
-	}
-	stop()
-	<-done
-	if err := r.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(written, span(1, 200)) {
-		t.Errorf("written %v, want 1..200 once each, in order", written)
-	}
+	})
+	drainBacklog(t, ctx, r, obs, 200, stop, &written)
 	// 200 → 100 → 50 → 25 → 12 → 6 reports: five timeouts, then pieces of six.
 	if st := r.Stats(); st.Splits > 6 || st.Failures != st.Splits {
 		t.Errorf("%d splits in %d failed writes; want the five or six halvings down to what fits, and no more", st.Splits, st.Failures)

@@ -2,6 +2,7 @@ package recorder_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -41,8 +42,12 @@ type failure struct {
 	retryIn time.Duration
 }
 
-func newObserver() *observer {
-	return &observer{written: make(chan int, 100), failed: make(chan failure, 100), splits: make(chan int, 100),
+func newObserver() *observer { return newObserverFor(100) }
+
+// newObserverFor is an observer whose channels hold events of each kind
+// without a reader: a backlog's many pieces.
+func newObserverFor(events int) *observer {
+	return &observer{written: make(chan int, events), failed: make(chan failure, events), splits: make(chan int, events),
 		dropped: map[ports.DropReason]int{}}
 }
 
@@ -156,4 +161,72 @@ func recordingStore(calls chan []int) fakeStore {
 		calls <- seqs(rs)
 		return nil
 	}}
+}
+
+// writtenLog is what a fake store wrote: the reports' sequence numbers in
+// the order of its writes, read by the test while the writer adds to it.
+type writtenLog struct {
+	mu   sync.Mutex
+	seqs []int
+}
+
+func (l *writtenLog) add(rs []*domain.Report) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seqs = append(l.seqs, seqs(rs)...)
+}
+
+func (l *writtenLog) get() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.seqs)
+}
+
+// gatedStore returns a store that announces each batch on started, then
+// holds it until release is closed (failing it when its context ends
+// first) and writes it to log.
+func gatedStore(started chan<- []int, release <-chan struct{}, log *writtenLog) fakeStore {
+	return fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
+		started <- seqs(rs)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		log.add(rs)
+		return nil
+	}}
+}
+
+// drainBacklog starts r, which holds the backlog of reports 1..n, waits
+// until all n are written, stops the goroutine moving the clock (stop
+// returns once it has) and closes r: the store must have written each
+// report once, in order.
+func drainBacklog(t *testing.T, ctx context.Context, r *recorder.Recorder, obs *observer, n int, stop func(), log *writtenLog) {
+	t.Helper()
+	r.Start()
+	for w := 0; w < n; {
+		w += recv(t, ctx, obs.written, "the backlog's pieces")
+	}
+	stop()
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := log.get(); !slices.Equal(got, span(1, n)) {
+		t.Errorf("written %v, want 1..%d once each, in order", got, n)
+	}
+}
+
+// inBackground runs f until stop is called; stop returns once f has.
+func inBackground(ctx context.Context, f func(context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }

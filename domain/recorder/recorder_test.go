@@ -70,20 +70,8 @@ func TestRecordNeverBlocksAndDropsOldest(t *testing.T) {
 	clk := porttest.NewClock(t0)
 	started := make(chan []int, 10)
 	release := make(chan struct{})
-	var mu sync.Mutex
-	var written []int
-	store := fakeStore{append: func(ctx context.Context, rs []*domain.Report) error {
-		started <- seqs(rs)
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		mu.Lock()
-		written = append(written, seqs(rs)...)
-		mu.Unlock()
-		return nil
-	}}
+	var written writtenLog
+	store := gatedStore(started, release, &written)
 	obs := newObserver()
 	r := newRecorder(t, recorder.Options{
 		Store: store, Clock: clk, Observer: obs, BufferSize: 10, BatchSize: 4, MaxDelay: time.Hour,
@@ -116,9 +104,7 @@ func TestRecordNeverBlocksAndDropsOldest(t *testing.T) {
 	if err := r.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	mu.Lock()
-	got := slices.Clone(written)
-	mu.Unlock()
+	got := written.get()
 	want := append(span(1, 4), span(95, 104)...)
 	if !slices.Equal(got, want) {
 		t.Errorf("written %v, want %v (the in-flight batch, then the newest reports)", got, want)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/recorder"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 	"github.com/loadreporter/loadreporter/ports/porttest"
 )
 
@@ -258,25 +259,6 @@ func TestCloseBetweenAFailureAndItsWaitRetriesAtOnce(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination written by the writer goroutine and
-// read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestAFailingStoreIsLoggedOncePerCausePerInterval: a store that keeps
 // failing the same way gets one line per LogEvery, saying how many
 // failures it stands for; a new cause gets its line at once; and when the
@@ -297,7 +279,7 @@ func TestAFailingStoreIsLoggedOncePerCausePerInterval(t *testing.T) {
 	}}
 	obs := newObserver()
 	obs.failed = make(chan failure, 1000)
-	var logs syncBuffer
+	var logs sharedtest.LockedBuffer
 	r := newRecorder(t, recorder.Options{
 		Store: store, Clock: clk, Observer: obs, BufferSize: 100, BatchSize: 10, MaxDelay: time.Hour,
 		MinBackoff: 100 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, LogEvery: 10 * time.Second,

@@ -110,14 +110,7 @@ func SnapshotSource(t *testing.T, name string, newSource func(t *testing.T, e So
 		s := newSource(t, SourceEngine{State: EngineHang, APIKey: key})
 		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 		defer cancel()
-		_, err := pullWithin(t, ctx, s)
-		if err == nil {
-			t.Fatal("a pull of an engine that never answers succeeded")
-		}
-		checkText(t, name, key, err)
-		if ctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("a pull that outlived its deadline: %v, want it to match context.DeadlineExceeded", err)
-		}
+		err := pullHung(t, ctx, s, name, key, "a pull that outlived its deadline")
 		if errors.Is(err, context.DeadlineExceeded) && domain.ErrorCode(err) != domain.CodePullTimeout {
 			t.Errorf("a pull that timed out: code %s, want %s", domain.ErrorCode(err), domain.CodePullTimeout)
 		}
@@ -127,14 +120,7 @@ func SnapshotSource(t *testing.T, name string, newSource func(t *testing.T, e So
 		s := newSource(t, SourceEngine{State: EngineHang, APIKey: key})
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(50*time.Millisecond, cancel)
-		_, err := pullWithin(t, ctx, s)
-		if err == nil {
-			t.Fatal("a pull of an engine that never answers succeeded")
-		}
-		checkText(t, name, key, err)
-		if ctx.Err() != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("a cancelled pull: %v, want it to match context.Canceled", err)
-		}
+		pullHung(t, ctx, s, name, key, "a cancelled pull")
 	})
 	t.Run("DeadEngine", func(t *testing.T) {
 		t.Parallel()
@@ -209,6 +195,23 @@ func pullWithin(t *testing.T, ctx context.Context, s ports.SnapshotSource) (doma
 		t.Fatalf("Pull did not return within %s of its context ending", SourceWait)
 		return domain.Snapshot{}, nil
 	}
+}
+
+// pullHung pulls s, whose engine never answers, with ctx: the pull must
+// fail, with an error checkText passes and, once ctx has ended, that
+// matches ctx's own (context.DeadlineExceeded, context.Canceled); what
+// names that pull in a failure.
+func pullHung(t *testing.T, ctx context.Context, s ports.SnapshotSource, name, key, what string) error {
+	t.Helper()
+	_, err := pullWithin(t, ctx, s)
+	if err == nil {
+		t.Fatal("a pull of an engine that never answers succeeded")
+	}
+	checkText(t, name, key, err)
+	if cause := ctx.Err(); cause != nil && !errors.Is(err, cause) {
+		t.Errorf("%s: %v, want it to match %v", what, err, cause)
+	}
+	return err
 }
 
 // checkText checks an error as last_error shows it: one line, the

@@ -25,6 +25,7 @@ import (
 	"github.com/loadreporter/loadreporter/domain"
 	schedulerpb "github.com/loadreporter/loadreporter/gen/sglang/grpc/scheduler"
 	"github.com/loadreporter/loadreporter/gen/sglang/grpc/scheduler/schedulerconnect"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
 func TestMain(m *testing.M) {
@@ -136,16 +137,7 @@ func startConnect(t *testing.T, f *fakeEngine) string {
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: mux, Protocols: p}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		_ = srv.Close()
-		waitClosed(t, served)
-	})
+	sharedtest.Serve(t, &http.Server{Handler: mux, Protocols: p}, ln)
 	return ln.Addr().String()
 }
 

@@ -3,11 +3,8 @@ package sglangzmq
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"maps"
-	"net"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +15,7 @@ import (
 
 	"github.com/loadreporter/loadreporter/adapters/source/internal/sourcetest"
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 	"github.com/loadreporter/loadreporter/ports/porttest"
 )
 
@@ -33,44 +31,6 @@ func TestMain(m *testing.M) {
 // t0 is the fake clock's start.
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-// freeBase finds n consecutive free TCP ports on 127.0.0.1 and returns the
-// first. Another process may take one before the test binds it; that is
-// unlikely enough on a test machine.
-func freeBase(t testing.TB, n int) int {
-	t.Helper()
-	for range 100 {
-		lns, base, err := listenRun(n)
-		for _, ln := range lns {
-			_ = ln.Close()
-		}
-		if err == nil {
-			return base
-		}
-	}
-	t.Fatalf("found no %d consecutive free ports", n)
-	return 0
-}
-
-func listenRun(n int) ([]net.Listener, int, error) {
-	first, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, 0, err
-	}
-	lns := []net.Listener{first}
-	base := first.Addr().(*net.TCPAddr).Port
-	if base+n-1 > 65535 {
-		return lns, 0, errors.New("too high")
-	}
-	for p := base + 1; p < base+n; p++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			return lns, 0, err
-		}
-		lns = append(lns, ln)
-	}
-	return lns, base, nil
-}
-
 // publishers stand in for SGLang's schedulers: one zmq4 PUB socket per
 // rank on consecutive ports, speaking the engine's framing.
 type publishers struct {
@@ -84,7 +44,7 @@ type publishers struct {
 // none are given) on n consecutive free ports.
 func newPublishers(t testing.TB, n int, ranks ...int) *publishers {
 	t.Helper()
-	p := &publishers{t: t, base: freeBase(t, n), socks: map[int]zmq4.Socket{}}
+	p := &publishers{t: t, base: sharedtest.ConsecutivePorts(t, n), socks: map[int]zmq4.Socket{}}
 	if len(ranks) == 0 {
 		for r := range n {
 			ranks = append(ranks, r)

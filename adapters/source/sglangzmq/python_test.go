@@ -16,6 +16,7 @@ import (
 
 	"github.com/loadreporter/loadreporter/adapters/source/internal/sourcetest"
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 	"github.com/loadreporter/loadreporter/ports/porttest"
 )
 
@@ -125,7 +126,7 @@ func (w *readyWriter) String() string {
 func TestPythonPublisher(t *testing.T) {
 	needPython(t)
 	const dpSize = 2
-	base := freeBase(t, dpSize)
+	base := sharedtest.ConsecutivePorts(t, dpSize)
 	c := newCounts()
 	gen1 := startPython(t, base, dpSize, 1, 1000)
 	s := start(t, Options{

@@ -9,7 +9,6 @@ import (
 	neturl "net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/loadreporter/loadreporter/adapters/store/postgres"
 	"github.com/loadreporter/loadreporter/adapters/store/postgres/pgtest"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
 // startup opens dbURL and returns its start-up with o, closed with the
@@ -138,7 +138,7 @@ func TestStartupSaysWhenItsRoleCannotWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	reader := pgtest.Role(t, schema, "GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA "+pgx.Identifier{schema}.Sanitize()+" TO %s")
-	var logs syncBuilder
+	var logs sharedtest.LockedBuffer
 	u, _ := startup(t, reader, postgres.StartupOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err := u.Start(); err != nil {
 		t.Fatalf("a role that can read the history: %v", err)
@@ -187,24 +187,6 @@ func (b *countingBackoff) NextBackOff() time.Duration {
 	default:
 	}
 	return b.BackOff.NextBackOff()
-}
-
-// syncBuilder is a strings.Builder safe for a logger and a reading test.
-type syncBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuilder) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuilder) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // flakyProxy forwards TCP connections to a PostgreSQL server while up;

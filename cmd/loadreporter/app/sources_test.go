@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/loadreporter/loadreporter/domain"
 	schedulerpb "github.com/loadreporter/loadreporter/gen/sglang/grpc/scheduler"
 	"github.com/loadreporter/loadreporter/gen/sglang/grpc/scheduler/schedulerconnect"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 	"github.com/loadreporter/loadreporter/ports"
 	"github.com/loadreporter/loadreporter/ports/porttest"
 )
@@ -226,7 +226,7 @@ func grpcEngine(t *testing.T, e porttest.SourceEngine) SourceConfig {
 // bound.
 func zmqEngine(t *testing.T, e porttest.SourceEngine) SourceConfig {
 	t.Helper()
-	base := freePorts(t, 2)
+	base := sharedtest.ConsecutivePorts(t, 2)
 	c := DefaultConfig().Source
 	c.DPSize = 2
 	c.ZMQ.Endpoint = fmt.Sprintf("tcp://127.0.0.1:%d", base)
@@ -274,34 +274,4 @@ func zmqEngine(t *testing.T, e porttest.SourceEngine) SourceConfig {
 		}
 	}()
 	return c
-}
-
-// freePorts finds n consecutive free TCP ports on 127.0.0.1 and returns
-// the first. Another process may take one before the test binds it; that
-// is unlikely enough on a test machine.
-func freePorts(t *testing.T, n int) int {
-	t.Helper()
-	for range 100 {
-		first, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := first.Addr().(*net.TCPAddr).Port
-		lns := []net.Listener{first}
-		ok := base+n-1 <= 65535
-		for p := base + 1; ok && p < base+n; p++ {
-			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-			if ok = err == nil; ok {
-				lns = append(lns, ln)
-			}
-		}
-		for _, ln := range lns {
-			_ = ln.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatalf("found no %d consecutive free ports", n)
-	return 0
 }

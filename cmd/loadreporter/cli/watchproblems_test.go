@@ -17,6 +17,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/routerflags"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/workertest"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
 )
@@ -141,7 +142,7 @@ func (w *scriptedWorker) Monitor(ctx context.Context, st *connect.BidiStream[pb.
 func TestWatchSaysEachNewReasonOnce(t *testing.T) {
 	t.Parallel()
 	worker := &scriptedWorker{said: make(lines, 100)}
-	addr := serveWorker(t, worker)
+	addr := workertest.Serve(t, worker)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -90,19 +90,8 @@ type chatChunk struct {
 }
 
 func (m *Main) chat(w http.ResponseWriter, r *http.Request) {
-	var in chatRequest
-	if err := decodeBody(w, r, &in); err != nil {
-		writeError(w, err)
-		return
-	}
-	j, err := m.chatJob(in)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	f, err := m.drv.submit(j.req, false)
-	if err != nil {
-		writeError(w, err)
+	in, j, f, ok := admit(m, w, r, m.chatJob)
+	if !ok {
 		return
 	}
 	defer m.drv.cancel(f)

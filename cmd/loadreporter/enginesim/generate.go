@@ -71,23 +71,33 @@ type job struct {
 	defaulted bool
 }
 
-func (m *Main) generate(w http.ResponseWriter, r *http.Request) {
-	var in generateRequest
+// admit decodes an HTTP request's body, reads it into a job with toJob
+// and puts the job into the engine: the prologue of /generate and
+// /v1/chat/completions. When any step fails it has answered w, and ok is
+// false. The caller cancels f when it returns, so that a request whose
+// client goes away leaves the engine.
+func admit[In any](m *Main, w http.ResponseWriter, r *http.Request, toJob func(In) (job, error)) (in In, j job, f *flight, ok bool) {
 	if err := decodeBody(w, r, &in); err != nil {
 		writeError(w, err)
-		return
+		return in, j, nil, false
 	}
-	j, err := m.generateJob(in)
+	j, err := toJob(in)
 	if err != nil {
 		writeError(w, err)
-		return
+		return in, j, nil, false
 	}
-	f, err := m.drv.submit(j.req, false)
-	if err != nil {
+	if f, err = m.drv.submit(j.req, false); err != nil {
 		writeError(w, err)
+		return in, j, nil, false
+	}
+	return in, j, f, true
+}
+
+func (m *Main) generate(w http.ResponseWriter, r *http.Request) {
+	in, j, f, ok := admit(m, w, r, m.generateJob)
+	if !ok {
 		return
 	}
-	// A request whose client goes away leaves the engine.
 	defer m.drv.cancel(f)
 	if !in.Stream {
 		tokens, aborted, st, ok := m.awaitDone(r, f)

@@ -19,6 +19,7 @@ import (
 	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
 	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
 const watchFleetPath = "/loadreporter.v1.FleetService/WatchFleet"
@@ -234,7 +235,7 @@ func TestHostileReportDoesNotMultiply(t *testing.T) {
 func TestCloseCutsStuckReadersAndSucceeds(t *testing.T) {
 	t.Parallel()
 	addr := serveWorker(t, &reportingWorker{ranks: 1024})
-	logs := &lockedBuffer{}
+	logs := &sharedtest.LockedBuffer{}
 	m := startMain(t, []string{addr}, logs, "--shutdown-grace", "1m", "--final-write-timeout", "200ms")
 	ctx := testCtx(t, 40*time.Second)
 	waitFresh(t, ctx, m)

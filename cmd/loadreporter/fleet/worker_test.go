@@ -1,14 +1,10 @@
 package fleet
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,13 +12,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/loadreporter/loadreporter/client"
+	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/workertest"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
-	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
-// reportingWorker is a Monitor handler of our own that acknowledges every
-// registration and sends a report every 10 ms, of ranks ranks and with
-// worker as its metadata: the reports a test needs large (to fill a
+// reportingWorker is a worker of our own (serveWorker) that acknowledges
+// every registration and sends a report every 10 ms, of ranks ranks and
+// with worker as its metadata: the reports a test needs large (to fill a
 // reader's window at once) or hostile (megabytes of model name), which a
 // real worker does not send.
 type reportingWorker struct {
@@ -33,89 +30,28 @@ type reportingWorker struct {
 	lastError string
 }
 
-func (g *reportingWorker) Monitor(ctx context.Context, st *connect.BidiStream[pb.RouterFrame, pb.WorkerFrame]) error {
-	if _, err := st.Receive(); err != nil { // register
-		return err
-	}
-	ack := &pb.RegisterResponse{LeaseTtlMs: 30_000, RenewAfterMs: 10_000}
-	if err := st.Send(&pb.WorkerFrame{Payload: &pb.WorkerFrame_Registered{Registered: ack}}); err != nil {
-		return err
-	}
-	stopped := make(chan struct{})
-	go func() { // the router's frames: stop (or its going away) ends the stream
-		defer close(stopped)
-		for {
-			if f, err := st.Receive(); err != nil || f.GetStop() != nil {
-				return
-			}
-		}
-	}()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for seq := uint64(1); ; seq++ {
-		now := time.Now().UnixMilli()
-		r := &pb.LoadReport{SourceInstanceId: "fake", SequenceId: seq, ReportTimeUnixMs: now, Worker: g.worker,
-			Status: pb.ReportStatus_REPORT_STATUS_HEALTHY}
-		if g.lastError != "" {
-			r.Status, r.LastError = pb.ReportStatus_REPORT_STATUS_STALE, proto.String(g.lastError)
-		}
-		for k := range g.ranks {
-			r.Ranks = append(r.Ranks, &pb.RankLoad{DpRank: int32(k), SnapshotTimeUnixMs: now, NumRunningReqs: 3,
-				MaxRunningRequests: 64, NumUsedTokens: 1000, MaxTotalNumTokens: 4000, TokenUsage: 0.25, GenThroughput: 100})
-		}
-		if err := st.Send(&pb.WorkerFrame{Payload: &pb.WorkerFrame_Report{Report: r}}); err != nil {
-			return err
-		}
-		select {
-		case <-tick.C:
-		case <-stopped:
-			return nil
-		case <-ctx.Done():
-			return nil
-		}
-	}
-}
-
-// serveWorker serves w on h2c at a loopback address until the test ends.
-func serveWorker(t *testing.T, w loadmonitorv1connect.LoadMonitorServiceHandler) string {
+// serveWorker serves g on h2c at a loopback address until the test ends:
+// it grants a lease of 30 s and reports every 10 ms.
+func serveWorker(t *testing.T, g *reportingWorker) string {
 	t.Helper()
-	mux := http.NewServeMux()
-	mux.Handle(loadmonitorv1connect.NewLoadMonitorServiceHandler(w, connect.WithReadMaxBytes(1<<20)))
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: mux, Protocols: &p, ReadHeaderTimeout: 10 * time.Second}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	w := &workertest.Reporting{Grant: &pb.RegisterResponse{LeaseTtlMs: 30_000, RenewAfterMs: 10_000},
+		Every: 10 * time.Millisecond, Report: g.report}
+	return workertest.Serve(t, w, connect.WithReadMaxBytes(1<<20))
+}
+
+// report is g's report seq, stamped now.
+func (g *reportingWorker) report(seq uint64) *pb.LoadReport {
+	now := time.Now().UnixMilli()
+	r := &pb.LoadReport{SourceInstanceId: "fake", SequenceId: seq, ReportTimeUnixMs: now, Worker: g.worker,
+		Status: pb.ReportStatus_REPORT_STATUS_HEALTHY}
+	if g.lastError != "" {
+		r.Status, r.LastError = pb.ReportStatus_REPORT_STATUS_STALE, proto.String(g.lastError)
 	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		_ = srv.Close()
-		<-served
-	})
-	return ln.Addr().String()
-}
-
-// lockedBuffer is a log the test reads while the fleet writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	for k := range g.ranks {
+		r.Ranks = append(r.Ranks, &pb.RankLoad{DpRank: int32(k), SnapshotTimeUnixMs: now, NumRunningReqs: 3,
+			MaxRunningRequests: 64, NumUsedTokens: 1000, MaxTotalNumTokens: 4000, TokenUsage: 0.25, GenThroughput: 100})
+	}
+	return r
 }
 
 // startMain runs the fleet view over targets with flags, on a loopback
@@ -135,15 +71,7 @@ func startMain(t *testing.T, targets []string, logs io.Writer, flags ...string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Start(); err != nil {
-		_ = m.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
+	sharedtest.Start(t, m)
 	return m
 }
 
@@ -158,15 +86,7 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 // ctx ends first.
 func eventually(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-tick.C:
-		}
-	}
+	sharedtest.Eventually(t, ctx, 10*time.Millisecond, what, cond)
 }
 
 // waitFresh waits until every worker of m is Fresh.

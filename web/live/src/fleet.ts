@@ -33,7 +33,7 @@ import {
 } from "../gen/loadreporter/v1/fleet_pb";
 import { ReportStatus, WorkerType, type RankLoad } from "../gen/sglang/router/loadmonitor/v1/load_monitor_pb";
 import { byTestId, follow, setText, type IndicatorState } from "./dom";
-import { barWidth, percent, thousands, usageLevel } from "./format";
+import { barWidth, percent, thousands, usageLevel, workerTypeName } from "./format";
 
 // The server sends at least every 10 s (an empty message when the fleet is
 // quiet); three times that in silence means the connection is dead.
@@ -64,8 +64,8 @@ function stateName(s: FleetWorkerState): string {
   }
 }
 
-// stateClass, stateOrder, workerTypeName, ageText, throughputText,
-// pendingText and kvBar are page.go's.
+// stateClass, stateOrder, ageText, throughputText, pendingText and kvBar
+// are page.go's (workerTypeName, in ./format, too).
 function stateClass(state: string): string {
   if (state === "fresh") return "healthy";
   if (state === "stale" || state === "unreachable") return state;
@@ -75,19 +75,6 @@ function stateClass(state: string): string {
 function stateOrder(state: string): number {
   const i = ["fresh", "stale", "unreachable"].indexOf(state);
   return i >= 0 ? i : 3;
-}
-
-function workerTypeName(t: WorkerType): string {
-  switch (t) {
-    case WorkerType.REGULAR:
-      return "regular";
-    case WorkerType.PREFILL:
-      return "prefill";
-    case WorkerType.DECODE:
-      return "decode";
-    default:
-      return "";
-  }
 }
 
 function ageText(ms: number): string {
@@ -324,7 +311,7 @@ class FleetPage {
     }
     const meta = rep?.worker;
     setText(row, "engine", rep ? orDash(meta?.workerAddr) : dash);
-    setText(row, "worker-type", rep ? workerTypeName(meta?.workerType ?? WorkerType.UNSPECIFIED) : "");
+    setText(row, "worker-type", rep ? workerTypeName(meta?.workerType ?? WorkerType.UNSPECIFIED, "") : "");
     for (const [id, value] of [
       ["model", rep ? orDash(meta?.model) : dash],
       ["zone", rep ? orDash(meta?.zone) : dash],

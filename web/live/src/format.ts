@@ -1,6 +1,8 @@
-// Numbers as the pages write them: web/humanize and web/live.go on the
-// server (the live page), cmd/loadreporter/fleet/page.go (the fleet page).
-// Keep them in step.
+// Numbers and worker types as the pages write them: web/humanize and
+// web/live.go on the server (the live page), cmd/loadreporter/fleet/page.go
+// (the fleet page). Keep them in step.
+
+import { WorkerType } from "../gen/sglang/router/loadmonitor/v1/load_monitor_pb";
 
 const intFmt = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
 const oneDecimal = new Intl.NumberFormat("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 });
@@ -53,4 +55,20 @@ export function duration(ms: number): string {
   const small = Math.floor((ms % units[i][0]) / units[i + 1][0]);
   if (small > 0) s += ` ${small} ${units[i + 1][1]}`;
   return s;
+}
+
+// workerTypeName is a worker type as the flags spell it (domain.WorkerType's
+// String), and unspecified for none: the live page writes "unspecified",
+// the fleet page (page.go's workerTypeName) nothing.
+export function workerTypeName(t: WorkerType, unspecified: string): string {
+  switch (t) {
+    case WorkerType.REGULAR:
+      return "regular";
+    case WorkerType.PREFILL:
+      return "prefill";
+    case WorkerType.DECODE:
+      return "decode";
+    default:
+      return unspecified;
+  }
 }

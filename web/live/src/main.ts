@@ -24,12 +24,11 @@ import { createConnectTransport } from "@connectrpc/connect-web";
 import { WatchService, type WatchResponse } from "../gen/loadreporter/v1/watch_pb";
 import {
   ReportStatus,
-  WorkerType,
   type LoadReport,
   type RankLoad,
 } from "../gen/sglang/router/loadmonitor/v1/load_monitor_pb";
 import { byTestId, follow, setText, type IndicatorState } from "./dom";
-import { barWidth, decimal, duration, percent, thousands, usageLevel } from "./format";
+import { barWidth, decimal, duration, percent, thousands, usageLevel, workerTypeName } from "./format";
 import { parsePoints, Ring, sparkPaths, sparkSpan, spanText } from "./spark";
 
 function ago(ms: number): string {
@@ -62,19 +61,6 @@ function statusName(s: ReportStatus): [text: string, cls: string] {
       return ["UNREACHABLE", "unreachable"];
     default:
       return ["UNSPECIFIED", "none"];
-  }
-}
-
-function workerTypeName(t: WorkerType): string {
-  switch (t) {
-    case WorkerType.REGULAR:
-      return "regular";
-    case WorkerType.PREFILL:
-      return "prefill";
-    case WorkerType.DECODE:
-      return "decode";
-    default:
-      return "unspecified";
   }
 }
 
@@ -199,7 +185,7 @@ class LivePage {
     const w = r.worker;
     if (w) {
       setText(this.root, "worker-addr", w.workerAddr || "—");
-      setText(this.root, "worker-type", workerTypeName(w.workerType));
+      setText(this.root, "worker-type", workerTypeName(w.workerType, "unspecified"));
       setText(this.root, "worker-model", w.model || "—");
       setText(this.root, "worker-zone", w.zone || "—");
     }

@@ -2,16 +2,13 @@ package model
 
 import (
 	"errors"
-	"go/parser"
-	"go/token"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
 // t0 is where every test's engine time starts; the model takes time as an
@@ -418,28 +415,9 @@ func TestRefusals(t *testing.T) {
 // server's (no clock, no I/O) coming along.
 func TestModelIsPure(t *testing.T) {
 	t.Parallel()
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		src, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), name, src, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, imp := range f.Imports {
-			path, _ := strconv.Unquote(imp.Path.Value)
-			first, _, _ := strings.Cut(path, "/")
-			if strings.Contains(first, ".") && path != "github.com/loadreporter/loadreporter/domain" {
-				t.Errorf("%s imports %s; the model may import the standard library and domain only", name, path)
-			}
+	for _, imp := range sharedtest.ProductionImports(t) {
+		if imp.ThirdParty() && imp.Path != "github.com/loadreporter/loadreporter/domain" {
+			t.Errorf("%s imports %s; the model may import the standard library and domain only", imp.File, imp.Path)
 		}
 	}
 }
