@@ -92,7 +92,7 @@ func serveChild(ctx context.Context, o options) error {
 		go func() { _ = srv.Serve(ln) }()
 		addr, closeServer = ln.Addr().String(), srv.Close
 	default:
-		return fmt.Errorf("--child %q: want ours, orca or perstream", o.child)
+		return fmt.Errorf("--child %q: want ours, orca, grpcfanout or perstream", o.child)
 	}
 	stats, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -2,10 +2,14 @@
 // targets: one client process opens N router streams back to back against a
 // server in a child process, and the child's CPU time, memory and engine
 // pulls are read from /proc. It runs the same scenario, with the same
-// client, against loadreporter and against a peer — by default a grpc-go
-// server shaped like grpc-go's ORCA service (one goroutine, one ticker, one
-// read of the load and one marshal per stream) — and prints both side by
-// side with their ratio and the targets of docs/performance.md. Besides CPU, memory and
+// client, against loadreporter as shipped and against two references — a
+// grpc-go server shaped like grpc-go's ORCA service (one goroutine, one
+// ticker, one read of the load and one marshal per stream) and a bare
+// grpc-go fan-out (one pull and one encode per fire: the transport's
+// floor) — and prints them side by side with ours' ratio to each, the
+// targets (ratios to the references) and whether each is met; a figure it
+// could not read meets none. With --suite it fails when loadreporter as
+// shipped misses one. Besides CPU, memory and
 // pulls it measures each gap's distance from the interval, the age of a
 // report at receipt (receipt − report_time_unix_ms, so up to 1 ms more than
 // the truth: the field has millisecond resolution), and, about once a

@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.profile, "profile", "", "write a CPU profile of loadreporter's measured window to this file, and its heap profile and memory statistics just before the window to FILE.heap and FILE.mem (with --suite: one set per scenario, suffixed)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "the same as --profile")
 	fs.BoolVar(&o.clientBDP, "client-bdp", true, "the client probes each connection's bandwidth with a PING after data arrives (grpc-go's and grpcio's default); false fixes its windows at 64 KiB, which turns the probing off (tonic's default)")
-	fs.StringVar(&o.child, "child", "", "internal: serve as the child process (ours, orca or perstream)")
+	fs.StringVar(&o.child, "child", "", "internal: serve as the child process (ours, orca, grpcfanout or perstream)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		rows = append(rows, r...)
 	}
 	if o.suite {
-		printSummary(out, rows)
+		return printSummary(out, rows)
 	}
 	return nil
 }

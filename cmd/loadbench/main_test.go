@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -246,10 +247,15 @@ func TestOneRouterIsHeldToItsOwnTargets(t *testing.T) {
 		}
 		return got
 	}
-	good := result{window: time.Second, intervalErrP99: 900 * time.Microsecond, firstP99: 700 * time.Microsecond}
+	good := result{window: time.Second, gaps: 9, intervalErrP99: 900 * time.Microsecond, firstP99: 700 * time.Microsecond}
 	one := targets(1, good)
 	if one["interval error p99"] != "≤ 1 true" || one["first report after ack p99 (all open)"] != "≤ 1 true" {
 		t.Errorf("1 router, within 1 ms: targets %v", one)
+	}
+	short := good
+	short.gaps = 3 // the router heard 4 of its 10 reports
+	if one := targets(1, short); one["interval error p99"] != "≤ 1 false" {
+		t.Errorf("1 router heard in 4 of 10 intervals: targets %v", one)
 	}
 	if _, ok := one["worker CPU per delivered report"]; ok {
 		t.Errorf("1 router is held to the fan-out CPU target: %v", one)
@@ -381,7 +387,7 @@ func TestFanOutTargetsAreRatiosToTheReferences(t *testing.T) {
 		met   bool
 	}{{100 + 3, true}, {100 + 4, false}} {
 		ours := ref("ours", time.Millisecond, time.Millisecond, 1024)
-		ours.pulls, ours.joins = c.pulls, make([]time.Duration, 3)
+		ours.pulls, ours.probes = c.pulls, 3
 		if got := verdicts([]result{orca, floor}, ours)["engine pulls per second"]; got != c.met {
 			t.Errorf("%d pulls in a second with 3 joins at 100 ms: met %v, want %v", c.pulls, got, c.met)
 		}
@@ -393,9 +399,120 @@ func TestFanOutTargetsAreRatiosToTheReferences(t *testing.T) {
 	var out bytes.Buffer
 	sr := &scenarioResult{o: o, slots: defaultSlots, refs: []result{orca, floor}, ours: ref("ours", 60*time.Millisecond, 10*time.Millisecond, 24*1024)}
 	printTable(&out, sr)
-	for _, want := range []string{"vs orca", "vs grpcfanout", "0.60×", "≤ 0.7× ORCA, ≤ 1.5× floor"} {
+	for _, want := range []string{"vs orca", "vs grpcfanout", "0.60×", "≤ 0.7× orca, ≤ 1.5× grpcfanout"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestEveryTargetCanFail: each judged row of a fan-out scenario is met by
+// a run that does everything right, and not met once the one figure it
+// judges goes wrong or could not be read.
+func TestEveryTargetCanFail(t *testing.T) {
+	t.Parallel()
+	o := options{routers: 100, interval: 100 * time.Millisecond}
+	orca := result{kind: orcaRef, cpu: 100 * time.Millisecond, delivered: 1000, pulls: 1000, window: time.Second,
+		ageP99: 10 * time.Millisecond, rssPerStream: 20 * 1024}
+	floor := result{kind: floorRef, cpu: 100 * time.Millisecond, delivered: 1000, pulls: 10, window: time.Second,
+		ageP99: 10 * time.Millisecond, rssPerStream: 20 * 1024}
+	good := result{kind: "ours", cpu: 60 * time.Millisecond, delivered: 1000, pulls: 11, window: time.Second,
+		ageP99: 9 * time.Millisecond, rssPerStream: 20 * 1024, fires: 10, firesLate: 0,
+		joins: []time.Duration{100 * time.Microsecond, 200 * time.Microsecond, 300 * time.Microsecond}, probes: 3}
+	verdicts := func(ours result) map[string]bool {
+		got := map[string]bool{}
+		for _, r := range scenarioRows(&scenarioResult{o: o, slots: defaultSlots, refs: []result{orca, floor}, ours: ours}) {
+			if r.target != "" {
+				got[r.name] = r.met
+			}
+		}
+		return got
+	}
+	all := verdicts(good)
+	for name, met := range all {
+		if !met {
+			t.Errorf("a run that does everything right misses %q", name)
+		}
+	}
+	for _, c := range []struct {
+		row    string
+		spoil  func(*result)
+		reason string
+	}{
+		{"worker CPU per delivered report", func(r *result) { r.cpu = 80 * time.Millisecond }, "over 0.7× ORCA's though within 1.5× the floor's"},
+		{"worker CPU per delivered report", func(r *result) { r.cpu = -1 }, "CPU unread"},
+		{"reports delivered per second", func(r *result) { r.delivered = 899 }, "fewer than nine intervals' worth each"},
+		{"late reports (gap ≥ 1.5 intervals)", func(r *result) { r.missed = 1 }, "one late"},
+		{"engine pulls per second", func(r *result) { r.pulls = 104 }, "over ten per interval and one per probe"},
+		{"engine pulls per second", func(r *result) { r.pulls = -1 }, "pulls unread"},
+		{"fires started > 1 ms after their deadline", func(r *result) { r.firesLate = 1 }, "10 % late"},
+		{"fires started > 1 ms after their deadline", func(r *result) { r.firesLate = -1 }, "lateness unread"},
+		{"receipt age p99", func(r *result) { r.ageP99 = 11 * time.Millisecond }, "older than ORCA's"},
+		{"receipt age p99", func(r *result) { r.ageP99 = -1 }, "no sample"},
+		{"one router joining: worst", func(r *result) { r.joins[2] = 2 * time.Millisecond }, "a join over 1 ms"},
+		{"one router joining: worst", func(r *result) { r.probes = 9 }, "six probes without a first report"},
+		{"memory per router stream (RSS)", func(r *result) { r.rssPerStream = 25 * 1024 }, "over 1.2× ORCA's"},
+		{"memory per router stream (RSS)", func(r *result) { r.rssPerStream = -1 }, "RSS unread"},
+		{"leases lost", func(r *result) { r.leaseLost = 1 }, "one lost"},
+		{"streams broken", func(r *result) { r.streamErrors = 1 }, "one broken"},
+	} {
+		if _, ok := all[c.row]; !ok {
+			t.Errorf("%q is not judged", c.row)
+			continue
+		}
+		spoilt := good
+		spoilt.joins = slices.Clone(good.joins)
+		c.spoil(&spoilt)
+		if verdicts(spoilt)[c.row] {
+			t.Errorf("%q met with %s", c.row, c.reason)
+		}
+	}
+}
+
+// TestSummaryFailsOnlyOnTheShippedConfiguration: make bench fails when
+// loadreporter as shipped misses a target, not when a setting tried beside
+// it does.
+func TestSummaryFailsOnlyOnTheShippedConfiguration(t *testing.T) {
+	t.Parallel()
+	o := options{routers: 1000, interval: 100 * time.Millisecond, conns: 1}
+	var out bytes.Buffer
+	rows := []scenarioResult{{o: o, slots: defaultSlots, met: []string{"a"}}, {o: o, slots: 10, unmet: []string{"b"}}}
+	if err := printSummary(&out, rows); err != nil || !strings.Contains(out.String(), "every target met") {
+		t.Errorf("shipped met all, ours/10 not: %v\n%s", err, out.String())
+	}
+	rows[0].unmet = []string{"receipt age p99"}
+	out.Reset()
+	if err := printSummary(&out, rows); !errors.Is(err, errTargetsNotMet) || !strings.Contains(out.String(), "not met: receipt age p99") {
+		t.Errorf("shipped missed one: %v\n%s", err, out.String())
+	}
+}
+
+// TestCollectCountsSilence: a router that went quiet inside the window,
+// or heard nothing in it, missed those deadlines.
+func TestCollectCountsSilence(t *testing.T) {
+	t.Parallel()
+	iv := 100 * time.Millisecond
+	start := time.Unix(1000, 0)
+	end := start.Add(time.Second)
+	every := func(from, to time.Duration) *routerStats {
+		rs := &routerStats{}
+		for d := from; d < to; d += iv {
+			rs.arrivals = append(rs.arrivals, start.Add(d))
+		}
+		return rs
+	}
+	for _, c := range []struct {
+		name string
+		rs   *routerStats
+		want int64
+	}{
+		{"on time throughout", every(50*time.Millisecond, time.Second), 0},
+		{"silent after 300 ms (deadlines 350 to 950)", every(50*time.Millisecond, 300*time.Millisecond), 7},
+		{"heard only from 750 ms (deadlines 50 to 650)", every(750*time.Millisecond, time.Second), 7},
+		{"nothing in the window", &routerStats{}, 10},
+	} {
+		if _, _, _, missed := collect([]*routerStats{c.rs}, iv, start, end); missed != c.want {
+			t.Errorf("%s: %d missed, want %d", c.name, missed, c.want)
 		}
 	}
 }

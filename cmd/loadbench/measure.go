@@ -23,11 +23,12 @@ import (
 // result is what one server did in one scenario's measured window.
 type result struct {
 	kind           string
-	cpu            time.Duration // child CPU over the window
+	cpu            time.Duration // child CPU over the window; -1: unknown
 	delivered      int64
-	pulls          int64
+	pulls          int64 // -1: unknown
 	window         time.Duration
-	rssPerStream   float64 // bytes
+	rssPerStream   float64 // bytes; -1: unknown (a reading failed, or the RSS fell)
+	gaps           int     // intervals measured between two arrivals of one router
 	liveHeap       float64 // bytes per stream after a collection; -1: unknown
 	liveStacks     float64 // the same for goroutine stacks
 	intervalErrP50 time.Duration
@@ -38,7 +39,8 @@ type result struct {
 	firstP50       time.Duration // every router's first report after its ack (all opened at once)
 	firstP99       time.Duration
 	joins          []time.Duration // probes: one router joining under load, ack to first report
-	missed         int64           // deadlines without a report: gaps of 1.5 intervals or more
+	probes         int             // probes tried; those without a first report are not in joins
+	missed         int64           // deadlines without a report: gaps of 1.5 intervals or more, the window's edges included
 	dropped        int64           // of them, reports replaced unread (ours' counter); -1: unknown
 	fires          int64           // ours' fires in the window, and those that started > 1 ms late; -1: unknown
 	firesLate      int64
@@ -110,7 +112,7 @@ func measureServer(ctx context.Context, o options, kind string, slots int) (resu
 	if profile != "" {
 		go saveProfile(statsAddr, o.measure-time.Second, profile) // done before the child stops
 	}
-	joins := probeJoins(ctx, conns[0], o)
+	joins, probes := probeJoins(ctx, conns[0], o)
 	sleep(ctx, time.Until(start.Add(o.measure)))
 	tally.inWindow.Store(false)
 	window := time.Since(start)
@@ -122,18 +124,26 @@ func measureServer(ctx context.Context, o options, kind string, slots int) (resu
 	cancel()
 	wg.Wait()
 
-	errs, ages, firsts, missed := collect(stats, o.interval)
+	errs, ages, firsts, missed := collect(stats, o.interval, start, start.Add(window))
 	socketErrs := socket.intervalErrors()
+	cpu := cpu1 - cpu0
+	if cpu0 < 0 || cpu1 < 0 {
+		cpu = -1
+	}
+	rssPerStream := float64(rssAfter-rssBefore) / float64(o.routers)
+	if rssBefore < 0 || rssAfter < 0 || rssPerStream < 0 {
+		rssPerStream = -1
+	}
 	return result{
-		kind: kind, cpu: cpu1 - cpu0, delivered: tally.delivered.Load(), pulls: pulls1 - pulls0, window: window,
-		rssPerStream:   float64(rssAfter-rssBefore) / float64(o.routers),
+		kind: kind, cpu: cpu, delivered: tally.delivered.Load(), pulls: counted(pulls0, pulls1), window: window,
+		rssPerStream: rssPerStream, gaps: len(errs),
 		liveHeap:       perStream(live0.heap, live1.heap, ok0 && ok1, o.routers),
 		liveStacks:     perStream(live0.stacks, live1.stacks, ok0 && ok1, o.routers),
 		intervalErrP50: percentile(errs, 50), intervalErrP99: percentile(errs, 99),
 		socketErrP50: percentile(socketErrs, 50), socketErrP99: percentile(socketErrs, 99),
 		ageP50: percentile(ages, 50), ageP99: percentile(ages, 99),
 		firstP50: percentile(firsts, 50), firstP99: percentile(firsts, 99),
-		joins: joins, missed: missed, dropped: counted(counters0.dropped, counters1.dropped),
+		joins: joins, probes: probes, missed: missed, dropped: counted(counters0.dropped, counters1.dropped),
 		fires: counted(counters0.fires, counters1.fires), firesLate: counted(counters0.firesLate, counters1.firesLate),
 		leaseLost: tally.leaseLost.Load(), streamErrors: tally.streamErrors.Load(),
 	}, nil
@@ -180,21 +190,24 @@ func openRouter(ctx context.Context, cc *grpc.ClientConn, id string, o options) 
 }
 
 // probeJoins registers one new router at a time on cc while the fleet is
-// measured, about one a second, and returns for each the time from its ack
-// to its first report. Each probe's stream is cancelled once it has its
-// first report.
-func probeJoins(ctx context.Context, cc *grpc.ClientConn, o options) []time.Duration {
+// measured, about one a second, and returns for each that got a first
+// report the time from its ack to it, and how many it tried. Each probe's
+// stream is cancelled once it has its first report.
+func probeJoins(ctx context.Context, cc *grpc.ClientConn, o options) (joins []time.Duration, tried int) {
 	n := max(3, int(o.measure/time.Second)-1)
 	every := (o.measure - time.Second) / time.Duration(n)
-	var out []time.Duration
 	for i := range n {
 		sleep(ctx, every/2)
+		if ctx.Err() != nil {
+			break
+		}
+		tried++
 		if d, ok := probeJoin(ctx, cc, fmt.Sprintf("probe-%d", i), o); ok {
-			out = append(out, d)
+			joins = append(joins, d)
 		}
 		sleep(ctx, every/2)
 	}
-	return out
+	return joins, tried
 }
 
 func probeJoin(ctx context.Context, cc *grpc.ClientConn, id string, o options) (time.Duration, bool) {
@@ -260,8 +273,12 @@ func (t *fleetTally) read(ctx context.Context, st grpc.ClientStream, rs *routerS
 				rs.ages = append(rs.ages, age)
 			}
 		case *pb.WorkerFrame_Error:
+			// Any error frame ends the stream: a router that got one
+			// (REPLACED, RESOURCE_EXHAUSTED, SHUTTING_DOWN...) lost it.
 			if p.Error.GetCode() == "LEASE_EXPIRED" {
 				t.leaseLost.Add(1)
+			} else if ctx.Err() == nil {
+				t.streamErrors.Add(1)
 			}
 			return
 		}
@@ -270,14 +287,26 @@ func (t *fleetTally) read(ctx context.Context, st grpc.ClientStream, rs *routerS
 
 // collect returns every gap's distance from the interval, every receipt
 // age, each router's wait for its first report after the ack, and how
-// many deadlines went without a report.
-func collect(stats []*routerStats, interval time.Duration) (errs, ages, firsts []time.Duration, missed int64) {
+// many deadlines in the window from start to end went without a report:
+// in the gaps of 1.5 intervals or more between two arrivals, and before a
+// router's first arrival and after its last (a router that went silent,
+// or never heard a report, misses the rest of the window).
+func collect(stats []*routerStats, interval time.Duration, start, end time.Time) (errs, ages, firsts []time.Duration, missed int64) {
+	missedIn := func(gap time.Duration) int64 {
+		if gap < interval*3/2 {
+			return 0
+		}
+		return int64((gap+interval/2)/interval) - 1
+	}
 	for _, rs := range stats {
 		errs = appendIntervalErrors(errs, rs.arrivals, interval)
+		if len(rs.arrivals) == 0 {
+			missed += int64(end.Sub(start) / interval)
+		} else {
+			missed += missedIn(rs.arrivals[0].Sub(start)) + missedIn(end.Sub(rs.arrivals[len(rs.arrivals)-1]))
+		}
 		for i := 1; i < len(rs.arrivals); i++ {
-			if gap := rs.arrivals[i].Sub(rs.arrivals[i-1]); gap >= interval*3/2 {
-				missed += int64((gap+interval/2)/interval) - 1
-			}
+			missed += missedIn(rs.arrivals[i].Sub(rs.arrivals[i-1]))
 		}
 		ages = append(ages, rs.ages...)
 		if rs.firstWait > 0 {

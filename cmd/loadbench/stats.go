@@ -14,40 +14,56 @@ import (
 // clockTicks is Linux's USER_HZ, the unit of utime and stime in /proc.
 const clockTicks = 100
 
+// percentile is the p-th percentile of ds, or -1 (unknown) without a
+// sample.
 func percentile(ds []time.Duration, p int) time.Duration {
 	if len(ds) == 0 {
-		return 0
+		return -1
 	}
 	slices.Sort(ds)
 	return ds[(len(ds)-1)*p/100]
 }
 
-// cpuTime is the process's user+system CPU time from /proc/PID/stat.
+// cpuTime is the process's user+system CPU time from /proc/PID/stat, or
+// -1 (unknown) when it cannot be read.
 func cpuTime(pid int) time.Duration {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return -1
 	}
 	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // after "(comm) "
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 > len(s) {
+		return -1
+	}
+	fields := strings.Fields(s[i+2:]) // after "(comm) "
+	if len(fields) < 13 {
+		return -1
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return -1
+	}
 	return time.Duration(utime+stime) * time.Second / clockTicks
 }
 
-// rss is the process's resident set in bytes.
+// rss is the process's resident set in bytes, or -1 (unknown).
 func rss(pid int) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0
+		return -1
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return -1
+			}
 			return kb * 1024
 		}
 	}
-	return 0
+	return -1
 }
 
 // fetch is the body of a GET of url on 127.0.0.1.
@@ -60,12 +76,17 @@ func fetch(url string) ([]byte, error) {
 	return io.ReadAll(resp.Body)
 }
 
+// pulls is how many pulls the child's engine has answered, or -1
+// (unknown).
 func pulls(statsAddr string) int64 {
 	b, err := fetch("http://" + statsAddr)
 	if err != nil {
-		return 0
+		return -1
 	}
-	n, _ := strconv.ParseInt(string(b), 10, 64)
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return -1
+	}
 	return n
 }
 
@@ -192,4 +213,10 @@ func saveMemory(statsAddr, path string) {
 	}
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+// ms is d in milliseconds, keeping a negative d (unknown) as -1.
+func ms(d time.Duration) float64 {
+	if d < 0 {
+		return -1
+	}
+	return float64(d.Microseconds()) / 1000
+}
