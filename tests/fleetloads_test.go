@@ -27,9 +27,9 @@ func startFleet(t *testing.T, addrs []string, flags ...string) *fleet.Main {
 // startFleetLogging is startFleet with its log lines going to logs.
 func startFleetLogging(t *testing.T, addrs []string, logs io.Writer, flags ...string) *fleet.Main {
 	t.Helper()
-	// At 500 ms a worker is Fresh until 1.5 s without a report: a busy
-	// machine does not turn the workers a test keeps healthy Stale (at
-	// 100 ms, 300 ms without one did).
+	// At 500 ms a worker is Fresh until 1.5 s without a report: three
+	// missed intervals of headroom, so a busy machine does not turn the
+	// workers a test keeps healthy Stale.
 	cfg, err := fleet.Parse(append([]string{"--targets", strings.Join(addrs, ","), "--listen", "127.0.0.1:0", "--interval", fleetInterval.String()}, flags...),
 		func(string) string { return "" }, nil)
 	if err != nil {
