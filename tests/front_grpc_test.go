@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 	"io"
 	"net"
 	"net/http"
@@ -324,19 +325,14 @@ func TestGRPCFrontPassesCallsUnchanged(t *testing.T) {
 // report's UNREACHABLE reason.
 func TestGRPCFrontWithTheEngineDown(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
+	dead := sharedtest.RefusedAddr(t)
 	c := testConfig()
 	c.Source.Name, c.Source.EngineURL, c.Front.Listen = "sglang-grpc", dead, "127.0.0.1:0"
 	m := startMain(t, c, nil)
 	cc := grpcConn(t, m.FrontAddr())
 	ctx := testCtx(t, 10*time.Second)
 	var hc schedulerpb.HealthCheckResponse
-	err = cc.Invoke(ctx, schedulerconnect.SglangSchedulerHealthCheckProcedure, &schedulerpb.HealthCheckRequest{}, &hc)
+	err := cc.Invoke(ctx, schedulerconnect.SglangSchedulerHealthCheckProcedure, &schedulerpb.HealthCheckRequest{}, &hc)
 	if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "engine http://"+dead+" did not answer") {
 		t.Fatalf("a call to a dead engine: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 	"io"
 	"net"
 	"net/http"
@@ -49,12 +50,7 @@ func mustURL(t *testing.T, s string) *url.URL {
 // that is down.
 func deadURL(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return "http://" + ln.Addr().String()
+	return "http://" + sharedtest.RefusedAddr(t)
 }
 
 func testCtx(t *testing.T) context.Context {

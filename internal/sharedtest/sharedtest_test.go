@@ -1,13 +1,16 @@
 package sharedtest
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestLockedBufferLines(t *testing.T) {
@@ -57,5 +60,20 @@ func TestServeH2CSpeaksUnencryptedHTTP2(t *testing.T) {
 	if resp, err := (&http.Client{Transport: h1}).Get("http://" + addr + "/"); err == nil {
 		resp.Body.Close()
 		t.Errorf("an HTTP/1.1 client was answered %s", resp.Status)
+	}
+}
+
+func TestRefusedAddrRefusesAndKeepsItsPort(t *testing.T) {
+	t.Parallel()
+	addr := RefusedAddr(t)
+	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("dial %s: %v, want connection refused", addr, err)
+	}
+	if ln, err := net.Listen("tcp", addr); err == nil {
+		ln.Close()
+		t.Fatalf("a listener took %s while the test holds it", addr)
 	}
 }

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -40,12 +40,7 @@ func watchConfig(target string, problems lines) WatchConfig {
 // words of the --targets table, and keeps trying until interrupted.
 func TestWatchSaysWhyItIsNotConnected(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := ln.Addr().String()
-	_ = ln.Close() // nothing listens there now
+	target := sharedtest.RefusedAddr(t) // nothing listens there
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
