@@ -3,7 +3,8 @@
 // loopback server speaking unencrypted HTTP/2 until the test ends, a
 // bounded wait for a condition nothing signals, the start of a
 // composition that is closed when the test ends, a run of free ports for
-// an engine whose ranks listen side by side, and the imports of a
+// an engine whose ranks listen side by side, a port held where nothing
+// listens (a dead engine, an absent worker), and the imports of a
 // package's production files, for a test that holds it to what it may
 // import.
 //
