@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"log/slog"
 	"net"
@@ -255,7 +256,49 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// request on it (golang/go#68560).
 		defer r.Body.Close()
 	}
+	if r.Body != nil && r.Body != http.NoBody {
+		// What breaks reading the client's body is the client's, not the
+		// engine's: proxyError tells them apart by it.
+		r = r.WithContext(context.WithValue(r.Context(), clientBodyKey{}, watchBody(r)))
+	}
 	f.proxy.ServeHTTP(w, r)
+}
+
+// clientBodyKey carries a request's clientBody to proxyError.
+type clientBodyKey struct{}
+
+// clientBody is a request body that keeps the first error reading it
+// gave, but for its end.
+type clientBody struct {
+	io.ReadCloser
+	mu  sync.Mutex
+	err error
+}
+
+// watchBody puts a clientBody in place of r's body and returns it.
+func watchBody(r *http.Request) *clientBody {
+	b := &clientBody{ReadCloser: r.Body}
+	r.Body = b
+	return b
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.mu.Lock()
+		if b.err == nil {
+			b.err = err
+		}
+		b.mu.Unlock()
+	}
+	return n, err
+}
+
+// broken is the error reading the body gave, if any.
+func (b *clientBody) broken() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
 }
 
 // refuse answers a request over MaxInFlight: 503 (RESOURCE_EXHAUSTED for
@@ -319,6 +362,12 @@ func (f *Front) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 		f.observe(class, StatusClientClosed, 0)
 		return
 	}
+	if b, ok := r.Context().Value(clientBodyKey{}).(*clientBody); ok {
+		if bodyErr := b.broken(); bodyErr != nil {
+			f.clientBodyBroke(w, r, class, bodyErr)
+			return
+		}
+	}
 	f.observe(class, http.StatusBadGateway, 0)
 	msg := fmt.Sprintf("engine %s did not answer: %s", f.engine, domain.Shorten(domain.OneLine(err.Error()), 300))
 	if ok, suppressed := f.errLines.Allow(f.opts.Now()); ok {
@@ -330,6 +379,21 @@ func (f *Front) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	writeError(w, http.StatusBadGateway, "ENGINE_UNREACHABLE", msg)
+}
+
+// clientBodyBroke answers a request whose body could not be read: 400
+// (INVALID_ARGUMENT for gRPC), counted as such.
+func (f *Front) clientBodyBroke(w http.ResponseWriter, r *http.Request, class string, err error) {
+	f.observe(class, http.StatusBadRequest, 0)
+	msg := "the request body could not be read: " + domain.Shorten(domain.OneLine(err.Error()), 300)
+	if ok, suppressed := f.errLines.Allow(f.opts.Now()); ok {
+		f.opts.Logger.Warn("front: a client's request body broke off", "class", class, "err", err, "suppressed", suppressed)
+	}
+	if isGRPC(r) && f.errs.IsSupported(r) {
+		_ = f.errs.Write(w, r, connect.NewError(connect.CodeInvalidArgument, errors.New(msg)))
+		return
+	}
+	writeError(w, http.StatusBadRequest, "BAD_REQUEST_BODY", msg)
 }
 
 func (f *Front) observe(class string, status int, d time.Duration) {

@@ -941,3 +941,45 @@ func TestInventedAcceptValuesGiveTheirSlotsBack(t *testing.T) {
 		t.Fatalf("the engine was asked for %q, want the scraper's own format", got)
 	}
 }
+
+// TestABrokenRequestBodyIsTheClientsFault: a client whose body breaks off
+// in a way HTTP forbids (a malformed chunk) is answered 400 naming its
+// body, and counted as such, not as an engine that did not answer.
+func TestABrokenRequestBodyIsTheClientsFault(t *testing.T) {
+	t.Parallel()
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		fmt.Fprint(w, "{}")
+	}))
+	t.Cleanup(engine.Close)
+	codes := make(chan int, 4)
+	_, addr := startFront(t, Options{Engine: mustURL(t, engine.URL),
+		Observer: Observer{Proxied: func(class string, code int, _ time.Duration) { codes <- code }}})
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(addr, "http://"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	// "zz" is no chunk size.
+	fmt.Fprint(c, "POST /generate HTTP/1.1\r\nHost: engine\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\nzz\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body ErrorBody
+	err = json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusBadRequest || body.Error.Code != "BAD_REQUEST_BODY" ||
+		!strings.Contains(body.Error.Message, "request body") {
+		t.Fatalf("a malformed chunk: %d %+v %v", resp.StatusCode, body, err)
+	}
+	select {
+	case code := <-codes:
+		if code != http.StatusBadRequest {
+			t.Errorf("counted as %d, want 400 (the client's)", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the refused request was not counted")
+	}
+}
