@@ -381,11 +381,12 @@ func TestFanOutTargetsAreRatiosToTheReferences(t *testing.T) {
 			}
 		}
 	}
-	// Pulls: ten per interval, and one per join probe, at most.
+	// Pulls: ten per interval (eleven grid points of each phase fit a
+	// window of ten intervals), and one per join probe, at most.
 	for _, c := range []struct {
 		pulls int64
 		met   bool
-	}{{100 + 3, true}, {100 + 4, false}} {
+	}{{110 + 3, true}, {110 + 4, false}} {
 		ours := ref("ours", time.Millisecond, time.Millisecond, 1024)
 		ours.pulls, ours.probes = c.pulls, 3
 		if got := verdicts([]result{orca, floor}, ours)["engine pulls per second"]; got != c.met {
@@ -443,7 +444,7 @@ func TestEveryTargetCanFail(t *testing.T) {
 		{"worker CPU per delivered report", func(r *result) { r.cpu = -1 }, "CPU unread"},
 		{"reports delivered per second", func(r *result) { r.delivered = 899 }, "fewer than nine intervals' worth each"},
 		{"late reports (gap ≥ 1.5 intervals)", func(r *result) { r.missed = 1 }, "one late"},
-		{"engine pulls per second", func(r *result) { r.pulls = 104 }, "over ten per interval and one per probe"},
+		{"engine pulls per second", func(r *result) { r.pulls = 114 }, "over ten per interval and one per probe"},
 		{"engine pulls per second", func(r *result) { r.pulls = -1 }, "pulls unread"},
 		{"fires started > 1 ms after their deadline", func(r *result) { r.firesLate = 1 }, "10 % late"},
 		{"fires started > 1 ms after their deadline", func(r *result) { r.firesLate = -1 }, "lateness unread"},

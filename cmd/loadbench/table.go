@@ -176,12 +176,15 @@ func scenarioRows(sr *scenarioResult) []row {
 	add("reports delivered per second", func(r result) float64 { return perSecond(r, r.delivered) }, "/s", t, ok)
 	add("late reports (gap ≥ 1.5 intervals)", func(r result) float64 { return float64(r.missed) }, "", "0", ours.missed == 0)
 	add("  of them lost (replaced unread)", func(r result) float64 { return float64(r.dropped) }, "", "", false)
-	// A join is served at once, so each join probe may cost a pull of its
-	// own: joins, not routers, add to the bound.
+	// A window holds at most one more grid point of each phase than it
+	// holds whole intervals, and a join is served at once, so each join
+	// probe may cost a pull of its own: joins, not routers, add to the
+	// bound.
 	pullsOf := func(r result) float64 { return perSecond(r, r.pulls) }
 	t, ok = "", false
 	if ours.window > 0 {
-		maxPulls := maxPullsPerInterval/o.interval.Seconds() + float64(ours.probes)/ours.window.Seconds()
+		fires := maxPullsPerInterval * (int64(ours.window/o.interval) + 1)
+		maxPulls := float64(fires+int64(ours.probes)) / ours.window.Seconds()
 		t, ok = fmt.Sprintf("≤ %.1f", maxPulls), pullsOf(ours) >= 0 && pullsOf(ours) <= maxPulls
 	}
 	add("engine pulls per second", pullsOf, "/s", t, ok)
