@@ -258,7 +258,9 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Body != nil && r.Body != http.NoBody {
 		// What breaks reading the client's body is the client's, not the
-		// engine's: proxyError tells them apart by it.
+		// engine's: proxyError tells them apart by it. Through the context,
+		// as the proxy hands the error handler its own copy of the request,
+		// its body wrapped again.
 		r = r.WithContext(context.WithValue(r.Context(), clientBodyKey{}, watchBody(r)))
 	}
 	f.proxy.ServeHTTP(w, r)
