@@ -133,8 +133,6 @@ const (
 func scenarioRows(sr *scenarioResult) []row {
 	o, ours := sr.o, sr.ours
 	fanOut, single := o.routers >= 100, o.routers == 1
-	orca, haveORCA := sr.ref(orcaRef)
-	floor, haveFloor := sr.ref(floorRef)
 	var rows []row
 	add := func(name string, f func(result) float64, unit string, target string, met bool) {
 		r := row{name: name, ours: f(ours), unit: unit, target: target, met: met}
@@ -146,17 +144,17 @@ func scenarioRows(sr *scenarioResult) []row {
 	// atMostTimesRef is a target "at most k times the reference's": its
 	// text, and whether ours meets it (never against a reference not
 	// run, nor when either figure is unknown).
-	atMostTimesRef := func(k float64, f func(result) float64, ref result, have bool) (string, bool) {
-		text := fmt.Sprintf("≤ %g× %s", k, ref.kind)
+	atMostTimesRef := func(k float64, f func(result) float64, kind string) (string, bool) {
+		text := fmt.Sprintf("≤ %g× %s", k, kind)
 		if k == 1 {
-			text = "≤ " + ref.kind
+			text = "≤ " + kind
 		}
+		ref, have := sr.ref(kind)
 		if !have {
 			return text + " (not run)", false
 		}
 		return text, f(ours) >= 0 && f(ref) >= 0 && f(ours) <= k*f(ref)
 	}
-	orca.kind, floor.kind = orcaRef, floorRef // named in the targets even when not run
 	judged := func(apply bool, text string, met bool) (string, bool) {
 		if !apply {
 			return "", false
@@ -164,8 +162,8 @@ func scenarioRows(sr *scenarioResult) []row {
 		return text, met
 	}
 
-	toORCA, metORCA := atMostTimesRef(maxCPUToORCA, perReport, orca, haveORCA)
-	toFloor, metFloor := atMostTimesRef(maxCPUToFloor, perReport, floor, haveFloor)
+	toORCA, metORCA := atMostTimesRef(maxCPUToORCA, perReport, orcaRef)
+	toFloor, metFloor := atMostTimesRef(maxCPUToFloor, perReport, floorRef)
 	t, ok := judged(fanOut, toORCA+", "+toFloor, metORCA && metFloor)
 	add("worker CPU per delivered report", perReport, "µs", t, ok)
 	add("worker CPU (share of one core)", share, "%", "", false)
@@ -201,7 +199,7 @@ func scenarioRows(sr *scenarioResult) []row {
 	add("  at the client's socket: p99", func(r result) float64 { return ms(r.socketErrP99) }, "ms", "", false)
 	add("receipt age p50 (receipt − report_time)", func(r result) float64 { return ms(r.ageP50) }, "ms", "", false)
 	ageP99 := func(r result) float64 { return ms(r.ageP99) }
-	t, ok = atMostTimesRef(1, ageP99, orca, haveORCA)
+	t, ok = atMostTimesRef(1, ageP99, orcaRef)
 	t, ok = judged(fanOut, t, ok)
 	add("receipt age p99", ageP99, "ms", t, ok)
 	add("first report after ack p50 (all open)", func(r result) float64 { return ms(r.firstP50) }, "ms", "", false)
@@ -213,7 +211,7 @@ func scenarioRows(sr *scenarioResult) []row {
 	t, ok = judged(fanOut, fmt.Sprintf("≤ 1, all %d", ours.probes), joined && percentile(ours.joins, 100) <= time.Millisecond)
 	add("one router joining: worst", func(r result) float64 { return ms(percentile(r.joins, 100)) }, "ms", t, ok)
 	memory := func(r result) float64 { return kib(r.rssPerStream) }
-	t, ok = atMostTimesRef(maxMemoryToORCA, memory, orca, haveORCA)
+	t, ok = atMostTimesRef(maxMemoryToORCA, memory, orcaRef)
 	t, ok = judged(fanOut, t, ok)
 	add("memory per router stream (RSS)", memory, "KiB", t, ok)
 	add("  live after a collection: heap", func(r result) float64 { return kib(r.liveHeap) }, "KiB", "", false)
