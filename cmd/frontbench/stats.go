@@ -2,21 +2,16 @@ package main
 
 import (
 	"math"
-	"slices"
 	"time"
+
+	"github.com/loadreporter/loadreporter/cmd/internal/machine"
 )
 
-// percentile is the nearest-rank p-th percentile of ds (p in (0, 100]):
-// the smallest sample with at least p % of the samples at or below it; 0
-// for no samples. ds is left as it was.
+// percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of ds; 0
+// for no samples.
 func percentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return s[min(max(i, 0), len(s)-1)]
+	v, _ := machine.Percentile(ds, p)
+	return v
 }
 
 // flatHold reports whether a proxy's memory stayed flat while it held its

@@ -5,65 +5,40 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/loadreporter/loadreporter/cmd/internal/machine"
 )
 
-// clockTicks is Linux's USER_HZ, the unit of utime and stime in /proc.
-const clockTicks = 100
-
-// percentile is the p-th percentile of ds, or -1 (unknown) without a
-// sample.
+// percentile is the nearest-rank p-th percentile of ds, or -1 (unknown)
+// without a sample.
 func percentile(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
+	v, ok := machine.Percentile(ds, float64(p))
+	if !ok {
 		return -1
 	}
-	slices.Sort(ds)
-	return ds[(len(ds)-1)*p/100]
+	return v
 }
 
-// cpuTime is the process's user+system CPU time from /proc/PID/stat, or
-// -1 (unknown) when it cannot be read.
+// cpuTime is the process's user+system CPU time, or -1 (unknown) when
+// /proc cannot be read.
 func cpuTime(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := machine.ReadStat(pid)
 	if err != nil {
 		return -1
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 > len(s) {
-		return -1
-	}
-	fields := strings.Fields(s[i+2:]) // after "(comm) "
-	if len(fields) < 13 {
-		return -1
-	}
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return -1
-	}
-	return time.Duration(utime+stime) * time.Second / clockTicks
+	return st.CPU()
 }
 
 // rss is the process's resident set in bytes, or -1 (unknown).
 func rss(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	n, err := machine.ReadRSS(pid)
 	if err != nil {
 		return -1
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				return -1
-			}
-			return kb * 1024
-		}
-	}
-	return -1
+	return n
 }
 
 // fetch is the body of a GET of url on 127.0.0.1.

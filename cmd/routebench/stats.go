@@ -3,20 +3,20 @@ package main
 import (
 	"math"
 	"slices"
+
+	"github.com/loadreporter/loadreporter/cmd/internal/machine"
 )
 
-// percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of xs:
-// the smallest value with at least p % of the values at or below it. xs
-// is sorted in place; +Inf stands for a request that never got there (it
-// was still waiting when the row ended), so a tail of those shows as
-// +Inf. NaN for no values.
+// percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of xs;
+// +Inf stands for a request that never got there (it was still waiting
+// when the row ended), so a tail of those shows as +Inf. NaN for no
+// values.
 func percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
+	v, ok := machine.Percentile(xs, p)
+	if !ok {
 		return math.NaN()
 	}
-	slices.Sort(xs)
-	i := int(math.Ceil(p/100*float64(len(xs)))) - 1
-	return xs[min(max(i, 0), len(xs)-1)]
+	return v
 }
 
 // jain is Jain's fairness index of xs, (Σx)² / (n·Σx²): 1 when every

@@ -1,3 +1,5 @@
-// Package machine reads what the measuring commands print about the
-// machine they ran on. It must not know what they measure.
+// Package machine is what the measuring commands share about the machine
+// they run on and how they summarise: the load average they print, a
+// process's CPU time and resident memory from /proc, and one percentile
+// rule. It must not know what they measure.
 package machine

@@ -1,7 +1,10 @@
 package machine
 
 import (
+	"cmp"
+	"math"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -17,4 +20,18 @@ func LoadAvg() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// Percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of xs:
+// the smallest value with at least p % of the values at or below it;
+// false for no values. xs is left as it was.
+func Percentile[T cmp.Ordered](xs []T, p float64) (T, bool) {
+	if len(xs) == 0 {
+		var zero T
+		return zero, false
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)], true
 }
