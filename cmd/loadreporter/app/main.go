@@ -129,35 +129,11 @@ func (m *Main) Start() error {
 			_ = m.p.Retention.Run(loopCtx)
 		}
 	}()
-	m.serveDone = make(chan error, 1)
 	useTLS := m.p.HTTP.TLSConfig != nil // Serve adjusts TLSConfig: read it first
-	go func() {
-		var err error
-		if useTLS {
-			err = m.p.HTTP.ServeTLS(ln, "", "")
-		} else {
-			err = m.p.HTTP.Serve(ln)
-		}
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
-		}
-		m.serveDone <- err
-	}()
+	m.serveDone = serve(m.p.HTTP, ln, useTLS)
 	if m.p.Front != nil {
-		m.frontDone = make(chan error, 1)
 		frontTLS := m.p.Front.server.TLSConfig != nil
-		go func() {
-			var err error
-			if frontTLS {
-				err = m.p.Front.server.ServeTLS(m.frontLn, "", "")
-			} else {
-				err = m.p.Front.server.Serve(m.frontLn)
-			}
-			if errors.Is(err, http.ErrServerClosed) {
-				err = nil
-			}
-			m.frontDone <- err
-		}()
+		m.frontDone = serve(m.p.Front.server, m.frontLn, frontTLS)
 		m.p.Log.Info("front serving the worker's address", "addr", m.frontLn.Addr().String(), "engine", m.p.Front.engine, "tls", frontTLS)
 	}
 	close(m.p.Ready.ready)
@@ -284,6 +260,25 @@ func (m *Main) closeFront(ctx context.Context) error {
 		_ = m.p.Front.server.Close()
 	}
 	return <-m.frontDone
+}
+
+// serve runs srv on ln until it is shut down, and sends on the channel
+// returned why it stopped (nil once shut down).
+func serve(srv *http.Server, ln net.Listener, useTLS bool) chan error {
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		if useTLS {
+			err = srv.ServeTLS(ln, "", "")
+		} else {
+			err = srv.Serve(ln)
+		}
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		done <- err
+	}()
+	return done
 }
 
 func isLoopback(a net.Addr) bool {

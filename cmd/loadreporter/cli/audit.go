@@ -334,7 +334,7 @@ func targetHint(err error, withTLS, withToken bool) string {
 		return " (nothing answers the history there: is --target the front, not the reporter's --listen port?)"
 	case !withTLS && (strings.Contains(msg, "400 Bad Request") || strings.Contains(msg, "malformed HTTP response")):
 		return " (a TLS reporter answers plaintext with 400: add --tls)"
-	case withTLS && (strings.Contains(msg, "does not look like a TLS handshake") || strings.Contains(msg, "HTTP response to HTTPS client")):
+	case withTLS && answeredInPlaintext(msg):
 		return " (the reporter speaks plaintext: drop --tls)"
 	}
 	return ""

@@ -164,10 +164,16 @@ func portHint(reason string, withTLS bool) string {
 		// A TLS server drops a plaintext connection at once; the client
 		// sees one of these, depending on timing.
 		return " (a TLS port? add --tls)"
-	case withTLS && (strings.Contains(reason, "does not look like a TLS handshake") || strings.Contains(reason, "HTTP response to HTTPS client")):
+	case withTLS && answeredInPlaintext(reason):
 		return " (a plaintext port? drop --tls)"
 	}
 	return ""
+}
+
+// answeredInPlaintext reports whether a TLS client's error says the
+// server answered without TLS.
+func answeredInPlaintext(msg string) bool {
+	return strings.Contains(msg, "does not look like a TLS handshake") || strings.Contains(msg, "HTTP response to HTTPS client")
 }
 
 // grantLine is the line watch prints when the worker acknowledges a
