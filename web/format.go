@@ -41,15 +41,6 @@ func clock(t time.Time) string {
 	return t.UTC().Format(timeLayout) + " UTC"
 }
 
-// orDash returns s, or an em dash when s is empty, so empty cells read as
-// "not set" rather than as missing.
-func orDash(s string) string {
-	if s == "" {
-		return "—"
-	}
-	return s
-}
-
 // plural writes a count with its noun: "1 row", "2,048 rows".
 func plural(n int, noun string) string {
 	if n == 1 {

@@ -64,7 +64,7 @@ func liveModel(rep *domain.Report, routers int, worker domain.Worker, now time.T
 	p.ReportTimeISO = rep.ReportTime.UTC().Format(time.RFC3339Nano)
 	p.ReportUnixMs = strconv.FormatInt(rep.ReportTime.UnixMilli(), 10)
 	p.Sequence = strconv.FormatUint(rep.SequenceID, 10)
-	p.SourceID = orDash(rep.SourceInstanceID)
+	p.SourceID = humanize.OrDash(rep.SourceInstanceID)
 	p.LastError = rep.LastError
 	p.Worker = workerModel(rep.Worker)
 	// How old the numbers are: a rank's snapshot lags the report by
@@ -117,7 +117,7 @@ func snapshotTitle(taken time.Time, lag time.Duration) string {
 }
 
 func workerModel(w domain.Worker) views.Worker {
-	return views.Worker{Addr: orDash(w.Addr), Type: w.Type.String(), Model: orDash(w.Model), Zone: orDash(w.Zone)}
+	return views.Worker{Addr: humanize.OrDash(w.Addr), Type: w.Type.String(), Model: humanize.OrDash(w.Model), Zone: humanize.OrDash(w.Zone)}
 }
 
 func rankCard(rk domain.RankLoad) views.RankCard {

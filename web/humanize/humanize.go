@@ -22,7 +22,23 @@ func BarLength(f float64) string {
 	if !(f > 0) {
 		return "0"
 	}
-	return strconv.FormatFloat(min(f, 1)*100, 'f', 1, 64)
+	return strconv.FormatFloat(Fraction(f)*100, 'f', 1, 64)
+}
+
+// Fraction is f held to [0, 1]; NaN is 0.
+func Fraction(f float64) float64 {
+	if !(f > 0) {
+		return 0
+	}
+	return min(f, 1)
+}
+
+// OrDash is s, or a dash where s is empty: a cell that has nothing to say.
+func OrDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
 }
 
 // UsageLevel names how full a KV cache at usage f is, for a bar's colour:

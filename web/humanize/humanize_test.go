@@ -70,3 +70,15 @@ func TestSpanPastWhatADurationHolds(t *testing.T) {
 		}
 	}
 }
+
+func TestFractionAndOrDash(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[float64]float64{-1: 0, 0.25: 0.25, 3: 1, math.NaN(): 0} {
+		if got := Fraction(in); got != want {
+			t.Errorf("Fraction(%v) = %v, want %v", in, got, want)
+		}
+	}
+	if OrDash("") != "—" || OrDash("x") != "x" {
+		t.Errorf("OrDash: %q %q", OrDash(""), OrDash("x"))
+	}
+}

@@ -56,7 +56,7 @@ func (a *Access) guard(h http.Handler, opts ...connect.HandlerOption) http.Handl
 	if a.c.AuthToken != "" {
 		return requireToken(a.c.AuthToken, a.c.AdminToken, a.c.AuthScope, h, opts...)
 	}
-	guarded := hostcheck.Guard(a.listen, splitList(a.c.AllowedHosts), "add it with --allowed-host, or set --auth-token", h)
+	guarded := hostcheck.Guard(a.listen, strings.Split(a.c.AllowedHosts, ","), "add it with --allowed-host, or set --auth-token", h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if servedToAnyName(r) {
 			h.ServeHTTP(w, r)

@@ -256,14 +256,3 @@ func (t *TLS) Config() *tls.Config {
 	}
 	return cfg
 }
-
-// splitList reads a comma-separated flag value.
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}

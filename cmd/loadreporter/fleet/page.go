@@ -91,8 +91,8 @@ func rowOf(w *lrv1.FleetWorker, nowMs int64) views.FleetRow {
 	}
 	r.Age, r.ReceivedUnixMs = ageText(nowMs-w.GetReceivedUnixMs()), strconv.FormatInt(w.GetReceivedUnixMs(), 10)
 	r.Sort.Age = strconv.FormatInt(nowMs-w.GetReceivedUnixMs(), 10)
-	r.EngineAddr, r.WorkerType = orDash(rep.GetWorker().GetWorkerAddr()), workerTypeName(rep.GetWorker().GetWorkerType())
-	r.Model, r.Zone = orDash(rep.GetWorker().GetModel()), orDash(rep.GetWorker().GetZone())
+	r.EngineAddr, r.WorkerType = humanize.OrDash(rep.GetWorker().GetWorkerAddr()), workerTypeName(rep.GetWorker().GetWorkerType())
+	r.Model, r.Zone = humanize.OrDash(rep.GetWorker().GetModel()), humanize.OrDash(rep.GetWorker().GetZone())
 	ranks := rep.GetRanks()
 	if len(ranks) == 0 {
 		return r
@@ -139,17 +139,9 @@ func kvBar(i, n int, usage float64) (x, y, w, h string) {
 	if n <= 32 {
 		gap = slot * 0.2
 	}
-	height := clamp01(usage) * views.KVChartHeight
+	height := humanize.Fraction(usage) * views.KVChartHeight
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 	return f(float64(i)*slot + gap/2), f(views.KVChartHeight - height), f(slot - gap), f(height)
-}
-
-// clamp01 is f within [0, 1]; NaN is 0.
-func clamp01(f float64) float64 {
-	if !(f > 0) {
-		return 0
-	}
-	return min(f, 1)
 }
 
 // throughputText is tokens generated per second, to the token: the
@@ -167,13 +159,6 @@ func pendingText(requests, tokens int64) string {
 		return "0"
 	}
 	return humanize.Thousands(requests) + " req · " + humanize.Thousands(tokens) + " tok"
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return dash
-	}
-	return s
 }
 
 // stateName is the state as the page and /v1/fleet/loads write it
