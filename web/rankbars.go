@@ -30,15 +30,6 @@ const (
 	maxLabelRunes = 24
 )
 
-// shortLabel is s cut to n runes, an ellipsis marking the cut.
-func shortLabel(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n || n < 2 {
-		return s
-	}
-	return string(r[:n-1]) + "…"
-}
-
 // rankBars draws a rank-stats table as bars, from the same rows the table
 // shows (their raw values); nil when t holds none.
 func rankBars(t audittable.Table) *views.RankBars {
@@ -104,7 +95,7 @@ func rankBars(t audittable.Table) *views.RankBars {
 		y := float64(barsTop + i*barsRowH)
 		label := "rank " + r.rank
 		if len(workers) > 1 {
-			label = shortLabel(r.worker, maxLabelRunes-len(label)-3) + " · " + label
+			label = humanize.Ellipsize(r.worker, maxLabelRunes-len(label)-3) + " · " + label
 		}
 		b.Rows = append(b.Rows, views.RankBarRow{
 			Rank: r.rank, Worker: r.worker, Label: label,

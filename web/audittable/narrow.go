@@ -2,7 +2,8 @@ package audittable
 
 import (
 	"slices"
-	"unicode/utf8"
+
+	"github.com/loadreporter/loadreporter/web/humanize"
 )
 
 // NarrowWidth is what a Narrow table's text rows fit in, for a terminal.
@@ -36,8 +37,8 @@ func Narrow(t Table) Table {
 		cut := make([]Cell, len(keep))
 		for j, i := range keep {
 			cut[j] = row[i]
-			if t.Columns[i].Kind == KindText && utf8.RuneCountInString(cut[j].Text) > narrowCell {
-				cut[j].Text = string([]rune(cut[j].Text)[:narrowCell-1]) + "…"
+			if t.Columns[i].Kind == KindText {
+				cut[j].Text = humanize.Ellipsize(cut[j].Text, narrowCell)
 			}
 		}
 		out.Rows[r] = cut

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Percent writes a 0..1 fraction with one decimal: 0.4213 → "42.1 %".
@@ -135,4 +136,13 @@ func Span(from, to time.Time) string {
 		s += " " + strconv.FormatInt(h, 10) + " h"
 	}
 	return s
+}
+
+// Ellipsize is s cut to n runes, an ellipsis marking the cut (s whole
+// when it fits, or when n leaves no room for the mark).
+func Ellipsize(s string, n int) string {
+	if n < 2 || utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
 }

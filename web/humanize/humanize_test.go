@@ -82,3 +82,16 @@ func TestFractionAndOrDash(t *testing.T) {
 		t.Errorf("OrDash: %q %q", OrDash(""), OrDash("x"))
 	}
 }
+
+func TestEllipsize(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{{"abcdef", 4, "abc…"}, {"abc", 3, "abc"}, {"ünïcödé", 5, "ünïc…"}, {"abc", 1, "abc"}} {
+		if got := Ellipsize(c.s, c.n); got != c.want {
+			t.Errorf("Ellipsize(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
+}
