@@ -240,7 +240,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if n := f.inFlight.Add(1); n > int64(f.opts.MaxInFlight) {
 		f.inFlight.Add(-1)
-		f.refuse(w, r)
+		f.refuse(w, r, n)
 		return
 	}
 	defer f.inFlight.Add(-1)
@@ -304,13 +304,14 @@ func (b *clientBody) broken() error {
 }
 
 // refuse answers a request over MaxInFlight: 503 (RESOURCE_EXHAUSTED for
-// gRPC), to be retried on another worker.
-func (f *Front) refuse(w http.ResponseWriter, r *http.Request) {
+// gRPC), to be retried on another worker. n is the count in flight with
+// this request, as ServeHTTP's admission saw it.
+func (f *Front) refuse(w http.ResponseWriter, r *http.Request, n int64) {
 	class := ClassOf(r)
 	if f.opts.Observer.Refused != nil {
 		f.opts.Observer.Refused(class)
 	}
-	msg := fmt.Sprintf("%d requests are in flight through the front, the limit is %d", f.opts.MaxInFlight, f.opts.MaxInFlight)
+	msg := fmt.Sprintf("%d requests are in flight through the front with this one, the limit is %d", n, f.opts.MaxInFlight)
 	if ok, suppressed := f.errLines.Allow(f.opts.Now()); ok {
 		f.opts.Logger.Warn("front: a request refused: too many in flight", "limit", f.opts.MaxInFlight, "class", class, "suppressed", suppressed)
 	}

@@ -805,6 +805,10 @@ func TestRequestsInFlightAreBounded(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || body.Error.Code != "RESOURCE_EXHAUSTED" || resp.Header.Get("Retry-After") == "" || refused.Load() != 1 {
 		t.Fatalf("past the bound: %d %+v, counted %d", resp.StatusCode, body, refused.Load())
 	}
+	// The count in flight, not the limit twice.
+	if want := "3 requests are in flight through the front with this one, the limit is 2"; body.Error.Message != want {
+		t.Fatalf("message %q, want %q", body.Error.Message, want)
+	}
 }
 
 // TestForwardedForIsAppendedTo: an ingress's X-Forwarded-For reaches the
