@@ -459,9 +459,3 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	b.Error.Code, b.Error.Message = code, msg
 	httpjson.Write(w, status, b)
 }
-
-// contextWithoutCancel is the scrape's context: its own deadline, never a
-// client's, so that a scraper that goes away does not fail the others.
-func contextWithoutCancel(d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), d)
-}

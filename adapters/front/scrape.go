@@ -3,6 +3,7 @@ package front
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -122,7 +123,9 @@ func (s *scrapes) evictStale() {
 func (s *scrapes) fetch(sc *scrape, accept string) {
 	defer close(sc.done)
 	defer func() { sc.at = s.now() }()
-	ctx, cancel := contextWithoutCancel(scrapeTimeout)
+	// Never a scraper's context: one that goes away must not fail the
+	// others sharing this scrape.
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
