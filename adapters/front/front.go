@@ -320,7 +320,7 @@ func (f *Front) refuse(w http.ResponseWriter, r *http.Request, n int64) {
 		return
 	}
 	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, "RESOURCE_EXHAUSTED", msg)
+	httpjson.WriteError(w, http.StatusServiceUnavailable, "RESOURCE_EXHAUSTED", msg)
 }
 
 // admitted reports whether r carries the engine's key, when there is one.
@@ -381,7 +381,7 @@ func (f *Front) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 		_ = f.errs.Write(w, r, connect.NewError(connect.CodeUnavailable, errors.New(msg)))
 		return
 	}
-	writeError(w, http.StatusBadGateway, "ENGINE_UNREACHABLE", msg)
+	httpjson.WriteError(w, http.StatusBadGateway, "ENGINE_UNREACHABLE", msg)
 }
 
 // clientBodyBroke answers a request whose body could not be read: 400
@@ -396,7 +396,7 @@ func (f *Front) clientBodyBroke(w http.ResponseWriter, r *http.Request, class st
 		_ = f.errs.Write(w, r, connect.NewError(connect.CodeInvalidArgument, errors.New(msg)))
 		return
 	}
-	writeError(w, http.StatusBadRequest, "BAD_REQUEST_BODY", msg)
+	httpjson.WriteError(w, http.StatusBadRequest, "BAD_REQUEST_BODY", msg)
 }
 
 func (f *Front) observe(class string, status int, d time.Duration) {
@@ -444,18 +444,4 @@ func (l limitedLog) Write(p []byte) (int, error) {
 		l.f.opts.Logger.Warn("front: proxy", "engine", l.f.engine, "err", strings.TrimSpace(string(p)), "suppressed", suppressed)
 	}
 	return len(p), nil
-}
-
-// ErrorBody is the body of the front's own error answers.
-type ErrorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	var b ErrorBody
-	b.Error.Code, b.Error.Message = code, msg
-	httpjson.Write(w, status, b)
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/loadreporter/loadreporter/adapters/internal/httpjson"
 	"github.com/loadreporter/loadreporter/domain"
 )
 
@@ -190,7 +191,7 @@ func (f *Front) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		return // the scraper went away; the scrape goes on for the others
 	}
 	if sc.err != nil {
-		writeError(w, http.StatusBadGateway, "ENGINE_UNREACHABLE",
+		httpjson.WriteError(w, http.StatusBadGateway, "ENGINE_UNREACHABLE",
 			fmt.Sprintf("engine %s: /metrics: %s", f.engine, domain.Shorten(domain.OneLine(sc.err.Error()), 300)))
 		return
 	}
