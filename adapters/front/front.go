@@ -20,8 +20,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/loadreporter/loadreporter/adapters/internal/httpjson"
-	"github.com/loadreporter/loadreporter/adapters/internal/loglimit"
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/internal/loglimit"
 )
 
 // Route is a request the front answers itself instead of passing it on:
@@ -179,8 +179,10 @@ func New(o Options) (*Front, error) {
 		// non-streaming request.
 		FlushInterval: 0,
 		ErrorHandler:  f.proxyError,
-		ErrorLog:      log.New(limitedLog{f}, "", 0),
-		BufferPool:    &copyBuffers{},
+		// The proxy's own lines (a body copy cut short), held back with
+		// the front's other error lines.
+		ErrorLog:   log.New(loglimit.NewWriter(o.Logger, &f.errLines, o.Now, "front: proxy", "engine", f.engine), "", 0),
+		BufferPool: &copyBuffers{},
 	}
 	if o.MetricsMaxAge > 0 {
 		f.scrapes = newScrapes(o, tr)
@@ -434,14 +436,3 @@ func (b *copyBuffers) Get() []byte {
 }
 
 func (b *copyBuffers) Put(buf []byte) { b.pool.Put(&buf) }
-
-// limitedLog writes the reverse proxy's own lines (a body copy cut short)
-// through the logger, rate-limited.
-type limitedLog struct{ f *Front }
-
-func (l limitedLog) Write(p []byte) (int, error) {
-	if ok, suppressed := l.f.errLines.Allow(l.f.opts.Now()); ok {
-		l.f.opts.Logger.Warn("front: proxy", "engine", l.f.engine, "err", strings.TrimSpace(string(p)), "suppressed", suppressed)
-	}
-	return len(p), nil
-}
