@@ -151,6 +151,13 @@ func TestArchitectureRules(t *testing.T) {
 		{"sharedtest in test code only: client",
 			pkgImports{ImportPath: m("client"), Imports: []string{m("internal/sharedtest")}, TestImports: []string{m("internal/sharedtest")}},
 			[]string{"client production internal/sharedtest"}},
+		{"loglimit: standard library only, for adapters",
+			pkgImports{ImportPath: m("internal/loglimit"), Imports: []string{"log/slog", m("domain"), "connectrpc.com/connect"}},
+			[]string{"internal/loglimit production domain", "internal/loglimit production connectrpc.com/connect"}},
+		{"loglimit in adapters' production code, not in domain's",
+			pkgImports{ImportPath: m("domain/fireloop"), Imports: []string{m("internal/loglimit")}}, []string{"domain/fireloop production internal/loglimit"}},
+		{"adapter: internal/loglimit",
+			pkgImports{ImportPath: m("adapters/rpc"), Imports: []string{m("internal/loglimit")}}, nil},
 		{"a folder without a rule",
 			pkgImports{ImportPath: m("internal/util"), Imports: []string{"fmt"}},
 			[]string{"internal/util production fmt"}},
@@ -338,6 +345,11 @@ var rules = []rule{
 		allows: func(_ layout, _ string, d dep, _ bool) bool { return d.std() },
 	},
 	{
+		folder: "internal/loglimit",
+		may:    "internal/loglimit may import the standard library only",
+		allows: func(_ layout, _ string, d dep, _ bool) bool { return d.std() },
+	},
+	{
 		folder: "ports/porttest",
 		may:    "ports/porttest may import the standard library, domain/..., ports/... and " + strings.Join(testLibraries, ", ") + "; never an adapter",
 		allows: func(_ layout, _ string, d dep, _ bool) bool {
@@ -362,12 +374,12 @@ var rules = []rule{
 	},
 	{
 		folder: "adapters",
-		may: "adapters/X/... may import the standard library, domain/..., ports/... (not ports/porttest), gen/..., " +
+		may: "adapters/X/... may import the standard library, domain/..., ports/... (not ports/porttest), gen/..., internal/loglimit, " +
 			"third-party modules and its own adapter (with the internal folders above it), never another adapter, web, cmd or tests; " +
 			"its test code also ports/porttest and internal/sharedtest; adapters/store/postgres also migrations",
 		allows: func(l layout, from string, d dep, test bool) bool {
 			switch {
-			case d.std(), d.thirdParty(), d.in("domain"), d.port(), d.in("gen"):
+			case d.std(), d.thirdParty(), d.in("domain"), d.port(), d.in("gen"), d.in("internal/loglimit"):
 				return true
 			case d.in("ports/porttest"), d.sharedTest():
 				return test

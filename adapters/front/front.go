@@ -20,8 +20,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/loadreporter/loadreporter/adapters/internal/httpjson"
-	"github.com/loadreporter/loadreporter/adapters/internal/loglimit"
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/internal/loglimit"
 )
 
 // Route is a request the front answers itself instead of passing it on:
@@ -179,8 +179,10 @@ func New(o Options) (*Front, error) {
 		// non-streaming request.
 		FlushInterval: 0,
 		ErrorHandler:  f.proxyError,
-		ErrorLog:      log.New(limitedLog{f}, "", 0),
-		BufferPool:    &copyBuffers{},
+		// The proxy's own lines (a body copy cut short), held back with
+		// the front's other error lines.
+		ErrorLog:   log.New(loglimit.NewWriter(o.Logger, &f.errLines, o.Now, "front: proxy", "engine", f.engine), "", 0),
+		BufferPool: &copyBuffers{},
 	}
 	if o.MetricsMaxAge > 0 {
 		f.scrapes = newScrapes(o, tr)
@@ -240,7 +242,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if n := f.inFlight.Add(1); n > int64(f.opts.MaxInFlight) {
 		f.inFlight.Add(-1)
-		f.refuse(w, r)
+		f.refuse(w, r, n)
 		return
 	}
 	defer f.inFlight.Add(-1)
@@ -304,13 +306,14 @@ func (b *clientBody) broken() error {
 }
 
 // refuse answers a request over MaxInFlight: 503 (RESOURCE_EXHAUSTED for
-// gRPC), to be retried on another worker.
-func (f *Front) refuse(w http.ResponseWriter, r *http.Request) {
+// gRPC), to be retried on another worker. n is the count in flight with
+// this request, as ServeHTTP's admission saw it.
+func (f *Front) refuse(w http.ResponseWriter, r *http.Request, n int64) {
 	class := ClassOf(r)
 	if f.opts.Observer.Refused != nil {
 		f.opts.Observer.Refused(class)
 	}
-	msg := fmt.Sprintf("%d requests are in flight through the front, the limit is %d", f.opts.MaxInFlight, f.opts.MaxInFlight)
+	msg := fmt.Sprintf("%d requests are in flight through the front with this one, the limit is %d", n, f.opts.MaxInFlight)
 	if ok, suppressed := f.errLines.Allow(f.opts.Now()); ok {
 		f.opts.Logger.Warn("front: a request refused: too many in flight", "limit", f.opts.MaxInFlight, "class", class, "suppressed", suppressed)
 	}
@@ -319,7 +322,7 @@ func (f *Front) refuse(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, "RESOURCE_EXHAUSTED", msg)
+	httpjson.WriteError(w, http.StatusServiceUnavailable, "RESOURCE_EXHAUSTED", msg)
 }
 
 // admitted reports whether r carries the engine's key, when there is one.
@@ -380,7 +383,7 @@ func (f *Front) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 		_ = f.errs.Write(w, r, connect.NewError(connect.CodeUnavailable, errors.New(msg)))
 		return
 	}
-	writeError(w, http.StatusBadGateway, "ENGINE_UNREACHABLE", msg)
+	httpjson.WriteError(w, http.StatusBadGateway, "ENGINE_UNREACHABLE", msg)
 }
 
 // clientBodyBroke answers a request whose body could not be read: 400
@@ -395,7 +398,7 @@ func (f *Front) clientBodyBroke(w http.ResponseWriter, r *http.Request, class st
 		_ = f.errs.Write(w, r, connect.NewError(connect.CodeInvalidArgument, errors.New(msg)))
 		return
 	}
-	writeError(w, http.StatusBadRequest, "BAD_REQUEST_BODY", msg)
+	httpjson.WriteError(w, http.StatusBadRequest, "BAD_REQUEST_BODY", msg)
 }
 
 func (f *Front) observe(class string, status int, d time.Duration) {
@@ -433,34 +436,3 @@ func (b *copyBuffers) Get() []byte {
 }
 
 func (b *copyBuffers) Put(buf []byte) { b.pool.Put(&buf) }
-
-// limitedLog writes the reverse proxy's own lines (a body copy cut short)
-// through the logger, rate-limited.
-type limitedLog struct{ f *Front }
-
-func (l limitedLog) Write(p []byte) (int, error) {
-	if ok, suppressed := l.f.errLines.Allow(l.f.opts.Now()); ok {
-		l.f.opts.Logger.Warn("front: proxy", "engine", l.f.engine, "err", strings.TrimSpace(string(p)), "suppressed", suppressed)
-	}
-	return len(p), nil
-}
-
-// ErrorBody is the body of the front's own error answers.
-type ErrorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	var b ErrorBody
-	b.Error.Code, b.Error.Message = code, msg
-	httpjson.Write(w, status, b)
-}
-
-// contextWithoutCancel is the scrape's context: its own deadline, never a
-// client's, so that a scraper that goes away does not fail the others.
-func contextWithoutCancel(d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), d)
-}

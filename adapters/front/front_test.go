@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"github.com/loadreporter/loadreporter/internal/sharedtest"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +17,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/loadreporter/loadreporter/adapters/internal/httpjson"
+	"github.com/loadreporter/loadreporter/internal/sharedtest"
 )
 
 // startFront serves a front for engine on 127.0.0.1, HTTP/1.1 and h2c.
@@ -299,7 +301,7 @@ func TestAnEngineThatIsDownGets502NamingItWhileAnsweredRoutesAnswer(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	var body ErrorBody
+	var body httpjson.ErrorBody
 	err = json.NewDecoder(resp.Body).Decode(&body)
 	resp.Body.Close()
 	if err != nil || resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Content-Type") != "application/json" ||
@@ -799,11 +801,15 @@ func TestRequestsInFlightAreBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var body ErrorBody
+	var body httpjson.ErrorBody
 	_ = json.NewDecoder(resp.Body).Decode(&body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || body.Error.Code != "RESOURCE_EXHAUSTED" || resp.Header.Get("Retry-After") == "" || refused.Load() != 1 {
 		t.Fatalf("past the bound: %d %+v, counted %d", resp.StatusCode, body, refused.Load())
+	}
+	// The count in flight, not the limit twice.
+	if want := "3 requests are in flight through the front with this one, the limit is 2"; body.Error.Message != want {
+		t.Fatalf("message %q, want %q", body.Error.Message, want)
 	}
 }
 
@@ -967,7 +973,7 @@ func TestABrokenRequestBodyIsTheClientsFault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var body ErrorBody
+	var body httpjson.ErrorBody
 	err = json.NewDecoder(resp.Body).Decode(&body)
 	resp.Body.Close()
 	if err != nil || resp.StatusCode != http.StatusBadRequest || body.Error.Code != "BAD_REQUEST_BODY" ||

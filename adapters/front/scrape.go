@@ -3,6 +3,7 @@ package front
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/loadreporter/loadreporter/adapters/internal/httpjson"
 	"github.com/loadreporter/loadreporter/domain"
 )
 
@@ -122,7 +124,9 @@ func (s *scrapes) evictStale() {
 func (s *scrapes) fetch(sc *scrape, accept string) {
 	defer close(sc.done)
 	defer func() { sc.at = s.now() }()
-	ctx, cancel := contextWithoutCancel(scrapeTimeout)
+	// Never a scraper's context: one that goes away must not fail the
+	// others sharing this scrape.
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
@@ -187,7 +191,7 @@ func (f *Front) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		return // the scraper went away; the scrape goes on for the others
 	}
 	if sc.err != nil {
-		writeError(w, http.StatusBadGateway, "ENGINE_UNREACHABLE",
+		httpjson.WriteError(w, http.StatusBadGateway, "ENGINE_UNREACHABLE",
 			fmt.Sprintf("engine %s: /metrics: %s", f.engine, domain.Shorten(domain.OneLine(sc.err.Error()), 300)))
 		return
 	}

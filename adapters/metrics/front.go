@@ -18,6 +18,18 @@ type FrontMetrics struct {
 	// counted holds each (class, status) counter once looked up: a
 	// proxied request costs a map read, not a label hash.
 	counted sync.Map // frontKey → prometheus.Counter
+	// byClass holds each known route class's series, resolved when the
+	// metrics are built and only read after, so a request hashes no
+	// labels; a class outside them is looked up by its labels.
+	byClass map[string]classSeries
+	// cacheHit and engineScrape are the two scrapes series.
+	cacheHit, engineScrape prometheus.Counter
+}
+
+// classSeries are one route class's series.
+type classSeries struct {
+	upstream prometheus.Observer
+	refused  prometheus.Counter
 }
 
 type frontKey struct {
@@ -47,12 +59,12 @@ func (m *Metrics) Front(classes []string) *FrontMetrics {
 		Name: "loadreporter_front_refused_requests_total",
 		Help: "Requests the front answered 503 itself, past --front-max-requests in flight, by route class.",
 	}, []string{"class"})
+	f.byClass = make(map[string]classSeries, len(classes))
 	for _, c := range classes {
-		f.upstream.WithLabelValues(c)
-		f.refused.WithLabelValues(c)
+		f.byClass[c] = classSeries{upstream: f.upstream.WithLabelValues(c), refused: f.refused.WithLabelValues(c)}
 	}
-	f.scrapes.WithLabelValues("cache")
-	f.scrapes.WithLabelValues("engine")
+	f.cacheHit = f.scrapes.WithLabelValues("cache")
+	f.engineScrape = f.scrapes.WithLabelValues("engine")
 	m.registry.MustRegister(f.requests, f.upstream, f.scrapes, f.refused)
 	return f
 }
@@ -67,19 +79,29 @@ func (f *FrontMetrics) Proxied(class string, status int, d time.Duration) {
 	}
 	c.(prometheus.Counter).Inc()
 	if d > 0 {
-		f.upstream.WithLabelValues(class).Observe(d.Seconds())
+		if s, ok := f.byClass[class]; ok {
+			s.upstream.Observe(d.Seconds())
+		} else {
+			f.upstream.WithLabelValues(class).Observe(d.Seconds())
+		}
 	}
 }
 
 // Refused counts one request the front refused itself.
-func (f *FrontMetrics) Refused(class string) { f.refused.WithLabelValues(class).Inc() }
+func (f *FrontMetrics) Refused(class string) {
+	if s, ok := f.byClass[class]; ok {
+		s.refused.Inc()
+		return
+	}
+	f.refused.WithLabelValues(class).Inc()
+}
 
 // Scrape counts one GET /metrics answered from the cache (hit) or by a
 // scrape of the engine.
 func (f *FrontMetrics) Scrape(hit bool) {
 	if hit {
-		f.scrapes.WithLabelValues("cache").Inc()
+		f.cacheHit.Inc()
 		return
 	}
-	f.scrapes.WithLabelValues("engine").Inc()
+	f.engineScrape.Inc()
 }

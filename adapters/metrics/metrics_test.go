@@ -296,3 +296,37 @@ func TestRetentionPassesAreCounted(t *testing.T) {
 		t.Error("a second Retention did not count into the same series")
 	}
 }
+
+// TestFrontCountsKnownAndUnknownClasses: the series resolved for the known
+// classes and the ones looked up for any other class count alike.
+func TestFrontCountsKnownAndUnknownClasses(t *testing.T) {
+	t.Parallel()
+	m := New(time.Now)
+	f := m.Front([]string{"generate", "health"})
+	f.Proxied("generate", 200, 2*time.Millisecond)
+	f.Proxied("generate", 200, 0)
+	f.Proxied("surprise", 502, 3*time.Millisecond)
+	f.Refused("health")
+	f.Refused("surprise")
+	f.Refused("surprise")
+	f.Scrape(true)
+	f.Scrape(true)
+	f.Scrape(false)
+	body := scrape(t, m)
+	for _, series := range []string{
+		`loadreporter_front_proxied_requests_total{class="generate",code="200"} 2`,
+		`loadreporter_front_proxied_requests_total{class="surprise",code="502"} 1`,
+		`loadreporter_front_upstream_header_seconds_count{class="generate"} 1`,
+		`loadreporter_front_upstream_header_seconds_count{class="health"} 0`,
+		`loadreporter_front_upstream_header_seconds_count{class="surprise"} 1`,
+		`loadreporter_front_refused_requests_total{class="generate"} 0`,
+		`loadreporter_front_refused_requests_total{class="health"} 1`,
+		`loadreporter_front_refused_requests_total{class="surprise"} 2`,
+		`loadreporter_front_metrics_scrapes_total{answered="cache"} 2`,
+		`loadreporter_front_metrics_scrapes_total{answered="engine"} 1`,
+	} {
+		if !strings.Contains(body, series+"\n") {
+			t.Errorf("missing %s", series)
+		}
+	}
+}

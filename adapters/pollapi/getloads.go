@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/loadreporter/loadreporter/adapters/internal/connectcode"
 	"github.com/loadreporter/loadreporter/domain"
 	schedulerpb "github.com/loadreporter/loadreporter/gen/sglang/grpc/scheduler"
 	"github.com/loadreporter/loadreporter/gen/sglang/grpc/scheduler/schedulerconnect"
@@ -39,9 +40,11 @@ func (h *Handler) getLoads(ctx context.Context, req *connect.Request[schedulerpb
 		if ctx.Err() != nil {
 			return nil, connect.NewError(connect.CodeCanceled, ctx.Err())
 		}
-		code := connect.CodeUnavailable
-		if domain.ErrorCode(err) == domain.CodeResourceExhausted {
-			code = connect.CodeResourceExhausted
+		// The one table's code; whatever it does not list is a poll that
+		// found no load, which a gRPC poller reads as no load.
+		code, ok := connectcode.Code(domain.ErrorCode(err))
+		if !ok {
+			code = connect.CodeUnavailable
 		}
 		return nil, connect.NewError(code, errors.New(domain.ErrorMessage(err)))
 	}

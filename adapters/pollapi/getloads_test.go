@@ -75,3 +75,27 @@ func TestGetLoadsOverGRPC(t *testing.T) {
 		t.Fatalf("unreachable: %v", err)
 	}
 }
+
+// TestGetLoadsPollErrorsTravelByTheTable: a failed poll is the Connect code
+// of adapters/internal/connectcode's table with the error's message, and
+// UNAVAILABLE for a code the table does not list.
+func TestGetLoadsPollErrorsTravelByTheTable(t *testing.T) {
+	t.Parallel()
+	p := &fakePoller{}
+	c := getLoadsClient(t, mustNew(t, p, Options{}))
+	for _, tc := range []struct {
+		err  error
+		want connect.Code
+	}{
+		{domain.Errorf(domain.CodeResourceExhausted, "too many sessions"), connect.CodeResourceExhausted},
+		{domain.Errorf(domain.CodeShuttingDown, "the reporter is shutting down"), connect.CodeUnavailable},
+		{domain.Errorf(domain.CodeUnavailable, "the poll ended without a report"), connect.CodeUnavailable},
+		{domain.Errorf(domain.CodeInternal, "a bug"), connect.CodeUnavailable},
+	} {
+		p.err = tc.err
+		_, err := c.GetLoads(t.Context(), connect.NewRequest(&schedulerpb.GetLoadsRequest{}))
+		if connect.CodeOf(err) != tc.want || !strings.Contains(err.Error(), domain.ErrorMessage(tc.err)) {
+			t.Errorf("poll error %v: got %v, want %s with its message", tc.err, err, tc.want)
+		}
+	}
+}

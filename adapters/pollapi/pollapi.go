@@ -120,12 +120,10 @@ type Aggregate struct {
 	AvgUtilization   float64 `json:"avg_utilization"`
 }
 
-// ErrorBody is the body of every non-200 answer.
+// ErrorBody is the body of every non-200 answer: the adapters' error
+// body, and for a refused report its sequence and age.
 type ErrorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+	httpjson.ErrorBody
 	SequenceID uint64 `json:"sequence_id,omitempty"`
 	// AgeMs is the snapshot's age when the refusal is for staleness.
 	AgeMs int64 `json:"age_ms,omitempty"`
@@ -134,7 +132,7 @@ type ErrorBody struct {
 // ServeHTTP answers one poll.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := checkInclude(r.URL.Query()["include"]); err != nil {
-		writeError(w, http.StatusBadRequest, domain.CodeInvalidArgument, err.Error(), 0)
+		httpjson.WriteError(w, http.StatusBadRequest, domain.CodeInvalidArgument, err.Error())
 		return
 	}
 	rep, err := h.poller.Poll(r.Context(), h.opts.MaxAge)
@@ -146,7 +144,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if domain.ErrorCode(err) == domain.CodeResourceExhausted {
 			status = http.StatusTooManyRequests
 		}
-		writeError(w, status, domain.ErrorCode(err), domain.ErrorMessage(err), 0)
+		httpjson.WriteError(w, status, domain.ErrorCode(err), domain.ErrorMessage(err))
 		return
 	}
 	if refused := h.refusal(rep); refused != nil {
@@ -302,10 +300,4 @@ func sat32(v int64) int32 {
 		return math.MaxInt32
 	}
 	return int32(v)
-}
-
-func writeError(w http.ResponseWriter, status int, code, msg string, seq uint64) {
-	var b ErrorBody
-	b.Error.Code, b.Error.Message, b.SequenceID = code, msg, seq
-	httpjson.Write(w, status, b)
 }

@@ -10,10 +10,10 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/loadreporter/loadreporter/adapters/internal/connectcode"
-	"github.com/loadreporter/loadreporter/adapters/internal/loglimit"
 	"github.com/loadreporter/loadreporter/domain"
 	lrv1 "github.com/loadreporter/loadreporter/gen/loadreporter/v1"
 	"github.com/loadreporter/loadreporter/gen/loadreporter/v1/loadreporterv1connect"
+	"github.com/loadreporter/loadreporter/internal/loglimit"
 )
 
 // SimControl switches the simulated engine's failure modes.

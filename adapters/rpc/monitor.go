@@ -15,12 +15,12 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/loadreporter/loadreporter/adapters/internal/connectcode"
-	"github.com/loadreporter/loadreporter/adapters/internal/loglimit"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/domain/session"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
+	"github.com/loadreporter/loadreporter/internal/loglimit"
 )
 
 // Registrar starts Monitor sessions: the one thing the Monitor handler asks

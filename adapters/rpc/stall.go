@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/loadreporter/loadreporter/adapters/internal/loglimit"
+	"github.com/loadreporter/loadreporter/internal/loglimit"
 )
 
 // DefaultStalledWriteTimeout is how long a write to a stream without a

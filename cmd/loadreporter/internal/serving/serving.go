@@ -98,7 +98,7 @@ func (p Port) NewServer(h http.Handler, log *slog.Logger, tls bool) *http.Server
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          errorLog(log, time.Second),
+		ErrorLog:          errorLog(log, time.Second, time.Now),
 		HTTP2: &http.HTTP2Config{
 			// Bounds the streams one connection holds open, registered or
 			// not: a router fleet multiplexing on one connection fits, a
