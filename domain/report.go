@@ -4,7 +4,6 @@ import (
 	"math"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // WorkerType is the worker's role. Values match the wire enum.
@@ -60,7 +59,7 @@ type Worker struct {
 // the field as an option: worker-addr, model, zone.
 func (w Worker) Validate() error {
 	for _, f := range []struct{ option, v string }{{"worker-addr", w.Addr}, {"model", w.Model}, {"zone", w.Zone}} {
-		if !utf8.ValidString(f.v) || strings.ContainsRune(f.v, 0) {
+		if TextProblem(f.v) != "" {
 			return InvalidOption(f.option, "%q: must be UTF-8 text without NUL", f.v)
 		}
 	}
