@@ -295,7 +295,7 @@ func (f *Fleet) PickFor(req Request, n int) PickResult {
 // its own choosing), as PickFor counts its first pick. nil with
 // accounting off or when w is not in the fleet.
 func (f *Fleet) Dispatch(w *Worker, req Request) *Dispatch {
-	if w == nil || !slices.Contains(*f.workers.Load(), w) {
+	if w == nil || f.Worker(w.addr) != w { // addresses are unique in a fleet
 		return nil
 	}
 	f.pickMu.Lock()

@@ -434,11 +434,11 @@ func boundStrings(r *pb.LoadReport) {
 		return
 	}
 	m.WorkerAddr = shorten(m.GetWorkerAddr(), MaxMetadataBytes)
-	if m.Model != nil {
-		m.Model = proto.String(shorten(m.GetModel(), MaxMetadataBytes))
+	if v := m.GetModel(); len(v) > MaxMetadataBytes {
+		m.Model = proto.String(shorten(v, MaxMetadataBytes))
 	}
-	if m.Zone != nil {
-		m.Zone = proto.String(shorten(m.GetZone(), MaxMetadataBytes))
+	if v := m.GetZone(); len(v) > MaxMetadataBytes {
+		m.Zone = proto.String(shorten(v, MaxMetadataBytes))
 	}
 }
 

@@ -1,9 +1,9 @@
 package domain
 
 import (
+	"math"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // WorkerType is the worker's role. Values match the wire enum.
@@ -59,7 +59,7 @@ type Worker struct {
 // the field as an option: worker-addr, model, zone.
 func (w Worker) Validate() error {
 	for _, f := range []struct{ option, v string }{{"worker-addr", w.Addr}, {"model", w.Model}, {"zone", w.Zone}} {
-		if !utf8.ValidString(f.v) || strings.ContainsRune(f.v, 0) {
+		if TextProblem(f.v) != "" {
 			return InvalidOption(f.option, "%q: must be UTF-8 text without NUL", f.v)
 		}
 	}
@@ -82,6 +82,24 @@ type Report struct {
 	// Ranks is empty for UNREACHABLE reports; otherwise sorted by DPRank,
 	// each DPRank within int32 and each SnapshotTime set.
 	Ranks []RankLoad
+}
+
+// OldestSnapshotAge is how much older than the report its oldest rank's
+// snapshot is: the age a STALE status measures, and what a router
+// recomputes from the wire, so it is counted between report_time and
+// snapshot_time each in whole milliseconds. It is never negative (an engine
+// clock a little ahead reads as no age), zero for a report without ranks,
+// and saturates at the longest Duration for a rank whose snapshot time is
+// unset or absurdly old (Build never leaves one unset).
+func (r *Report) OldestSnapshotAge() time.Duration {
+	var ms int64
+	for _, rk := range r.Ranks {
+		ms = max(ms, r.ReportTime.UnixMilli()-rk.SnapshotTime.UnixMilli())
+	}
+	if ms > math.MaxInt64/int64(time.Millisecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // sortedRanks copies ranks in DPRank order, filling a missing or

@@ -91,16 +91,7 @@ func (b ReportBuilder) Report(seq uint64, completedAt time.Time, snap Snapshot, 
 		return r
 	}
 	r.Ranks = sortedRanks(snap.Ranks, completedAt)
-	oldest := completedAt
-	for _, rk := range r.Ranks {
-		if rk.SnapshotTime.Before(oldest) {
-			oldest = rk.SnapshotTime
-		}
-	}
-	// As the wire carries it: report_time and the rank's snapshot_time,
-	// each in whole milliseconds, so a router that recomputes the age
-	// from the report finds what we judged.
-	if age := time.Duration(completedAt.UnixMilli()-oldest.UnixMilli()) * time.Millisecond; age > b.StaleAfter {
+	if age := r.OldestSnapshotAge(); age > b.StaleAfter {
 		r.Status = StatusStale
 		r.LastError = fmt.Sprintf("load snapshot stale by %d ms", age.Milliseconds())
 		return r

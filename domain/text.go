@@ -41,3 +41,17 @@ func Shorten(s string, max int) string {
 	}
 	return s[:cut] + "…"
 }
+
+// TextProblem says what keeps s from being text that every surface carries
+// and every store holds, or "" when nothing does: "is not valid UTF-8"
+// (protobuf strings must be UTF-8) or "contains a NUL byte" (PostgreSQL
+// text refuses it), in that order.
+func TextProblem(s string) string {
+	switch {
+	case !utf8.ValidString(s):
+		return "is not valid UTF-8"
+	case strings.ContainsRune(s, 0):
+		return "contains a NUL byte"
+	}
+	return ""
+}

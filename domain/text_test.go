@@ -37,3 +37,18 @@ func TestShorten(t *testing.T) {
 		}
 	}
 }
+
+func TestTextProblem(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"zone-a ü", ""},
+		{"bad \xff", "is not valid UTF-8"},
+		{"nul\x00", "contains a NUL byte"},
+		{"both\x00\xff", "is not valid UTF-8"},
+	} {
+		if got := TextProblem(tc.in); got != tc.want {
+			t.Errorf("TextProblem(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

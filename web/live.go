@@ -71,10 +71,7 @@ func liveModel(rep *domain.Report, routers int, worker domain.Worker, now time.T
 	// lag, and both age from the report on. The oldest rank is what a
 	// STALE status measured.
 	elapsed := max(now.Sub(rep.ReportTime), 0)
-	var oldest time.Duration
-	for _, rk := range rep.Ranks {
-		oldest = max(oldest, snapshotLag(rep, rk))
-	}
+	oldest := rep.OldestSnapshotAge()
 	if len(rep.Ranks) > 0 {
 		p.SnapshotAge = ago(oldest + elapsed)
 		p.SnapshotLagMs = strconv.FormatInt(oldest.Milliseconds(), 10)

@@ -161,13 +161,7 @@ func (m *Metrics) Fired(f ports.FireResult) {
 		}
 	}
 	if len(f.Report.Ranks) > 0 {
-		oldest := f.Report.Ranks[0].SnapshotTime
-		for _, r := range f.Report.Ranks[1:] {
-			if r.SnapshotTime.Before(oldest) {
-				oldest = r.SnapshotTime
-			}
-		}
-		m.rankAge.Set(f.Report.ReportTime.Sub(oldest).Seconds())
+		m.rankAge.Set(f.Report.OldestSnapshotAge().Seconds())
 	}
 }
 

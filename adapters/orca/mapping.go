@@ -69,7 +69,6 @@ func loadReport(r *domain.Report, nominalRPS float64) *v3orcapb.OrcaLoadReport {
 func rankMetrics(m map[string]float64, r *domain.Report) (busiest float64) {
 	var running, waiting int64
 	var throughput float64
-	oldest := r.ReportTime
 	busiest = r.Ranks[0].TokenUsage
 	for _, rk := range r.Ranks {
 		prefix := "rank." + strconv.FormatInt(rk.DPRank, 10) + "."
@@ -82,13 +81,10 @@ func rankMetrics(m map[string]float64, r *domain.Report) (busiest float64) {
 		running += rk.NumRunningReqs
 		waiting += rk.NumWaitingReqs
 		throughput += rk.GenThroughput
-		if rk.SnapshotTime.Before(oldest) {
-			oldest = rk.SnapshotTime
-		}
 	}
 	m[MetricRunning] = float64(running)
 	m[MetricWaiting] = float64(waiting)
 	m[MetricGenThroughput] = throughput
-	m[MetricSnapshotAgeMs] = float64(r.ReportTime.Sub(oldest).Milliseconds())
+	m[MetricSnapshotAgeMs] = float64(r.OldestSnapshotAge().Milliseconds())
 	return busiest
 }

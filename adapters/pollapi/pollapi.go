@@ -175,11 +175,7 @@ func (h *Handler) refusal(rep *domain.Report) *ErrorBody {
 // SnapshotAgeMs is how old the report's oldest rank was at report time,
 // in the wire's whole milliseconds.
 func SnapshotAgeMs(rep *domain.Report) int64 {
-	var age int64
-	for _, k := range rep.Ranks {
-		age = max(age, rep.ReportTime.UnixMilli()-k.SnapshotTime.UnixMilli())
-	}
-	return age
+	return rep.OldestSnapshotAge().Milliseconds()
 }
 
 // Sections is SGLang's include vocabulary, in its order. Every name is

@@ -4,7 +4,6 @@ import (
 	"math"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/loadreporter/loadreporter/domain"
 )
@@ -305,11 +304,8 @@ func effectiveLimit(limit, def int) int {
 // NUL bytes (PostgreSQL rejects both in text), so that they are argument
 // errors on every surface instead of a store failure.
 func checkText(field, v string) error {
-	switch {
-	case !utf8.ValidString(v):
-		return domain.Errorf(domain.CodeInvalidArgument, "%s: %q is not valid UTF-8", field, domain.Shorten(v, 64))
-	case strings.ContainsRune(v, 0):
-		return domain.Errorf(domain.CodeInvalidArgument, "%s: %q contains a NUL byte", field, domain.Shorten(v, 64))
+	if problem := domain.TextProblem(v); problem != "" {
+		return domain.Errorf(domain.CodeInvalidArgument, "%s: %q %s", field, domain.Shorten(v, 64), problem)
 	}
 	return nil
 }

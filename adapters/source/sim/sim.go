@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -59,12 +60,7 @@ type Options struct {
 // values as defaults: --sim-mode and --sim-seed. --dp-size is every
 // source's and belongs to the caller.
 func (o *Options) RegisterFlags(fs *flag.FlagSet) {
-	def := o.Mode
-	if def == "" {
-		def = string(ModeNormal)
-	}
-	o.Mode = def
-	fs.StringVar(&o.Mode, "sim-mode", o.Mode, "sim source start mode: normal, stall, error, hang, garbage")
+	fs.StringVar(&o.Mode, "sim-mode", cmp.Or(o.Mode, string(ModeNormal)), "sim source start mode: normal, stall, error, hang, garbage")
 	fs.Uint64Var(&o.Seed, "sim-seed", o.Seed, "sim source random seed")
 }
 

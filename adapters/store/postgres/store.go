@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -111,12 +110,12 @@ func Open(url string, o Options) (*Store, error) {
 	}
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
-		return nil, urlError("%v", err)
+		return nil, domain.InvalidOption("database-url", "%v", err)
 	}
 	bound(cfg, o)
 	p, err := newPool(cfg, o.MaxConns)
 	if err != nil {
-		return nil, urlError("%v", err)
+		return nil, domain.InvalidOption("database-url", "%v", err)
 	}
 	s := New(p)
 	s.closeDB = p.Close
@@ -135,17 +134,10 @@ func CheckURL(url string) error {
 		return nil // key=value settings (host=… dbname=…), read by the driver
 	}
 	if s := strings.ToLower(scheme); s != "postgres" && s != "postgresql" {
-		return urlError("a %s:// URL: want postgres://USER@HOST:PORT/DATABASE (or postgresql://, or key=value settings): the history is kept in PostgreSQL only",
+		return domain.InvalidOption("database-url", "a %s:// URL: want postgres://USER@HOST:PORT/DATABASE (or postgresql://, or key=value settings): the history is kept in PostgreSQL only",
 			domain.Shorten(scheme, 20))
 	}
 	return nil
-}
-
-// urlError is the INVALID_ARGUMENT of a database URL that cannot be
-// used, naming the option database-url.
-func urlError(format string, args ...any) *domain.Error {
-	return &domain.Error{Code: domain.CodeInvalidArgument, Field: "database-url",
-		Message: "database-url: " + fmt.Sprintf(format, args...)}
 }
 
 // New returns a Store on db (for example a *pgxpool.Pool). Closing the

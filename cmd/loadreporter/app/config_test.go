@@ -187,7 +187,7 @@ func TestBadSettingsNameTheirFlag(t *testing.T) {
 		"--vllm-max-running-requests -1: must not be negative":          {"--source", "vllm-metrics", "--engine-url", "http://127.0.0.1:1", "--vllm-max-running-requests", "-1"},
 		"--zmq-max-running-requests -1: must not be negative":           {"--source", "sglang-zmq", "--zmq-endpoint", "tcp://127.0.0.1:5558", "--dp-size", "1", "--zmq-max-running-requests", "-1"},
 		"--detail-interval must be ≥ 0":                                 {"--source", "sglang-zmq", "--engine-url", "http://127.0.0.1:1", "--detail-interval", "-1s"},
-		`--database-url: a mysql:// URL`:                                {"--database-url", "mysql://x"},
+		`--database-url a mysql:// URL`:                                 {"--database-url", "mysql://x"},
 		"--front-listen needs --front-engine-url or --engine-url":       {"--front-listen", "127.0.0.1:0"},
 	}
 	for want, args := range cases {

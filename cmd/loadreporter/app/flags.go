@@ -1,7 +1,6 @@
 package app
 
 import (
-	"errors"
 	"strings"
 
 	"github.com/loadreporter/loadreporter/domain"
@@ -54,15 +53,12 @@ var optionFlags = map[string]string{
 // flag that set it ("--poll-max-age -1s: must not be negative"); any
 // other error is returned as it is.
 func flagError(err error) error {
-	var de *domain.Error
-	if !errors.As(err, &de) || de.Field == "" {
+	field := domain.FieldOf(err)
+	flag, ok := optionFlags[field]
+	if !ok { // no field ("" is in no row), or one no flag sets
 		return err
 	}
-	flag, ok := optionFlags[de.Field]
-	if !ok {
-		return err
-	}
-	return &flagErr{msg: "--" + flag + strings.TrimPrefix(de.Message, de.Field), err: err}
+	return &flagErr{msg: "--" + flag + strings.TrimPrefix(domain.ErrorMessage(err), field), err: err}
 }
 
 // flagErr is a constructor's refusal said with its flag; errors.Is and
