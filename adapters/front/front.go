@@ -21,6 +21,8 @@ import (
 
 	"github.com/loadreporter/loadreporter/adapters/internal/httpjson"
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/forwarded"
+	"github.com/loadreporter/loadreporter/gen/sglang/grpc/scheduler/schedulerconnect"
 	"github.com/loadreporter/loadreporter/internal/loglimit"
 )
 
@@ -74,6 +76,12 @@ type Options struct {
 	// holds a goroutine pair, buffers and an engine connection: tens of
 	// KiB); one more is answered 503 at once. Default DefaultMaxInFlight.
 	MaxInFlight int
+	// Forwarded, when set, records every inference request passed on (a
+	// POST of the generate class, or the gRPC scheduler's Generate) from
+	// the moment it is passed to its answer, with the bytes of its body,
+	// so that the reports can count what the engine has not published
+	// yet (domain/forwarded).
+	Forwarded *forwarded.Ledger
 	// Transport replaces the pooled transport to the engine (tests).
 	Transport http.RoundTripper
 	Observer  Observer
@@ -246,6 +254,11 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer f.inFlight.Add(-1)
+	var fr *forwarded.Request
+	if per := bytesPerToken(r); per > 0 && f.opts.Forwarded != nil {
+		fr = f.opts.Forwarded.Add(f.opts.Now(), per)
+		defer fr.Done()
+	}
 	if r.ProtoMajor == 1 {
 		// HTTP/1's server otherwise reads what is left of the request body
 		// before it writes the response: a stream the engine starts before
@@ -263,7 +276,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// engine's: proxyError tells them apart by it. Through the context,
 		// as the proxy hands the error handler its own copy of the request,
 		// its body wrapped again.
-		r = r.WithContext(context.WithValue(r.Context(), clientBodyKey{}, watchBody(r)))
+		r = r.WithContext(context.WithValue(r.Context(), clientBodyKey{}, watchBody(r, fr)))
 	}
 	f.proxy.ServeHTTP(w, r)
 }
@@ -272,22 +285,25 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type clientBodyKey struct{}
 
 // clientBody is a request body that keeps the first error reading it
-// gave, but for its end.
+// gave, but for its end, and counts its bytes into the request's record
+// when it has one.
 type clientBody struct {
 	io.ReadCloser
+	fwd *forwarded.Request
 	mu  sync.Mutex
 	err error
 }
 
 // watchBody puts a clientBody in place of r's body and returns it.
-func watchBody(r *http.Request) *clientBody {
-	b := &clientBody{ReadCloser: r.Body}
+func watchBody(r *http.Request, fwd *forwarded.Request) *clientBody {
+	b := &clientBody{ReadCloser: r.Body, fwd: fwd}
 	r.Body = b
 	return b
 }
 
 func (b *clientBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	b.fwd.Sent(n)
 	if err != nil && err != io.EOF {
 		b.mu.Lock()
 		if b.err == nil {
@@ -351,6 +367,23 @@ func ClassOf(r *http.Request) string {
 		return ClassInfo
 	}
 	return ClassOther
+}
+
+// bytesPerToken is how many bytes of r's body make a prompt token, for the
+// inference requests Options.Forwarded records; 0 for every other request.
+func bytesPerToken(r *http.Request) int {
+	switch {
+	case r.Method != http.MethodPost:
+		return 0
+	case isGRPC(r):
+		if r.URL.Path == schedulerconnect.SglangSchedulerGenerateProcedure {
+			return forwarded.BytesPerTokenProtobuf
+		}
+		return 0
+	case ClassOf(r) == ClassGenerate:
+		return forwarded.BytesPerTokenJSON
+	}
+	return 0
 }
 
 // isGRPC reports whether r is a gRPC or gRPC-Web call.

@@ -165,6 +165,10 @@ type FrontConfig struct {
 	// in flight finish within the grace: a router polling it meanwhile
 	// steers away instead of meeting a refused connection.
 	Drain time.Duration
+	// CountForwarded adds the requests the front passed to the engine
+	// that the engine's published snapshot does not show yet to every
+	// report (domain/forwarded).
+	CountForwarded bool
 }
 
 // DefaultConfig is the embedded default: a simulated engine on localhost.
@@ -181,7 +185,7 @@ func DefaultConfig() Config {
 		Security: SecurityConfig{AuthScope: AuthScopeAll},
 		History: HistoryConfig{Migrate: true, Interval: time.Second, Retention: 7 * 24 * time.Hour,
 			Capacity: memory.DefaultCapacity},
-		Front:    FrontConfig{MaxRequests: front.DefaultMaxInFlight, Drain: 2 * time.Second},
+		Front:    FrontConfig{MaxRequests: front.DefaultMaxInFlight, Drain: 2 * time.Second, CountForwarded: true},
 		Poll:     PollConfig{MaxAge: pollapi.DefaultMaxAge},
 		Fire:     FireConfig{StaleAfter: 3 * time.Second, PullBudget: fireloop.DefaultPullBudget, Schedule: "aligned", PhaseSlots: 1},
 		Sessions: session.DefaultLimits(),
@@ -297,6 +301,7 @@ func (c *FrontConfig) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.TLS, "front-tls", c.TLS, "front mode: serve the worker's address over TLS with --tls-cert and --tls-key (and mutual TLS with --tls-client-ca), for routers that reach workers by https:// or TLS gRPC; the engine behind stays plaintext on loopback")
 	fs.IntVar(&c.MaxRequests, "front-max-requests", c.MaxRequests, "front mode: requests passed to the engine at once at most; one more is answered 503 with Retry-After (gRPC: RESOURCE_EXHAUSTED) to be retried on another worker")
 	fs.DurationVar(&c.Drain, "front-drain", c.Drain, "front mode: when the reporter stops, how long the front keeps taking requests while its load endpoints answer \"shutting down\" (a full worker to /get_load), so polling routers steer away before its port closes; then requests in flight have what is left of --shutdown-grace")
+	fs.BoolVar(&c.CountForwarded, "front-count-forwarded", c.CountForwarded, "front mode: count into every report (pushed and polled) the requests passed to the engine since a rank's snapshot time and not yet answered, as waiting requests with their prompt tokens estimated from their bodies, so routers see what the others sent before the engine publishes it; needs an engine that stamps its ranks (SGLang's /v1/loads and LoadStat do)")
 	fs.DurationVar(&c.ResponseHeaderTimeout, "front-response-header-timeout", c.ResponseHeaderTimeout, "front mode: how long a proxied request waits for the engine's response headers (0: as long as the client waits; a generation that does not stream answers when it is done)")
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/adapters/source/sglanggrpc"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/serving"
+	"github.com/loadreporter/loadreporter/domain/forwarded"
 )
 
 // Front is the front mode's server at the worker's public address; nil
@@ -61,7 +62,7 @@ func (f FrontConfig) engine(src SourceConfig) (*url.URL, bool, error) {
 // passed through, the pollers' load endpoints answered from poll, the
 // engine's /metrics served from one scrape per --poll-max-age.
 func NewFront(c FrontConfig, srv ServerConfig, src SourceConfig, streams StreamsConfig, t *TLS,
-	poll *pollapi.Handler, m *metrics.Metrics, log *slog.Logger) (*Front, error) {
+	poll *pollapi.Handler, fwd *forwarded.Ledger, m *metrics.Metrics, log *slog.Logger) (*Front, error) {
 	if c.Listen == "" {
 		if c.EngineURL != "" {
 			return nil, fmt.Errorf("--front-engine-url needs --front-listen (the worker's public address)")
@@ -103,6 +104,7 @@ func NewFront(c FrontConfig, srv ServerConfig, src SourceConfig, streams Streams
 		MetricsMaxAge:         poll.MaxAge(),
 		ResponseHeaderTimeout: c.ResponseHeaderTimeout,
 		MaxInFlight:           c.MaxRequests,
+		Forwarded:             fwd,
 		Observer:              front.Observer{Proxied: fm.Proxied, Scrape: fm.Scrape, Refused: fm.Refused},
 		Logger:                log,
 	})

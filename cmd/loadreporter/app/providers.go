@@ -20,6 +20,7 @@ import (
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/logging"
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
+	"github.com/loadreporter/loadreporter/domain/forwarded"
 	"github.com/loadreporter/loadreporter/domain/recorder"
 	"github.com/loadreporter/loadreporter/domain/session"
 	"github.com/loadreporter/loadreporter/ports"
@@ -167,7 +168,7 @@ func workerAddr(addr, listen string) string {
 // NewFireLoop builds the fire loop; rec is nil when history is off. Its
 // clock is the precise one: its timer is when every router's report is
 // due.
-func NewFireLoop(c FireConfig, limits session.Limits, h HistoryConfig, w domain.Worker, e Engine, clk clock.Precise,
+func NewFireLoop(c FireConfig, limits session.Limits, h HistoryConfig, w domain.Worker, e Engine, fwd *forwarded.Ledger, clk clock.Precise,
 	obs ports.FireObserver, rec *recorder.Recorder, log *slog.Logger) (*fireloop.Loop, error) {
 	schedule, err := session.ParseSchedule(c.Schedule)
 	if err != nil {
@@ -177,8 +178,12 @@ func NewFireLoop(c FireConfig, limits session.Limits, h HistoryConfig, w domain.
 	if rec != nil {
 		sink = rec
 	}
+	src := e.Source
+	if fwd != nil {
+		src = forwarded.Source{Inner: src, Ledger: fwd}
+	}
 	return fireloop.New(fireloop.Options{
-		Source:          e.Source,
+		Source:          src,
 		Clock:           clk,
 		Builder:         domain.ReportBuilder{SourceInstanceID: newInstanceID(), Worker: w, StaleAfter: c.StaleAfter},
 		Limits:          limits,
@@ -191,6 +196,16 @@ func NewFireLoop(c FireConfig, limits session.Limits, h HistoryConfig, w domain.
 		HistoryInterval: h.Interval,
 		Logger:          log,
 	})
+}
+
+// NewForwarded is the front's count of the requests it passed to the
+// engine that the engine's snapshots do not show yet; nil without a
+// front or with --front-count-forwarded=false.
+func NewForwarded(c FrontConfig) *forwarded.Ledger {
+	if c.Listen == "" || !c.CountForwarded {
+		return nil
+	}
+	return &forwarded.Ledger{}
 }
 
 // NewPoll returns the /v1/loads, /get_load and GetLoads handler for

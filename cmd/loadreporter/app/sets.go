@@ -51,6 +51,7 @@ var coreSet = wire.NewSet(
 // simulator's controls and the metrics.
 var adapterSet = wire.NewSet(
 	NewEngine,
+	NewForwarded,
 	NewSimControl,
 	NewMetrics,
 )

@@ -38,6 +38,8 @@ func initializeMain(c Config, given givenEngine) (*Main, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	frontConfig := c.Front
+	ledger := NewForwarded(frontConfig)
 	precise := _wirePreciseValue
 	fireObserver := NewFireObserver(metrics, logger)
 	history, cleanup2, err := NewHistory(historyConfig, logger)
@@ -52,7 +54,7 @@ func initializeMain(c Config, given givenEngine) (*Main, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	loop, err := NewFireLoop(fireConfig, limits, historyConfig, worker, engine, precise, fireObserver, recorder, logger)
+	loop, err := NewFireLoop(fireConfig, limits, historyConfig, worker, engine, ledger, precise, fireObserver, recorder, logger)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -147,8 +149,7 @@ func initializeMain(c Config, given givenEngine) (*Main, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	frontConfig := c.Front
-	front, err := NewFront(frontConfig, serverConfig, sourceConfig, streamsConfig, tls, handler, metrics, logger)
+	front, err := NewFront(frontConfig, serverConfig, sourceConfig, streamsConfig, tls, handler, ledger, metrics, logger)
 	if err != nil {
 		cleanup3()
 		cleanup2()

@@ -1,0 +1,209 @@
+package forwarded
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/loadreporter/loadreporter/domain"
+)
+
+// ArrivalMargin is how long before a rank's snapshot time a request passed
+// on still counts: the engine takes a request in some milliseconds after
+// the front passed it (parsing, tokenizing), and a snapshot taken in
+// between does not show it. Counted twice for a moment, a request moves a
+// router's next pick away; missed, it lets a crowd in.
+const ArrivalMargin = 5 * time.Millisecond
+
+// MaxHeld bounds the requests a Ledger holds: past it the oldest is
+// forgotten. The front's own in-flight bound is far below it.
+const MaxHeld = 1 << 16
+
+// Body sizes per prompt token, by the request's encoding: about four
+// characters a token in JSON text (BPE vocabularies on English), and
+// about three bytes a token id in a protobuf's packed varints.
+const (
+	BytesPerTokenJSON     = 4
+	BytesPerTokenProtobuf = 3
+)
+
+// Ledger holds the requests a front passed on, oldest first, until the
+// engine's snapshots count them or they are answered. Safe for concurrent
+// use: Add from the front's requests, AddTo from the fire loop.
+type Ledger struct {
+	mu   sync.Mutex
+	q    []*Request
+	head int
+
+	added atomic.Int64 // requests the last AddTo added
+}
+
+// Request is one request passed on. Its methods are safe for concurrent
+// use; a nil *Request does nothing.
+type Request struct {
+	at            time.Time
+	bytesPerToken int64
+	bytes         atomic.Int64
+	done          atomic.Bool
+}
+
+// Add records a request passed on at at, whose body is encoded at
+// bytesPerToken bytes a prompt token (at least 1).
+func (l *Ledger) Add(at time.Time, bytesPerToken int) *Request {
+	r := &Request{at: at, bytesPerToken: int64(max(1, bytesPerToken))}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.q = append(l.q, r)
+	if len(l.q)-l.head > MaxHeld {
+		l.q[l.head] = nil
+		l.head++
+	}
+	l.compact()
+	return r
+}
+
+// Sent counts n more bytes of the request's body passed on.
+func (r *Request) Sent(n int) {
+	if r != nil && n > 0 {
+		r.bytes.Add(int64(n))
+	}
+}
+
+// Done says the engine answered the request (or it failed, or its client
+// went away): no snapshot counts it from now on.
+func (r *Request) Done() {
+	if r != nil {
+		r.done.Store(true)
+	}
+}
+
+// PromptTokens is the request's prompt estimated from its body so far:
+// at least 1.
+func (r *Request) PromptTokens() int64 {
+	return max(1, (r.bytes.Load()+r.bytesPerToken-1)/r.bytesPerToken)
+}
+
+// Added is how many requests the last AddTo added to its snapshot.
+func (l *Ledger) Added() int64 { return l.added.Load() }
+
+// Held is how many requests the ledger holds (answered ones included until
+// they are dropped).
+func (l *Ledger) Held() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.q) - l.head
+}
+
+// AddTo returns s with the requests no rank's snapshot counts added, each
+// as one waiting request with its prompt tokens (waiting uncached and
+// total tokens) on the stamped rank it would join least loaded, and how
+// many it added. A request counts for a rank when it was passed on no
+// earlier than ArrivalMargin before the rank's SnapshotTime and is not
+// Done. s is not modified (its ranks may be shared): the result has ranks
+// of its own when anything was added. Requests that no stamp can count
+// any more, and answered ones, are dropped.
+func (l *Ledger) AddTo(s domain.Snapshot) (domain.Snapshot, int) {
+	var oldest time.Time
+	for _, k := range s.Ranks {
+		if !k.SnapshotTime.IsZero() && (oldest.IsZero() || k.SnapshotTime.Before(oldest)) {
+			oldest = k.SnapshotTime
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.head < len(l.q) {
+		r := l.q[l.head]
+		if !r.done.Load() && (oldest.IsZero() || !r.at.Before(oldest.Add(-ArrivalMargin))) {
+			break
+		}
+		l.q[l.head] = nil
+		l.head++
+	}
+	l.compact()
+	added := 0
+	var ranks []domain.RankLoad
+	for _, r := range l.q[l.head:] {
+		if r.done.Load() {
+			continue
+		}
+		best := -1
+		for i := range s.Ranks {
+			k := &s.Ranks[i]
+			if ranks != nil {
+				k = &ranks[i]
+			}
+			if k.SnapshotTime.IsZero() || r.at.Before(k.SnapshotTime.Add(-ArrivalMargin)) {
+				continue
+			}
+			if best < 0 || queued(*k) < queued(pick(s.Ranks, ranks, best)) {
+				best = i
+			}
+		}
+		if best < 0 {
+			continue
+		}
+		if ranks == nil {
+			ranks = slices.Clone(s.Ranks)
+		}
+		tokens := r.PromptTokens()
+		k := &ranks[best]
+		k.NumWaitingReqs++
+		k.NumWaitingUncachedTokens += tokens
+		k.NumTotalTokens += tokens
+		added++
+	}
+	l.added.Store(int64(added))
+	if ranks != nil {
+		s.Ranks = ranks
+	}
+	return s, added
+}
+
+// pick is rank i of the ranks being added to, or of the snapshot's before
+// anything was.
+func pick(orig, copied []domain.RankLoad, i int) domain.RankLoad {
+	if copied != nil {
+		return copied[i]
+	}
+	return orig[i]
+}
+
+// queued is what a new request would find ahead of it on a rank: its
+// prompt tokens waiting, and one a request held.
+func queued(k domain.RankLoad) int64 {
+	return max(0, k.NumWaitingUncachedTokens) + max(0, k.NumRunningReqs) + max(0, k.NumWaitingReqs)
+}
+
+// compact reclaims the dropped head of the queue once it is most of it;
+// l.mu is held.
+func (l *Ledger) compact() {
+	if l.head > 64 && l.head*2 > len(l.q) {
+		n := copy(l.q, l.q[l.head:])
+		clear(l.q[n:])
+		l.q, l.head = l.q[:n], 0
+	}
+}
+
+// Puller is what Source wraps: a snapshot source (ports.SnapshotSource).
+type Puller interface {
+	Pull(ctx context.Context) (domain.Snapshot, error)
+}
+
+// Source is a snapshot source whose every snapshot has its Ledger's
+// requests added (Ledger.AddTo).
+type Source struct {
+	Inner  Puller
+	Ledger *Ledger
+}
+
+// Pull pulls Inner and adds what its snapshot does not count yet.
+func (s Source) Pull(ctx context.Context) (domain.Snapshot, error) {
+	snap, err := s.Inner.Pull(ctx)
+	if err != nil || s.Ledger == nil {
+		return snap, err
+	}
+	snap, _ = s.Ledger.AddTo(snap)
+	return snap, nil
+}
