@@ -21,14 +21,22 @@
 //     /version;
 //   - GET /v1/loads (SGLang's envelope and include groups) and /get_load,
 //     from the engine's published snapshots and its live state
-//     respectively; GET /metrics in SGLang's names (sglang:num_running_reqs,
+//     respectively. Each rank of /v1/loads leads with its own timestamp,
+//     the time its snapshot was published on the engine's clock, in
+//     seconds since the epoch as SGLang 0.5.19 and 0.5.23 send it
+//     (sglang/srt/managers/load_snapshot.py in their PyPI wheels; also the
+//     sglang_timestamp gauge of ?format=prometheus);
+//   - GET /metrics in SGLang's names (sglang:num_running_reqs,
 //     sglang:num_queue_reqs, sglang:token_usage, …; with --vllm-metrics
 //     also vLLM's vllm:num_requests_running, … per engine label);
 //   - with --grpc-listen, on a port of its own, SGLang's gRPC scheduler
 //     service sglang.grpc.scheduler.SglangScheduler as an engine in gRPC
 //     mode serves it: Generate (a stream of token chunks and a
 //     GenerateComplete), HealthCheck, Abort, GetModelInfo, GetServerInfo
-//     and GetLoads (the same snapshots and include groups as /v1/loads);
+//     and GetLoads (the same snapshots and include groups as /v1/loads,
+//     without the per-rank timestamp: SGLang's SchedulerLoad message has
+//     no such field, sglang_scheduler.proto in smg-grpc-proto 0.4.28, the
+//     package through which SGLang 0.5.23 serves gRPC);
 //   - with --load-publish-endpoint, LoadStat on one ZMQ PUB socket per
 //     rank, framed [topic, 8-byte big-endian sequence, msgpack
 //     ["LoadStat", running, waiting, num_tokens, max_total_num_tokens,

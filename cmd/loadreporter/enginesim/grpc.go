@@ -182,6 +182,7 @@ func (g *grpcService) GetServerInfo(context.Context, *connect.Request[pb.GetServ
 
 // GetLoads is /v1/loads over gRPC: the published snapshots, the include
 // groups and the dp_rank filter, and the aggregate over the ranks sent.
+// The rank's timestamp stays behind: SchedulerLoad has no field for it.
 func (g *grpcService) GetLoads(_ context.Context, req *connect.Request[pb.GetLoadsRequest]) (*connect.Response[pb.GetLoadsResponse], error) {
 	include, err := parseInclude(req.Msg.GetInclude())
 	if err != nil {

@@ -169,19 +169,29 @@ func (h *harness) post(ctx context.Context, path string, body any) *http.Respons
 // get fetches path and decodes its JSON into v; it returns the status.
 func (h *harness) get(path string, v any) int {
 	h.t.Helper()
+	status, b := h.body(path)
+	if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			h.t.Fatalf("GET %s: %v in %.200s", path, err, b)
+		}
+	}
+	return status
+}
+
+// body fetches path and returns its status and body as sent.
+func (h *harness) body(path string) (int, []byte) {
+	h.t.Helper()
 	req, _ := http.NewRequestWithContext(h.ctx, http.MethodGet, h.url+path, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if v != nil {
-		if err := json.Unmarshal(b, v); err != nil {
-			h.t.Fatalf("GET %s: %v in %.200s", path, err, b)
-		}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.t.Fatalf("GET %s: %v", path, err)
 	}
-	return resp.StatusCode
+	return resp.StatusCode, b
 }
 
 // events reads SSE "data:" lines one at a time.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/enginesim/model"
 	"github.com/loadreporter/loadreporter/domain"
@@ -15,11 +16,24 @@ import (
 // (sgl-project/sglang at 0564b5215b333749d722348c3b3d9b92c3de8c44) and
 // LoadSnapshot.to_dict in python/sglang/srt/managers/load_snapshot.py (at
 // 025177e4c5b29b64f80609fd1e70c9bb1b59979c): the envelope {timestamp,
-// version, accelerator, num_accelerators, loads}; per rank the twelve core
-// keys in that order, then the sections the include list asks for (none
-// or "all": every section the rank has; "core" alone: none); a name
-// outside the vocabulary is a 400; ?dp_rank= keeps one rank and
-// ?format=prometheus renders the same numbers as gauges.
+// version, accelerator, num_accelerators, loads}; per rank the core keys in
+// that order, then the sections the include list asks for (none or "all":
+// every section the rank has; "core" alone: none); a name outside the
+// vocabulary is a 400; ?dp_rank= keeps one rank and ?format=prometheus
+// renders the same numbers as gauges.
+//
+// The core keys start with the rank's own timestamp, as in SGLang 0.5.19
+// and 0.5.23 (the PyPI wheels, sglang/srt/managers/load_snapshot.py:
+// timestamp is LoadSnapshot's first field and _CORE_KEYS every field but
+// the sections, so it leads every rank under any include), where it is the
+// time.time() at which the scheduler took the snapshot
+// (scheduler_components/load_inquirer.py). Here it is the published
+// snapshot's time on the engine's clock, in seconds to the microsecond: it
+// moves when the rank publishes, not when someone reads. Then come the
+// twelve keys both releases share with the commit above; the newer keys of
+// those releases (num_active_tokens, total_prefill_uncached_tokens,
+// total_prefill_busy_us, decode_moments, and 0.5.23's
+// num_prealloc_ready_tokens) are not sent.
 
 // includeSections is the include vocabulary (LoadSnapshot.VALID_SECTIONS).
 var includeSections = []string{"all", "core", "disagg", "lora", "memory", "queues", "spec"}
@@ -34,6 +48,7 @@ const (
 )
 
 type loadJSON struct {
+	Timestamp                pyFloat `json:"timestamp"`
 	DPRank                   int     `json:"dp_rank"`
 	NumRunningReqs           int     `json:"num_running_reqs"`
 	NumWaitingReqs           int     `json:"num_waiting_reqs"`
@@ -79,6 +94,26 @@ type queuesJSON struct {
 	Retracted int `json:"retracted"`
 }
 
+// pyFloat is a float that prints as Python prints it (str, repr and the
+// json module alike): the shortest digits that read back the same, with
+// ".0" on a whole number. Python switches to an exponent below 1e-4 and
+// from 1e16 on; a time in seconds since the epoch is never there.
+type pyFloat float64
+
+func (x pyFloat) String() string {
+	s := strconv.FormatFloat(float64(x), 'f', -1, 64)
+	if !strings.Contains(s, ".") {
+		s += ".0"
+	}
+	return s
+}
+
+// MarshalJSON writes x as Python's json.dumps does.
+func (x pyFloat) MarshalJSON() ([]byte, error) { return []byte(x.String()), nil }
+
+// snapshotSeconds is t as seconds since the epoch, to the microsecond.
+func snapshotSeconds(t time.Time) pyFloat { return pyFloat(float64(t.UnixMicro()) / 1e6) }
+
 // parseInclude reads ?include= (comma-separated, and repeated keys add
 // up); nil means every section.
 func parseInclude(values []string) (map[string]bool, error) {
@@ -118,7 +153,7 @@ func parseInclude(values []string) (map[string]bool, error) {
 // rankJSON is rank's snapshot with the sections include asks for.
 func (m *Main) rankJSON(l model.Load, include map[string]bool) loadJSON {
 	out := loadJSON{
-		DPRank: l.DPRank, NumRunningReqs: l.NumRunningReqs, NumWaitingReqs: l.NumWaitingReqs,
+		Timestamp: snapshotSeconds(l.Timestamp), DPRank: l.DPRank, NumRunningReqs: l.NumRunningReqs, NumWaitingReqs: l.NumWaitingReqs,
 		NumWaitingUncachedTokens: l.NumWaitingUncachedTokens, NumUsedTokens: l.NumUsedTokens,
 		NumTotalTokens: l.NumTotalTokens, MaxTotalNumTokens: l.MaxTotalNumTokens, MaxRunningRequests: l.MaxRunningRequests,
 		TokenUsage: l.TokenUsage, GenThroughput: l.GenThroughput, CacheHitRate: l.CacheHitRate, Utilization: l.Utilization,
@@ -174,8 +209,9 @@ func (m *Main) v1Loads(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// loadsPrometheus is ?format=prometheus: a gauge per key, one sample per
-// rank, sections prefixed by their include name (spec, disagg).
+// loadsPrometheus is ?format=prometheus: a gauge per key but dp_rank, in
+// the JSON's order (sglang_timestamp first), one sample per rank, sections
+// prefixed by their include name (spec, disagg).
 func (m *Main) loadsPrometheus(w http.ResponseWriter, loads []loadJSON) {
 	type sample struct {
 		rank  int
@@ -193,6 +229,7 @@ func (m *Main) loadsPrometheus(w http.ResponseWriter, loads []loadJSON) {
 	f := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 	for _, l := range loads {
 		for _, kv := range [][2]string{
+			{"timestamp", l.Timestamp.String()},
 			{"num_running_reqs", i(l.NumRunningReqs)}, {"num_waiting_reqs", i(l.NumWaitingReqs)},
 			{"num_waiting_uncached_tokens", fmt.Sprint(l.NumWaitingUncachedTokens)}, {"num_used_tokens", fmt.Sprint(l.NumUsedTokens)},
 			{"num_total_tokens", fmt.Sprint(l.NumTotalTokens)}, {"max_total_num_tokens", fmt.Sprint(l.MaxTotalNumTokens)},

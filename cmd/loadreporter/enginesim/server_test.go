@@ -1,11 +1,15 @@
 package enginesim
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -253,7 +257,7 @@ func TestLoadsShapesAndLag(t *testing.T) {
 	r0 := ranks[0].(map[string]any)
 	for _, k := range []string{"dp_rank", "num_running_reqs", "num_waiting_reqs", "num_waiting_uncached_tokens", "num_used_tokens",
 		"num_total_tokens", "max_total_num_tokens", "max_running_requests", "token_usage", "gen_throughput", "cache_hit_rate",
-		"utilization", "memory", "disaggregation", "queues"} {
+		"utilization", "memory", "disaggregation", "queues", "timestamp"} {
 		if _, ok := r0[k]; !ok {
 			t.Errorf("rank 0 has no %s", k)
 		}
@@ -273,8 +277,8 @@ func TestLoadsShapesAndLag(t *testing.T) {
 				n++
 			}
 		}
-		if n != len(sections) || len(got.Loads[0]) != 12+len(sections) {
-			t.Errorf("%s: keys %v, want the 12 core keys and %v", query, got.Loads[0], sections)
+		if n != len(sections) || len(got.Loads[0]) != 13+len(sections) {
+			t.Errorf("%s: keys %v, want the 13 core keys (timestamp and 12 more) and %v", query, got.Loads[0], sections)
 		}
 	}
 	var e errorBody
@@ -334,6 +338,86 @@ func TestLoadsShapesAndLag(t *testing.T) {
 	if f := fams["sglang_num_used_tokens"]; f == nil || len(f.Metric) != 2 || f.Metric[0].GetGauge().GetValue() != 57 {
 		t.Errorf("sglang_num_used_tokens: %v", f)
 	}
+}
+
+// TestLoadsStampEachRank: each rank of /v1/loads starts with "timestamp",
+// under every include, as SGLang 0.5.19 and 0.5.23 send it (LoadSnapshot's
+// first field in sglang/srt/managers/load_snapshot.py of their PyPI
+// wheels, cited in loads.go): the time the rank's snapshot was published,
+// in seconds since the epoch as Python prints a float (to the
+// microsecond here). It moves when the rank publishes, not when the
+// clock moves or someone reads; ?format=prometheus carries it as the
+// first gauge, sglang_timestamp, printed the same way (v1_loads.py's
+// _format_loads_prometheus renders every number of to_dict but dp_rank).
+func TestLoadsStampEachRank(t *testing.T) {
+	t.Parallel()
+	h := start(t, func(c *Config) { c.Params.DPSize = 2; c.Params.LoadSnapshotPublishInterval = 3 })
+	// python is how Python prints at's time.time() cut to the microsecond:
+	// the shortest decimals, at least one.
+	python := func(at time.Time) string {
+		frac := strings.TrimRight(fmt.Sprintf("%06d", at.Nanosecond()/1000), "0")
+		return fmt.Sprintf("%d.%s", at.Unix(), cmp.Or(frac, "0"))
+	}
+	check := func(when string, want ...time.Time) {
+		t.Helper()
+		published := h.m.drv.loads()
+		for _, query := range []string{"", "?include=core", "?include=all", "?include=core,queues", "?include=memory&include=disagg"} {
+			_, b := h.body("/v1/loads" + query)
+			var env struct{ Loads []json.RawMessage }
+			if err := json.Unmarshal(b, &env); err != nil || len(env.Loads) != len(want) {
+				t.Fatalf("%s, /v1/loads%s: %v, %d ranks in %.300s", when, query, err, len(env.Loads), b)
+			}
+			for r, raw := range env.Loads {
+				dec := json.NewDecoder(bytes.NewReader(raw))
+				var value json.RawMessage
+				_, _ = dec.Token() // {
+				key, err := dec.Token()
+				if err == nil {
+					err = dec.Decode(&value)
+				}
+				if err != nil || key != "timestamp" || string(value) != python(want[r]) {
+					t.Errorf("%s, /v1/loads%s: rank %d starts %v: %s (%v), want timestamp: %s", when, query, r, key, value, err, python(want[r]))
+				}
+				if !published[r].Timestamp.Equal(want[r]) {
+					t.Errorf("%s: rank %d's snapshot was taken at %v, want %v", when, r, published[r].Timestamp, want[r])
+				}
+			}
+		}
+		_, b := h.body("/v1/loads?format=prometheus&include=core")
+		lines := strings.Split(string(b), "\n")
+		if lines[0] != "# TYPE sglang_timestamp gauge" {
+			t.Errorf("%s: the prometheus rendering starts %q, want sglang_timestamp", when, lines[0])
+		}
+		for r, at := range want {
+			if line := fmt.Sprintf(`sglang_timestamp{dp_rank="%d"} %s`, r, python(at)); !slices.Contains(lines, line) {
+				t.Errorf("%s: no %q in\n%s", when, line, b)
+			}
+		}
+	}
+
+	check("at start", t0, t0)
+	// The clock moves with nothing to do: no rank publishes, whatever the
+	// time of the read.
+	h.clock.Advance(1234567891 * time.Nanosecond)
+	check("idle", t0, t0)
+
+	resp := h.post(h.ctx, "/generate", map[string]any{"text": prompt(50), "sampling_params": map[string]any{"max_new_tokens": 20}, "stream": true, "routed_dp_rank": 0})
+	defer resp.Body.Close()
+	h.waitSubmitted(1)
+	prefilled := h.step() // a prefill step always publishes
+	if want := t0.Add(1234567891*time.Nanosecond + prefillTime(50)); !prefilled.Equal(want) {
+		t.Fatalf("the prefill ended at %v, want %v", prefilled, want)
+	}
+	check("after the prefill", prefilled, t0)
+	h.step()
+	h.step()
+	check("two decode steps on", prefilled, t0)
+	// Half way through the third decode step the clock has moved but the
+	// snapshot has not.
+	h.clock.Advance(decodeTime(1) / 2)
+	check("during the third decode step", prefilled, t0)
+	third := h.step() // every third decode step publishes
+	check("after the third decode step", third, t0)
 }
 
 // TestMetricsInSGLangNames: /metrics carries SGLang's scheduler gauges per

@@ -20,7 +20,8 @@ import (
 // /metrics (with --vllm-metrics), and sglang-zmq finds the LoadStat
 // sockets through /server_info and merges the slower /v1/loads detail.
 // Each must read both ranks as the engine published them, and the
-// snapshot must pass the domain's validation.
+// snapshot must pass the domain's validation; sglang-http also takes each
+// rank's snapshot time from its timestamp.
 func TestSourcesReadTheEngine(t *testing.T) {
 	t.Parallel()
 	h := start(t, func(c *Config) {
@@ -34,6 +35,8 @@ func TestSourcesReadTheEngine(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(h.ctx)
 	defer cancel()
+	// Snapshot times with a fraction of a second to carry (ranks idle).
+	h.clock.Advance(1234567891 * time.Nanosecond)
 	for i, rank := range []int{0, 0, 0, 1} {
 		resp := h.post(ctx, "/generate", map[string]any{"text": prompt(10 + i), "sampling_params": map[string]any{"max_new_tokens": 1000},
 			"stream": true, "routed_dp_rank": rank})
@@ -68,6 +71,12 @@ func TestSourcesReadTheEngine(t *testing.T) {
 			r.NumUsedTokens != w.NumUsedTokens || r.NumTotalTokens != w.NumTotalTokens || r.MaxTotalNumTokens != w.MaxTotalNumTokens ||
 			r.MaxRunningRequests != int64(w.MaxRunningRequests) || r.TokenUsage != w.TokenUsage || r.GenThroughput != w.GenThroughput {
 			t.Errorf("sglang-http rank %d: %+v, engine published %+v", i, r, w)
+		}
+		// The rank's timestamp, seconds to the microsecond in a float,
+		// is its snapshot time (a float64 of about 1.8e9 keeps a quarter
+		// of a microsecond).
+		if got := r.SnapshotTime.Round(time.Microsecond); !got.Equal(w.Timestamp.Truncate(time.Microsecond)) {
+			t.Errorf("sglang-http rank %d: snapshot time %v, the engine took it at %v", i, r.SnapshotTime, w.Timestamp)
 		}
 	}
 
