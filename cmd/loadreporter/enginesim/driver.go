@@ -242,8 +242,9 @@ func (d *driver) loads() []model.Load {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]model.Load, d.eng.Params().DPSize)
+	now := d.clock.Now()
 	for r := range out {
-		out[r] = d.eng.Published(r)
+		out[r] = d.eng.PublishedAt(r, now)
 	}
 	return out
 }

@@ -396,10 +396,10 @@ func TestLoadsStampEachRank(t *testing.T) {
 	}
 
 	check("at start", t0, t0)
-	// The clock moves with nothing to do: no rank publishes, whatever the
-	// time of the read.
+	// The clock moves with nothing to do: an idle rank republishes its
+	// numbers as SGLang's idle loop does, so its stamp is the read's time.
 	h.clock.Advance(1234567891 * time.Nanosecond)
-	check("idle", t0, t0)
+	check("idle", h.clock.Now(), h.clock.Now())
 
 	resp := h.post(h.ctx, "/generate", map[string]any{"text": prompt(50), "sampling_params": map[string]any{"max_new_tokens": 20}, "stream": true, "routed_dp_rank": 0})
 	defer resp.Body.Close()
@@ -408,16 +408,16 @@ func TestLoadsStampEachRank(t *testing.T) {
 	if want := t0.Add(1234567891*time.Nanosecond + prefillTime(50)); !prefilled.Equal(want) {
 		t.Fatalf("the prefill ended at %v, want %v", prefilled, want)
 	}
-	check("after the prefill", prefilled, t0)
+	check("after the prefill", prefilled, h.clock.Now())
 	h.step()
 	h.step()
-	check("two decode steps on", prefilled, t0)
+	check("two decode steps on", prefilled, h.clock.Now())
 	// Half way through the third decode step the clock has moved but the
-	// snapshot has not.
+	// busy rank's snapshot has not.
 	h.clock.Advance(decodeTime(1) / 2)
-	check("during the third decode step", prefilled, t0)
+	check("during the third decode step", prefilled, h.clock.Now())
 	third := h.step() // every third decode step publishes
-	check("after the third decode step", third, t0)
+	check("after the third decode step", third, h.clock.Now())
 }
 
 // TestMetricsInSGLangNames: /metrics carries SGLang's scheduler gauges per

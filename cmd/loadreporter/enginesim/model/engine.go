@@ -267,6 +267,22 @@ func (e *Engine) Advance(now time.Time, events []Event) []Event {
 // and the LoadStat socket report.
 func (e *Engine) Published(rank int) Load { return e.ranks[rank].published }
 
+// PublishedAt is rank's published load snapshot as a reader finds it at
+// now: Published, stamped now while the rank is idle. An idle SGLang
+// scheduler republishes its unchanged numbers on every pass of its idle
+// loop (Scheduler.on_idle calls publish_load_snapshot with force=True;
+// with --sleep-on-idle it wakes at least once a second:
+// python/sglang/srt/managers/scheduler.py in the 0.5.23 wheel), so an
+// idle engine's stamp is current, and only a busy one's ages.
+func (e *Engine) PublishedAt(rank int, now time.Time) Load {
+	r := e.ranks[rank]
+	l := r.published
+	if !r.busy && !r.pending && now.After(l.Timestamp) {
+		l.Timestamp = now
+	}
+	return l
+}
+
 // Metrics is rank's metrics snapshot: what /metrics reports.
 func (e *Engine) Metrics(rank int) Load { return e.ranks[rank].metrics }
 

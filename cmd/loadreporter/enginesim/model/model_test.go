@@ -421,3 +421,24 @@ func TestModelIsPure(t *testing.T) {
 		}
 	}
 }
+
+// TestAnIdleRankIsReadStampedNow: a reader of an idle rank finds its
+// numbers stamped at the read (SGLang's idle loop republishes them);
+// of a busy rank, the snapshot as the last publication took it.
+func TestAnIdleRankIsReadStampedNow(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, func(p *Params) { p.LoadSnapshotPublishInterval = 100 })
+	later := t0.Add(time.Second)
+	if got := e.PublishedAt(0, later).Timestamp; !got.Equal(later) {
+		t.Errorf("idle: stamped %v, want the read's %v", got, later)
+	}
+	submit(t, e, later, 100, 30, 0)
+	if got := e.PublishedAt(0, later.Add(time.Millisecond)).Timestamp; !got.Equal(e.Published(0).Timestamp) {
+		t.Errorf("a request waiting for its step: stamped %v, want the snapshot's %v", got, e.Published(0).Timestamp)
+	}
+	at, _ := step(t, e) // the prefill publishes
+	step(t, e)          // a decode step does not
+	if got := e.PublishedAt(0, at.Add(time.Second)).Timestamp; !got.Equal(at) {
+		t.Errorf("busy: stamped %v, want the prefill's publication at %v", got, at)
+	}
+}
