@@ -105,3 +105,19 @@ func (f *FrontMetrics) Scrape(hit bool) {
 	}
 	f.engineScrape.Inc()
 }
+
+// Forwarded registers the gauges of the front's count of the requests it
+// passed on that the engine's snapshots do not show yet: added, how many
+// the last pull added to its report; held, how many are held in all.
+func (m *Metrics) Forwarded(added, held func() float64) {
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "loadreporter_front_unpublished_requests",
+			Help: "Requests the front passed to the engine that the engine's snapshot did not show yet, added as waiting to the last report (--front-count-forwarded).",
+		}, added),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "loadreporter_front_forwarded_held_requests",
+			Help: "Requests passed to the engine the front holds until a snapshot counts them or they are answered.",
+		}, held),
+	)
+}

@@ -90,6 +90,9 @@ func NewFront(c FrontConfig, srv ServerConfig, src SourceConfig, streams Streams
 		return nil, err
 	}
 	fm := m.Front(front.Classes)
+	if fwd != nil {
+		m.Forwarded(func() float64 { return float64(fwd.Added()) }, func() float64 { return float64(fwd.Held()) })
+	}
 	h, err := front.New(front.Options{
 		Engine: engine,
 		H2C:    h2c,
