@@ -9,7 +9,11 @@
 //     push rows' rule with nothing stale) and least loaded;
 //   - push: the reports a loadreporter pushes every 100 ms or 1 s, best of
 //     two, with and without the router's own accounting of what it sent
-//     since a report (client.Options.Accounting);
+//     since a report (client.Options.Accounting); the reporter is the
+//     engine's front (serve --front-listen: every request passes through
+//     it, and it counts into its reports what it passed on that the
+//     engine has not published yet, domain/forwarded), and one row runs it
+//     beside the engine instead, the routers sending to the engine;
 //   - poll: the reporter's GET /v1/loads every 1 s or 10 s (SMG's default),
 //     least loaded and best of two;
 //   - router-local: each router's own count of its requests in flight
@@ -23,8 +27,9 @@
 //
 // The end-to-end mode runs the real stack in one process tree on the
 // machine's clock: engine-sim HTTP servers (package enginesim) on
-// 127.0.0.1, a loadreporter child beside each (`serve --source
-// sglang-http --engine-url …` and every other flag at its default), and
+// 127.0.0.1, a loadreporter child in front of each (`serve --source
+// sglang-http --engine-url … --front-listen …` and every other flag at its
+// default; beside it, without --front-listen, in the beside row), and
 // the routers as goroutines — client.Fleet for the push rows, HTTP pollers
 // of the reporters' /v1/loads for the poll rows. Requests are chat
 // completions (max_tokens the output length, the prompt written as text
@@ -39,9 +44,11 @@
 // aligned grid of the report interval from an epoch of its own, a history
 // pull every second whatever else is connected, a poll answered with the
 // latest report when younger than a second (--poll-max-age) and with a
-// pull otherwise; each report is stamped with its pull's time, as the
-// reporter stamps a snapshot that carries no per-rank timestamp (SGLang's
-// /v1/loads and the simulated engine carry none). Its routers count
+// pull otherwise; each rank of a report carries its engine's snapshot
+// time, as SGLang's /v1/loads and the simulated engine stamp their ranks
+// (an idle rank's is current: its scheduler republishes while idle), and
+// each front counts what it passed on with domain/forwarded, the rules the
+// front runs. Its routers count
 // their dispatches with client.Ledger, the pure rules client.Fleet runs
 // on the machine's clock, fed every report a reporter pushes as a
 // Fleet's workers feed theirs; the end-to-end mode uses client.Fleet
@@ -91,10 +98,10 @@
 // accounting and the pollers beside it, the accounting on against off
 // over five more arrival streams, and three what-ifs of the push 100 ms
 // row with accounting that say where a gap to the oracle comes from: the
-// engine stamps its snapshots (so the accounting knows when the numbers
-// were taken), the engine publishes its load every step (so the numbers
-// are never older than a step), and one router takes every request (so
-// nothing is sent that the accounting does not count). Nothing is
+// engine does not stamp its ranks (so the front counts nothing and the
+// accounting goes by the pulls), the engine publishes its load every step
+// (so the numbers are never older than a step), and one router takes
+// every request (so nothing is sent that the accounting does not count). Nothing is
 // asserted in a timed test; the tests cover the pure parts.
 //
 // It is a measuring tool: nothing imports it.

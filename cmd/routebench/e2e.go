@@ -125,7 +125,7 @@ func (r *e2eRun) start(ctx context.Context) error {
 		errs := make([]error, f.Engines)
 		var wg sync.WaitGroup
 		for k, m := range r.engines {
-			wg.Go(func() { r.reps[k], errs[k] = startReporter(ctx, r.s.reporter, "http://"+m.Addr()) })
+			wg.Go(func() { r.reps[k], errs[k] = startReporter(ctx, r.s.reporter, "http://"+m.Addr(), r.pol.front()) })
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
@@ -534,6 +534,15 @@ var filler = strings.Repeat("abcd", maxPrompt)
 // begin, 4 per message, 4 for the assistant's header.
 const chatTemplateTokens = 1 + 4 + 4
 
+// workerAddr is where requests for engine k go: its front in the rows
+// that have fronts, else the engine itself.
+func (r *e2eRun) workerAddr(k int) string {
+	if r.pol.front() {
+		return r.reps[k].frontAddr
+	}
+	return r.engines[k].Addr()
+}
+
 // send streams q from engine k as a chat completion: the first event
 // carries the role, each after it one token.
 func (r *e2eRun) send(ctx context.Context, k int, q request) outcome {
@@ -543,7 +552,7 @@ func (r *e2eRun) send(ctx context.Context, k int, q request) outcome {
 		"messages":   []map[string]string{{"role": "user", "content": filler[:4*(q.Prompt-chatTemplateTokens)]}},
 		"max_tokens": q.Output, "stream": r.s.stream,
 	})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+r.engines[k].Addr()+"/v1/chat/completions", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+r.workerAddr(k)+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
 		out.failed = true
 		return out
@@ -668,18 +677,26 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 
 // child is a loadreporter process.
 type child struct {
-	cmd    *exec.Cmd
-	addr   string
-	exited chan struct{}
-	tail   *tailBuffer
+	cmd  *exec.Cmd
+	addr string
+	// frontAddr is the worker's address it serves in front of the engine
+	// (empty: none).
+	frontAddr string
+	exited    chan struct{}
+	tail      *tailBuffer
 }
 
 // startReporter runs `loadreporter serve --source sglang-http
-// --engine-url engine --listen 127.0.0.1:0` with every other flag at its
-// default, and returns once it says where it serves. The child gets
-// SIGTERM should this process die first.
-func startReporter(ctx context.Context, bin, engine string) (*child, error) {
-	cmd := exec.Command(bin, "serve", "--source", "sglang-http", "--engine-url", engine, "--listen", "127.0.0.1:0")
+// --engine-url engine --listen 127.0.0.1:0`, with `--front-listen
+// 127.0.0.1:0` when front is set, every other flag at its default, and
+// returns once it says where it serves. The child gets SIGTERM should
+// this process die first.
+func startReporter(ctx context.Context, bin, engine string, front bool) (*child, error) {
+	args := []string{"serve", "--source", "sglang-http", "--engine-url", engine, "--listen", "127.0.0.1:0"}
+	if front {
+		args = append(args, "--front-listen", "127.0.0.1:0")
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	cmd.Stdout = io.Discard
 	stderr, err := cmd.StderrPipe()
@@ -690,20 +707,25 @@ func startReporter(ctx context.Context, bin, engine string) (*child, error) {
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
 	c := &child{cmd: cmd, exited: make(chan struct{}), tail: &tailBuffer{}}
-	addrc := make(chan string, 1)
+	addrc := make(chan [2]string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
+		var addrs [2]string // the reporter's, the front's
 		found := false
 		for sc.Scan() {
 			line := sc.Text()
 			c.tail.add(line)
-			if !found && strings.Contains(line, `msg="loadreporter serving"`) {
-				for _, f := range strings.Fields(line) {
-					if a, ok := strings.CutPrefix(f, "addr="); ok {
-						found = true
-						addrc <- a
-					}
+			if found {
+				continue
+			}
+			for i, msg := range []string{`msg="loadreporter serving"`, `msg="front serving the worker's address"`} {
+				if strings.Contains(line, msg) {
+					addrs[i] = addrField(line)
 				}
+			}
+			if addrs[0] != "" && (!front || addrs[1] != "") {
+				found = true
+				addrc <- addrs
 			}
 		}
 		_ = cmd.Wait()
@@ -712,7 +734,8 @@ func startReporter(ctx context.Context, bin, engine string) (*child, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	select {
-	case c.addr = <-addrc:
+	case addrs := <-addrc:
+		c.addr, c.frontAddr = addrs[0], addrs[1]
 		return c, nil
 	case <-c.exited:
 		return nil, fmt.Errorf("%s exited before serving: %s", bin, c.tail.String())
@@ -720,6 +743,16 @@ func startReporter(ctx context.Context, bin, engine string) (*child, error) {
 		c.stop()
 		return nil, fmt.Errorf("%s did not say where it serves: %w; it said: %s", bin, ctx.Err(), c.tail.String())
 	}
+}
+
+// addrField is the value of a log line's addr= field.
+func addrField(line string) string {
+	for _, f := range strings.Fields(line) {
+		if a, ok := strings.CutPrefix(f, "addr="); ok {
+			return a
+		}
+	}
+	return ""
 }
 
 // stop interrupts the child, and kills it if it is still there after 10 s.

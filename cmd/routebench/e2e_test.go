@@ -117,7 +117,7 @@ func TestStartReporterReportsAFailure(t *testing.T) {
 	if err != nil {
 		t.Skip("no false(1)")
 	}
-	if _, err := startReporter(ctx, sh, "http://127.0.0.1:1"); err == nil {
+	if _, err := startReporter(ctx, sh, "http://127.0.0.1:1", false); err == nil {
 		t.Fatal("a child that exits at once was taken as serving")
 	}
 }

@@ -187,7 +187,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	p := model.DefaultParams()
 	p.DPSize = o.dp
-	b.fleet = fleet{Engines: o.engines, Routers: o.routers, Params: p}
+	b.fleet = fleet{Engines: o.engines, Routers: o.routers, Params: p, SnapshotStamps: true}
 	fmt.Fprintf(out, "routebench: what fresh load buys a router (docs/performance.md)\n")
 	fmt.Fprintf(out, "load average at start: %s (other work on the machine moves the end-to-end figures)\n", machine.LoadAvg())
 	fmt.Fprintf(out, "fleet: %d engines × %d rank (Llama-3.1-8B on an A100 80 GB as model.DefaultParams: %d running, %d KV tokens, step %v + %v/seq + %v/1k KV tokens, prefill %v/token, load published every %d decode steps), %d routers, seed %d\n",

@@ -8,6 +8,8 @@ import (
 
 	"github.com/loadreporter/loadreporter/client"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/enginesim/model"
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/forwarded"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 )
 
@@ -18,10 +20,10 @@ type fleet struct {
 	Routers int
 	Params  model.Params
 	// SnapshotStamps (model mode only) stamps each rank of a report with
-	// its engine's snapshot time instead of the pull's, as the reporter
-	// does when the engine sends a per-rank timestamp (SGLang's /v1/loads
-	// and the simulated engine send none): what the accounting could do
-	// then.
+	// its engine's snapshot time, as the reporter does with the per-rank
+	// timestamp SGLang's /v1/loads and the simulated engine send; false
+	// stamps it with the pull, as for an engine that sends none, and the
+	// front then has no time to count its requests from.
 	SnapshotStamps bool
 }
 
@@ -109,6 +111,12 @@ type sim struct {
 
 	left  int // measured requests not finished
 	reads int
+
+	// fronts, in the rows whose reporters are the engines' fronts: each
+	// front's count of what it passed on (the product's rules); fwd its
+	// record of each trace request.
+	fronts []forwarded.Ledger
+	fwd    []*forwarded.Request
 }
 
 // simulate runs one row in virtual time: the model engines, a reporter
@@ -149,6 +157,10 @@ func simulate(f fleet, pol policy, trace []request, win window, seed uint64) (re
 	s.worker = make([]int16, n)
 	s.eid = make([]uint64, n)
 	s.disp = make([]*client.Sent, n)
+	if pol.front() && f.SnapshotStamps {
+		s.fronts = make([]forwarded.Ledger, f.Engines)
+		s.fwd = make([]*forwarded.Request, n)
+	}
 	s.ttft, s.queue, s.e2e = infs(n), infs(n), infs(n)
 	s.done = make([]bool, n)
 	res := result{Dispatched: make([]int, f.Engines)}
@@ -273,6 +285,9 @@ func (s *sim) finish(k int, st model.RequestStats) {
 	q := s.trace[i]
 	s.routers[q.Router].finished(k, s.disp[i])
 	s.disp[i] = nil
+	if s.fwd != nil {
+		s.fwd[i].Done()
+	}
 	s.done[i] = true
 	if !s.measured(q) {
 		return
@@ -290,7 +305,7 @@ func (s *sim) published(k int) []model.Load {
 	e := s.engines[k]
 	s.loads = s.loads[:0]
 	for r := range e.Params().DPSize {
-		s.loads = append(s.loads, e.Published(r))
+		s.loads = append(s.loads, e.PublishedAt(r, s.clock(s.now)))
 	}
 	return s.loads
 }
@@ -300,9 +315,30 @@ func (s *sim) pull(k int) *pb.LoadReport {
 	if s.inWindow(s.now) {
 		s.reads++
 	}
-	rep := reportOf(s.published(k), s.clock(s.now), s.f.SnapshotStamps)
+	rep := s.reportNow(k)
 	s.reps[k].latest, s.reps[k].latestAt = rep, s.now
 	return rep
+}
+
+// reportNow is the report of engine k's published snapshot now, with its
+// front's count added in the rows that have fronts.
+func (s *sim) reportNow(k int) *pb.LoadReport {
+	if s.fronts == nil {
+		return reportOf(s.published(k), s.clock(s.now), s.f.SnapshotStamps)
+	}
+	loads := s.published(k)
+	snap := domain.Snapshot{Ranks: make([]domain.RankLoad, len(loads))}
+	for i, l := range loads {
+		snap.Ranks[i] = domain.RankLoad{SnapshotTime: l.Timestamp, NumWaitingReqs: int64(l.NumWaitingReqs),
+			NumWaitingUncachedTokens: l.NumWaitingUncachedTokens, NumTotalTokens: l.NumTotalTokens, NumRunningReqs: int64(l.NumRunningReqs)}
+	}
+	snap, _ = s.fronts[k].AddTo(snap)
+	for i := range loads {
+		l := &loads[i]
+		l.NumWaitingReqs = int(snap.Ranks[i].NumWaitingReqs)
+		l.NumWaitingUncachedTokens, l.NumTotalTokens = snap.Ranks[i].NumWaitingUncachedTokens, snap.Ranks[i].NumTotalTokens
+	}
+	return reportOf(loads, s.clock(s.now), s.f.SnapshotStamps)
 }
 
 // fire is reporter k's fire at its next grid point: one pull, the report
@@ -362,6 +398,11 @@ func (s *sim) arrive(i int, res *result) error {
 	rt := s.routers[q.Router]
 	k := rt.pick(at, simSources{s})
 	s.disp[i] = rt.sent(k, at, q)
+	if s.fronts != nil {
+		// The prompt exactly: one "byte" a token.
+		s.fwd[i] = s.fronts[k].Add(at, 1)
+		s.fwd[i].Sent(q.Prompt)
+	}
 	id, err := s.engines[k].Submit(at, model.Request{PromptTokens: q.Prompt, MaxNewTokens: q.Output, Rank: model.AnyRank})
 	if err != nil {
 		return err
@@ -404,7 +445,7 @@ func (v simSources) report(r, k int) *pb.LoadReport {
 		if s.inWindow(s.now) {
 			s.reads++
 		}
-		return reportOf(s.published(k), s.clock(s.now), s.f.SnapshotStamps)
+		return s.reportNow(k)
 	}
 	return s.reps[k].pushed
 }

@@ -189,16 +189,17 @@ func (b *bench) sweep(ctx context.Context) (sweepResults, error) {
 // accountingDetail adds to the goal what decides the accounting's
 // default: the on/off difference over five arrival streams at the main
 // ρ (how much of it is noise), and three what-ifs that say where the gap
-// to the oracle comes from: when the engine's numbers were taken (its own
-// stamps), how late it publishes them (every step), and what the other
-// routers sent (one router).
+// to the oracle comes from: when the engine's numbers were taken (an
+// engine without stamps, whose front then counts nothing), how late it
+// publishes them (every step), and what the other routers sent (one
+// router).
 func (b *bench) accountingDetail(ctx context.Context, sr sweepResults) error {
 	o := b.o
 	win := b.modelWindow()
 	const seeds = 5
 	pairs := [][2]int{{rowPush100Acct, rowPush100}, {rowPush1sAcct, rowPush1s}}
-	stamped := b.fleet
-	stamped.SnapshotStamps = true
+	unstamped := b.fleet
+	unstamped.SnapshotStamps = false
 	every := b.fleet
 	every.Params.LoadSnapshotPublishInterval = 1
 	single := b.fleet
@@ -207,7 +208,7 @@ func (b *bench) accountingDetail(ctx context.Context, sr sweepResults) error {
 		name string
 		f    fleet
 	}{
-		{"the engine stamps its snapshots (a per-rank timestamp in /v1/loads, which SGLang does not send)", stamped},
+		{"the engine does not stamp its ranks (no per-rank timestamp in /v1/loads: the front counts nothing, the accounting goes by the pulls)", unstamped},
 		{"the engine publishes its load every step (--load-snapshot-publish-interval 1)", every},
 		{"one router takes every request (nothing is sent that the router does not count)", single},
 	}
@@ -357,9 +358,9 @@ func (b *bench) goalLines(sr sweepResults) {
 			verdict = "met"
 		}
 		b.goal = append(b.goal, fmt.Sprintf("  workload %-9s %s: push 100ms + accounting, p99 TTFT ÷ oracle's: %s", w.Name, verdict, strings.Join(cells, ", ")))
-		for _, p := range []int{rowPush100, rowPoll1sB2, rowPoll1sLeast, rowPoll10B2, rowPoll10Least} {
+		for _, p := range []int{rowPush100Side, rowPush100, rowPoll1sB2, rowPoll1sLeast, rowPoll10B2, rowPoll10Least} {
 			_, cells := ratios(w.Name, p)
-			b.goal = append(b.goal, fmt.Sprintf("    beside it, %-28s %s", policies[p].Name+":", strings.Join(cells, ", ")))
+			b.goal = append(b.goal, fmt.Sprintf("    beside it, %-42s %s", policies[p].Name+":", strings.Join(cells, ", ")))
 		}
 		for _, pair := range [][2]int{{rowPush100Acct, rowPush100}, {rowPush1sAcct, rowPush1s}} {
 			on, _ := ratios(w.Name, pair[0])
@@ -503,7 +504,7 @@ func (b *bench) endToEnd(ctx context.Context) error {
 	if o.e2eStream {
 		how = "streamed chat completions, TTFT and e2e as the routers timed them, queue wait as the engines did"
 	}
-	fmt.Fprintf(b.out, "== end-to-end mode, workload %s, ρ = %.2f (%.1f requests/s): engine-sim HTTP servers on 127.0.0.1, a loadreporter child beside each (serve --source sglang-http, default flags), %d routers in this process; %s; %v of measured arrivals after %v, on the machine's clock; load average %s\n",
+	fmt.Fprintf(b.out, "== end-to-end mode, workload %s, ρ = %.2f (%.1f requests/s): engine-sim HTTP servers on 127.0.0.1, a loadreporter child in front of each (serve --source sglang-http --front-listen, default flags; beside it in the beside row), %d routers in this process; %s; %v of measured arrivals after %v, on the machine's clock; load average %s\n",
 		w.Name, o.rho, rate, o.routers, how, win.Measure, win.Warmup, machine.LoadAvg())
 	results := make([]result, len(o.e2eRows))
 	extras := make([]e2eExtra, len(o.e2eRows))

@@ -49,10 +49,20 @@ type policy struct {
 	// Accounting adds what the router sent since a report's snapshot to
 	// the worker's score (client.Options.Accounting).
 	Accounting bool
+	// Beside runs each loadreporter beside its engine, the routers sending
+	// to the engine itself; otherwise the reporter is the engine's front
+	// (serve --front-listen), which every request passes through and
+	// which counts what it passed on that the engine has not published
+	// yet into its reports (domain/forwarded).
+	Beside bool
 }
 
-// reporter says the row runs a loadreporter beside each engine.
+// reporter says the row runs a loadreporter in front of or beside each
+// engine.
 func (p policy) reporter() bool { return p.Kind == kindPush || p.Kind == kindPoll }
+
+// front says the row's reporters are the engines' fronts.
+func (p policy) front() bool { return p.reporter() && !p.Beside }
 
 // policies are the rows, in the order printed.
 var policies = []policy{
@@ -60,6 +70,7 @@ var policies = []policy{
 	{Key: "oracle-least", Name: "oracle, least loaded", Kind: kindOracle},
 	{Key: "push100-acct", Name: "push 100ms, best of 2, accounting", Kind: kindPush, Interval: 100 * time.Millisecond, Choices: 2, Accounting: true},
 	{Key: "push100", Name: "push 100ms, best of 2", Kind: kindPush, Interval: 100 * time.Millisecond, Choices: 2},
+	{Key: "push100-acct-beside", Name: "push 100ms, best of 2, accounting, beside", Kind: kindPush, Interval: 100 * time.Millisecond, Choices: 2, Accounting: true, Beside: true},
 	{Key: "push1s-acct", Name: "push 1s, best of 2, accounting", Kind: kindPush, Interval: time.Second, Choices: 2, Accounting: true},
 	{Key: "push1s", Name: "push 1s, best of 2", Kind: kindPush, Interval: time.Second, Choices: 2},
 	{Key: "poll1s-least", Name: "poll 1s, least loaded", Kind: kindPoll, Interval: time.Second},
@@ -77,14 +88,15 @@ const (
 	rowOracleLeast = 1
 	rowPush100Acct = 2
 	rowPush100     = 3
-	rowPush1sAcct  = 4
-	rowPush1s      = 5
-	rowPoll1sLeast = 6
-	rowPoll1sB2    = 7
-	rowPoll10Least = 8
-	rowPoll10B2    = 9
-	rowLocal       = 10
-	rowRandom      = 12
+	rowPush100Side = 4
+	rowPush1sAcct  = 5
+	rowPush1s      = 6
+	rowPoll1sLeast = 7
+	rowPoll1sB2    = 8
+	rowPoll10Least = 9
+	rowPoll10B2    = 10
+	rowLocal       = 11
+	rowRandom      = 13
 )
 
 // choose returns the index of the least score among d of n workers drawn
@@ -222,11 +234,11 @@ func (r *router) finished(k int, d *client.Sent) {
 }
 
 // reportOf is the report a loadreporter builds from an engine's loads
-// pulled at pulled: the report's time is the pull's, and so is every
-// rank's stamp, as the reporter stamps a rank that carries no timestamp
-// of its own (SGLang's /v1/loads and the simulated engine send none);
-// with engineStamps, each rank carries the engine's own time of its
-// numbers (model.Load.Timestamp) instead.
+// pulled at pulled: the report's time is the pull's; with engineStamps
+// each rank carries the engine's own time of its numbers
+// (model.Load.Timestamp, which SGLang's /v1/loads and the simulated engine
+// send), and without, the pull's, as the reporter stamps a rank that
+// carries no timestamp of its own.
 func reportOf(loads []model.Load, pulled time.Time, engineStamps bool) *pb.LoadReport {
 	ranks := make([]*pb.RankLoad, len(loads))
 	for i, l := range loads {
