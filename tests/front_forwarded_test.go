@@ -164,3 +164,59 @@ func TestTheFrontCountsWhatTheEngineHasNotPublished(t *testing.T) {
 		})
 	}
 }
+
+// TestAFrontPushesWhatItPassesOnBetweenTheDeadlines: with
+// --front-push-on-forward, a router whose next deadline is seconds away
+// gets a report as soon as the front passes a request on, counting it,
+// and no more engine reads than the deadlines make.
+func TestAFrontPushesWhatItPassesOnBetweenTheDeadlines(t *testing.T) {
+	t.Parallel()
+	e := newBusyEngine(t)
+	c := testConfig()
+	c.Source.Name, c.Source.EngineURL = "sglang-http", e.srv.URL
+	c.Front.Listen = "127.0.0.1:0"
+	c.Front.PushOnForward = 10 * time.Millisecond
+	c.Fire.StaleAfter = time.Hour
+	c.History.Interval = 0
+	m := startMain(t, c, nil)
+	ctx := testCtx(t, 30*time.Second)
+	r := openGRPC(t, ctx, m.Addr())
+	if err := r.Send(registerFrame("router-1", 20000, 60000)); err != nil {
+		t.Fatal(err)
+	}
+	recvFrame(t, r) // registered
+	first := recvReport(t, r)
+	pulls := e.pulls.Load()
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := http.Post("http://"+m.FrontAddr()+"/generate", "application/json", strings.NewReader(`{"text":"`+strings.Repeat("a", 389)+`"}`))
+		if err == nil {
+			resp.Body.Close()
+		}
+		answered <- err
+	}()
+	<-e.arrived
+	// The next deadline is at least 10 s after the first report; this
+	// one comes between.
+	rep := recvReport(t, r)
+	if got := time.UnixMilli(rep.GetReportTimeUnixMs()).Sub(time.UnixMilli(first.GetReportTimeUnixMs())); got >= 10*time.Second {
+		t.Fatalf("the next report came %v after the first: at the deadline, not between", got)
+	}
+	var waiting int64
+	for _, k := range rep.GetRanks() {
+		waiting += k.GetNumWaitingReqs()
+	}
+	if base := int64(3); waiting != base+1 || rep.GetSequenceId() != first.GetSequenceId()+1 {
+		t.Errorf("report between the deadlines: %d waiting (seq %d), want the fixture's %d and the request (seq %d)", waiting, rep.GetSequenceId(), base, first.GetSequenceId()+1)
+	}
+	if n := e.pulls.Load(); n != pulls {
+		t.Errorf("the engine was read %d more times for a report between the deadlines", n-pulls)
+	}
+	if v := metricSum(t, "http://"+m.Addr()+"/metrics", "loadreporter_reports_between_deadlines_total"); v < 1 {
+		t.Errorf("loadreporter_reports_between_deadlines_total %v, want at least 1", v)
+	}
+	close(e.release)
+	if err := <-answered; err != nil {
+		t.Fatal(err)
+	}
+}

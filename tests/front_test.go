@@ -244,6 +244,9 @@ func TestFrontFlagsAreChecked(t *testing.T) {
 		{[]string{"--front-listen", ":30000", "--front-engine-url", "127.0.0.1:30001"}, "want http://HOST:PORT"},
 		{[]string{"--front-listen", ":30000", "--front-engine-url", "http://127.0.0.1:30001/v1"}, "without a path"},
 		{[]string{"--front-listen", ":30000", "--front-engine-url", "http://127.0.0.1:30001", "--front-response-header-timeout", "-1s"}, "must not be negative"},
+		{[]string{"--front-push-on-forward", "10ms"}, "--front-push-on-forward 10ms needs --front-listen and --front-count-forwarded"},
+		{[]string{"--front-listen", ":30000", "--front-engine-url", "http://127.0.0.1:30001", "--front-count-forwarded=false", "--front-push-on-forward", "10ms"}, "needs --front-listen and --front-count-forwarded"},
+		{[]string{"--front-listen", ":30000", "--front-engine-url", "http://127.0.0.1:30001", "--front-push-on-forward", "10us"}, "--front-push-on-forward"},
 	} {
 		if err := checkServe(tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
@@ -254,6 +257,7 @@ func TestFrontFlagsAreChecked(t *testing.T) {
 		{"--front-listen", ":30000", "--front-engine-url", "grpc://127.0.0.1:30001"},
 		{"--front-listen", ":30000", "--source", "sglang-http", "--engine-url", "http://127.0.0.1:30001"},
 		{"--front-listen", ":30000", "--source", "sglang-grpc", "--engine-url", "127.0.0.1:30001"},
+		{"--front-listen", ":30000", "--front-engine-url", "http://127.0.0.1:30001", "--front-push-on-forward", "10ms"},
 	} {
 		if err := checkServe(args...); err != nil {
 			t.Errorf("%q: %v", args, err)

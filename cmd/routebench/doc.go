@@ -12,8 +12,10 @@
 //     since a report (client.Options.Accounting); the reporter is the
 //     engine's front (serve --front-listen: every request passes through
 //     it, and it counts into its reports what it passed on that the
-//     engine has not published yet, domain/forwarded), and one row runs it
-//     beside the engine instead, the routers sending to the engine;
+//     engine has not published yet, domain/forwarded); one row has the
+//     fronts also push between the deadlines when they pass a request on
+//     (--front-push-on-forward 10ms), and one runs the reporter beside the
+//     engine instead, the routers sending to the engine;
 //   - poll: the reporter's GET /v1/loads every 1 s or 10 s (SMG's default),
 //     least loaded and best of two;
 //   - router-local: each router's own count of its requests in flight
@@ -101,7 +103,8 @@
 // engine does not stamp its ranks (so the front counts nothing and the
 // accounting goes by the pulls), the engine publishes its load every step
 // (so the numbers are never older than a step), and one router takes
-// every request (so nothing is sent that the accounting does not count). Nothing is
+// every request (so nothing is sent that the accounting does not count).
+// Nothing is
 // asserted in a timed test; the tests cover the pure parts.
 //
 // It is a measuring tool: nothing imports it.

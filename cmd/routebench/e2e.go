@@ -125,7 +125,9 @@ func (r *e2eRun) start(ctx context.Context) error {
 		errs := make([]error, f.Engines)
 		var wg sync.WaitGroup
 		for k, m := range r.engines {
-			wg.Go(func() { r.reps[k], errs[k] = startReporter(ctx, r.s.reporter, "http://"+m.Addr(), r.pol.front()) })
+			wg.Go(func() {
+				r.reps[k], errs[k] = startReporter(ctx, r.s.reporter, "http://"+m.Addr(), r.pol.front(), r.pol.PushOnForward)
+			})
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
@@ -688,13 +690,17 @@ type child struct {
 
 // startReporter runs `loadreporter serve --source sglang-http
 // --engine-url engine --listen 127.0.0.1:0`, with `--front-listen
-// 127.0.0.1:0` when front is set, every other flag at its default, and
+// 127.0.0.1:0` when front is set (and `--front-push-on-forward` when
+// pushOnForward is positive), every other flag at its default, and
 // returns once it says where it serves. The child gets SIGTERM should
 // this process die first.
-func startReporter(ctx context.Context, bin, engine string, front bool) (*child, error) {
+func startReporter(ctx context.Context, bin, engine string, front bool, pushOnForward time.Duration) (*child, error) {
 	args := []string{"serve", "--source", "sglang-http", "--engine-url", engine, "--listen", "127.0.0.1:0"}
 	if front {
 		args = append(args, "--front-listen", "127.0.0.1:0")
+		if pushOnForward > 0 {
+			args = append(args, "--front-push-on-forward", pushOnForward.String())
+		}
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}

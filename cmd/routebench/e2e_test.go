@@ -92,13 +92,13 @@ func TestEndToEndWithReporters(t *testing.T) {
 	}
 	win := window{Warmup: 500 * time.Millisecond, Measure: 3 * time.Second, Drain: 20 * time.Second}
 	s := e2eSetup{fleet: testFleet(2, 2), reporter: bin, seed: 1, log: slog.New(slog.DiscardHandler)}
-	for _, row := range []int{rowPush100Acct, rowPoll1sB2} {
+	for _, row := range []int{rowPush100Acct, rowPush100Fwd, rowPoll1sB2} {
 		res, ex, err := runE2E(ctx, s, policies[row], e2eTrace(2, win), win)
 		if err != nil {
 			t.Fatalf("%s: %v", policies[row].Name, err)
 		}
 		checkServed(t, policies[row].Name, res, ex)
-		if row == rowPush100Acct && (res.Reads < 5 || res.Reads > 15) {
+		if (row == rowPush100Acct || row == rowPush100Fwd) && (res.Reads < 5 || res.Reads > 15) {
 			t.Errorf("push 100 ms: %.1f pulls a second an engine, want about 10", res.Reads)
 		}
 		if row == rowPoll1sB2 && (res.Reads < 0.3 || res.Reads > 3) {
@@ -117,7 +117,7 @@ func TestStartReporterReportsAFailure(t *testing.T) {
 	if err != nil {
 		t.Skip("no false(1)")
 	}
-	if _, err := startReporter(ctx, sh, "http://127.0.0.1:1", false); err == nil {
+	if _, err := startReporter(ctx, sh, "http://127.0.0.1:1", false, 0); err == nil {
 		t.Fatal("a child that exits at once was taken as serving")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/loadreporter/loadreporter/client"
@@ -82,6 +83,11 @@ type vreporter struct {
 	latest   *pb.LoadReport
 	latestAt time.Duration
 	pushed   *pb.LoadReport
+	// pulled: the engine's loads of the last pull; lastExtra the last
+	// push on forward; extraAt a push on forward due (0: none).
+	pulled    []model.Load
+	lastExtra time.Duration
+	extraAt   time.Duration
 }
 
 // sim is one row of the model mode.
@@ -183,6 +189,9 @@ func simulate(f fleet, pol policy, trace []request, win window, seed uint64) (re
 		}
 		for k := range s.reps {
 			t = min(t, s.reps[k].next)
+			if s.reps[k].extraAt > 0 {
+				t = min(t, s.reps[k].extraAt)
+			}
 		}
 		for _, p := range s.pollAt {
 			t = min(t, p)
@@ -197,6 +206,9 @@ func simulate(f fleet, pol policy, trace []request, win window, seed uint64) (re
 		for k := range s.reps {
 			if s.reps[k].next == t {
 				s.fire(k)
+			}
+			if s.reps[k].extraAt == t {
+				s.pushExtra(k)
 			}
 		}
 		for r := range s.pollAt {
@@ -327,6 +339,15 @@ func (s *sim) reportNow(k int) *pb.LoadReport {
 		return reportOf(s.published(k), s.clock(s.now), s.f.SnapshotStamps)
 	}
 	loads := s.published(k)
+	if s.reps != nil {
+		s.reps[k].pulled = append(s.reps[k].pulled[:0], loads...)
+	}
+	return s.countedReport(k, loads)
+}
+
+// countedReport is the report of loads (a copy it may change) with
+// engine k's front's count added.
+func (s *sim) countedReport(k int, loads []model.Load) *pb.LoadReport {
 	snap := domain.Snapshot{Ranks: make([]domain.RankLoad, len(loads))}
 	for i, l := range loads {
 		snap.Ranks[i] = domain.RankLoad{SnapshotTime: l.Timestamp, NumWaitingReqs: int64(l.NumWaitingReqs),
@@ -357,6 +378,21 @@ func (s *sim) fire(k int) {
 	v.next = nextGrid(t, v.phase, historyInterval)
 	if push {
 		v.next = min(v.next, nextGrid(t, v.phase, s.pol.Interval))
+	}
+}
+
+// pushExtra is front k's push on forward now: its last pull with its
+// count now.
+func (s *sim) pushExtra(k int) {
+	v := &s.reps[k]
+	v.extraAt, v.lastExtra = 0, s.now
+	if v.pulled == nil {
+		return
+	}
+	rep := s.countedReport(k, slices.Clone(v.pulled))
+	v.pushed = rep
+	for _, rt := range s.routers {
+		rt.observe(k, rep, s.clock(s.now))
 	}
 }
 
@@ -402,6 +438,15 @@ func (s *sim) arrive(i int, res *result) error {
 		// The prompt exactly: one "byte" a token.
 		s.fwd[i] = s.fronts[k].Add(at, 1)
 		s.fwd[i].Sent(q.Prompt)
+		if w := s.pol.PushOnForward; w > 0 && s.pol.Kind == kindPush && s.pol.Interval > 0 {
+			v := &s.reps[k]
+			switch {
+			case v.lastExtra == 0 || s.now-v.lastExtra >= w:
+				s.pushExtra(k)
+			case v.extraAt == 0:
+				v.extraAt = v.lastExtra + w
+			}
+		}
 	}
 	id, err := s.engines[k].Submit(at, model.Request{PromptTokens: q.Prompt, MaxNewTokens: q.Output, Rank: model.AnyRank})
 	if err != nil {

@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/enginesim/model"
+	"github.com/loadreporter/loadreporter/domain/forwarded"
 )
 
 func testFleet(engines, routers int) fleet {
-	return fleet{Engines: engines, Routers: routers, Params: model.DefaultParams()}
+	return fleet{Engines: engines, Routers: routers, Params: model.DefaultParams(), SnapshotStamps: true}
 }
 
 // TestSimulateTimesARequest: one request on an idle engine is timed as
@@ -72,7 +73,8 @@ func TestSimulateReads(t *testing.T) {
 		row  int
 		want float64
 	}{
-		{rowPush100Acct, 10}, {rowPush1sAcct, 1}, {rowPoll1sB2, 1}, {rowPoll10B2, 1}, {rowLocal, 0},
+		// A front's pushes on forward read nothing of the engine.
+		{rowPush100Acct, 10}, {rowPush100Fwd, 10}, {rowPush1sAcct, 1}, {rowPoll1sB2, 1}, {rowPoll10B2, 1}, {rowLocal, 0},
 		// The least loaded reads every engine at each pick, the best of
 		// two the two it drew.
 		{rowOracleLeast, float64(measured) / win.Measure.Seconds()},
@@ -135,5 +137,41 @@ func TestCapacity(t *testing.T) {
 	low := 1 / (512*full.Seconds()/256 + prefill + p.StepOverhead.Seconds())
 	if c > decodeOnly || c < low {
 		t.Errorf("capacity %.2f requests/s, want between %.2f and %.2f", c, low, decodeOnly)
+	}
+}
+
+// TestAFrontsReportCountsWhatItPassedOn: in the rows with fronts, a
+// report is the engine's published snapshot plus the requests its front
+// passed on since the snapshot's stamp (domain/forwarded's rules).
+func TestAFrontsReportCountsWhatItPassedOn(t *testing.T) {
+	t.Parallel()
+	f := testFleet(1, 1)
+	e, err := model.New(f.Params, modelEpoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// More than the batch holds: the engine decodes with a queue, and
+	// publishes every 15 decode steps only.
+	for range f.Params.MaxRunningRequests + 40 {
+		if _, err := e.Submit(modelEpoch, model.Request{PromptTokens: 100, MaxNewTokens: 1000, Rank: model.AnyRank}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &sim{f: f, pol: policies[rowPush100Acct], engines: []*model.Engine{e}, reps: make([]vreporter, 1), fronts: make([]forwarded.Ledger, 1)}
+	s.advance(2 * time.Second)
+	pub := e.PublishedAt(0, s.clock(s.now))
+	if !pub.Timestamp.Before(s.clock(s.now)) {
+		t.Fatalf("the busy engine's snapshot is stamped %v, not before now", pub.Timestamp)
+	}
+	r := s.fronts[0].Add(s.clock(s.now), 1)
+	r.Sent(500)
+	rep := s.reportNow(0)
+	k := rep.GetRanks()[0]
+	if k.GetNumWaitingReqs() != int64(pub.NumWaitingReqs)+1 || k.GetNumWaitingUncachedTokens() != pub.NumWaitingUncachedTokens+500 {
+		t.Errorf("report: waiting %d (%d tokens), want the snapshot's %d (%d) and the request passed on", k.GetNumWaitingReqs(), k.GetNumWaitingUncachedTokens(), pub.NumWaitingReqs, pub.NumWaitingUncachedTokens)
+	}
+	r.Done()
+	if k := s.reportNow(0).GetRanks()[0]; k.GetNumWaitingReqs() != int64(pub.NumWaitingReqs) {
+		t.Errorf("answered: waiting %d, want the snapshot's %d", k.GetNumWaitingReqs(), pub.NumWaitingReqs)
 	}
 }

@@ -358,7 +358,7 @@ func (b *bench) goalLines(sr sweepResults) {
 			verdict = "met"
 		}
 		b.goal = append(b.goal, fmt.Sprintf("  workload %-9s %s: push 100ms + accounting, p99 TTFT ÷ oracle's: %s", w.Name, verdict, strings.Join(cells, ", ")))
-		for _, p := range []int{rowPush100Side, rowPush100, rowPoll1sB2, rowPoll1sLeast, rowPoll10B2, rowPoll10Least} {
+		for _, p := range []int{rowPush100Fwd, rowPush100Side, rowPush100, rowPoll1sB2, rowPoll1sLeast, rowPoll10B2, rowPoll10Least} {
 			_, cells := ratios(w.Name, p)
 			b.goal = append(b.goal, fmt.Sprintf("    beside it, %-42s %s", policies[p].Name+":", strings.Join(cells, ", ")))
 		}

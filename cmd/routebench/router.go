@@ -55,6 +55,11 @@ type policy struct {
 	// which counts what it passed on that the engine has not published
 	// yet into its reports (domain/forwarded).
 	Beside bool
+	// PushOnForward makes each front also push its report between the
+	// deadlines when it passes a request on, at most once per
+	// PushOnForward (serve --front-push-on-forward); 0: one report a
+	// deadline.
+	PushOnForward time.Duration
 }
 
 // reporter says the row runs a loadreporter in front of or beside each
@@ -70,6 +75,7 @@ var policies = []policy{
 	{Key: "oracle-least", Name: "oracle, least loaded", Kind: kindOracle},
 	{Key: "push100-acct", Name: "push 100ms, best of 2, accounting", Kind: kindPush, Interval: 100 * time.Millisecond, Choices: 2, Accounting: true},
 	{Key: "push100", Name: "push 100ms, best of 2", Kind: kindPush, Interval: 100 * time.Millisecond, Choices: 2},
+	{Key: "push100-acct-fwd", Name: "push 100ms, best of 2, accounting, on forward", Kind: kindPush, Interval: 100 * time.Millisecond, Choices: 2, Accounting: true, PushOnForward: 10 * time.Millisecond},
 	{Key: "push100-acct-beside", Name: "push 100ms, best of 2, accounting, beside", Kind: kindPush, Interval: 100 * time.Millisecond, Choices: 2, Accounting: true, Beside: true},
 	{Key: "push1s-acct", Name: "push 1s, best of 2, accounting", Kind: kindPush, Interval: time.Second, Choices: 2, Accounting: true},
 	{Key: "push1s", Name: "push 1s, best of 2", Kind: kindPush, Interval: time.Second, Choices: 2},
@@ -88,15 +94,16 @@ const (
 	rowOracleLeast = 1
 	rowPush100Acct = 2
 	rowPush100     = 3
-	rowPush100Side = 4
-	rowPush1sAcct  = 5
-	rowPush1s      = 6
-	rowPoll1sLeast = 7
-	rowPoll1sB2    = 8
-	rowPoll10Least = 9
-	rowPoll10B2    = 10
-	rowLocal       = 11
-	rowRandom      = 13
+	rowPush100Fwd  = 4
+	rowPush100Side = 5
+	rowPush1sAcct  = 6
+	rowPush1s      = 7
+	rowPoll1sLeast = 8
+	rowPoll1sB2    = 9
+	rowPoll10Least = 10
+	rowPoll10B2    = 11
+	rowLocal       = 12
+	rowRandom      = 14
 )
 
 // choose returns the index of the least score among d of n workers drawn

@@ -47,7 +47,25 @@ type Options struct {
 	// report is recorded once, however many sessions received it.
 	History         ports.ReportSink
 	HistoryInterval time.Duration
-	Logger          *slog.Logger
+	// Between, when set with a positive BetweenEvery, sends the routers'
+	// Monitor sessions a report between their deadlines each time its
+	// numbers change between two pulls (a front passed a request on): the
+	// last pull's snapshot with what changed since, at most once per
+	// BetweenEvery, and once more at the end of a burst. It reads nothing
+	// of the engine, moves no deadline and is not recorded in the history.
+	Between      Recounter
+	BetweenEvery time.Duration
+	Logger       *slog.Logger
+}
+
+// Recounter is what Options.Between reads: the source's last snapshot as
+// it stands now, and a signal each time that changes.
+type Recounter interface {
+	// Recount is the last pull's snapshot with what changed since; false
+	// when there is none to send (the last pull failed).
+	Recount() (domain.Snapshot, bool)
+	// Changes is signalled when Recount would answer something new.
+	Changes() <-chan struct{}
 }
 
 // Loop owns the session table and the fire loop.
@@ -71,6 +89,14 @@ type Loop struct {
 	historyInterval time.Duration
 	historySub      *Subscription // owned by the loop
 	lastRecorded    *domain.Report
+
+	// between: Options.Between and BetweenEvery; the loop's goroutine
+	// alone touches lastBetween and betweenDue (zero: none due).
+	between          Recounter
+	betweenEvery     time.Duration
+	lastBetween      time.Time
+	betweenDue       time.Time
+	betweenDelivered atomic.Uint64
 
 	mu         sync.Mutex
 	table      *session.Table
@@ -117,12 +143,19 @@ func New(o Options) (*Loop, error) {
 	if o.History == nil {
 		o.HistoryInterval = 0
 	}
+	if o.BetweenEvery < 0 || o.Between != nil && o.BetweenEvery > 0 && o.BetweenEvery < time.Millisecond {
+		return nil, domain.InvalidOption("between-every", "%s: want 0 (off) or at least 1ms", o.BetweenEvery)
+	}
+	if o.BetweenEvery == 0 {
+		o.Between = nil
+	}
 	stopping, stop := context.WithCancel(context.Background())
 	return &Loop{
 		stopping: stopping, stop: stop,
 		source: o.Source, clock: o.Clock, builder: o.Builder, budget: o.PullBudget,
 		observer: o.Observer, log: o.Logger,
 		history: o.History, historyInterval: o.HistoryInterval,
+		between: o.Between, betweenEvery: o.BetweenEvery,
 		wake:     make(chan struct{}, 1),
 		table:    session.NewTable(o.Limits, grid, o.Clock.Now()),
 		expected: o.Expected,
@@ -209,6 +242,10 @@ func (l *Loop) Run(ctx context.Context) error {
 		}
 		l.historySub = sub
 	}
+	var changes <-chan struct{}
+	if l.between != nil {
+		changes = l.between.Changes()
+	}
 	for {
 		l.mu.Lock()
 		now := l.clock.Now()
@@ -224,10 +261,18 @@ func (l *Loop) Run(ctx context.Context) error {
 			}
 			continue
 		}
+		if !l.betweenDue.IsZero() && !now.Before(l.betweenDue) {
+			l.publishBetween(now)
+			continue
+		}
+		wake, hasWake := sw.Wake, sw.HasWake
+		if !l.betweenDue.IsZero() && (!hasWake || l.betweenDue.Before(wake)) {
+			wake, hasWake = l.betweenDue, true
+		}
 		var timerC <-chan time.Time
 		var timer ports.Timer
-		if sw.HasWake {
-			timer = l.clock.NewTimer(sw.Wake)
+		if hasWake {
+			timer = l.clock.NewTimer(wake)
 			timerC = timer.C()
 		}
 		select {
@@ -238,12 +283,55 @@ func (l *Loop) Run(ctx context.Context) error {
 			return nil
 		case <-l.wake:
 		case <-timerC:
+		case <-changes:
+			l.changed(l.clock.Now())
 		}
 		if timer != nil {
 			timer.Stop()
 		}
 	}
 }
+
+// changed takes a signal of Options.Between: a report between the
+// deadlines now, or at the end of the current BetweenEvery when one went
+// out less than that ago.
+func (l *Loop) changed(now time.Time) {
+	if l.lastBetween.IsZero() || now.Sub(l.lastBetween) >= l.betweenEvery {
+		l.publishBetween(now)
+		return
+	}
+	if l.betweenDue.IsZero() {
+		l.betweenDue = l.lastBetween.Add(l.betweenEvery)
+	}
+}
+
+// publishBetween delivers Options.Between's recount, built now, to the
+// Monitor sessions between their deadlines, when the latest report is
+// HEALTHY and the recount passes the same checks as a pull.
+func (l *Loop) publishBetween(now time.Time) {
+	l.betweenDue, l.lastBetween = time.Time{}, now
+	snap, ok := l.between.Recount()
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.latest == nil || l.latest.Status != domain.StatusHealthy {
+		return
+	}
+	if verdict := l.builder.Verdict(snap, nil, l.expected, now); verdict != nil {
+		return
+	}
+	l.seq++
+	rep := l.builder.Report(l.seq, now, snap, nil)
+	l.latest = rep
+	delivered, _ := l.table.DeliverBetween(rep)
+	l.betweenDelivered.Add(uint64(delivered[session.KindMonitor]))
+}
+
+// BetweenDelivered counts the reports delivered to routers between their
+// deadlines (Options.Between).
+func (l *Loop) BetweenDelivered() uint64 { return l.betweenDelivered.Load() }
 
 // countsChanged returns the per-kind session counts when they changed since
 // the last call. l.mu must be held.

@@ -33,9 +33,10 @@ const (
 // engine's snapshots count them or they are answered. Safe for concurrent
 // use: Add from the front's requests, AddTo from the fire loop.
 type Ledger struct {
-	mu   sync.Mutex
-	q    []*Request
-	head int
+	mu      sync.Mutex
+	q       []*Request
+	head    int
+	changes chan struct{} // made by the first Changes
 
 	added atomic.Int64 // requests the last AddTo added
 }
@@ -61,7 +62,24 @@ func (l *Ledger) Add(at time.Time, bytesPerToken int) *Request {
 		l.head++
 	}
 	l.compact()
+	if l.changes != nil {
+		select {
+		case l.changes <- struct{}{}:
+		default:
+		}
+	}
 	return r
+}
+
+// Changes is signalled (capacity one: a burst is one signal) each time a
+// request is added from now on.
+func (l *Ledger) Changes() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.changes == nil {
+		l.changes = make(chan struct{}, 1)
+	}
+	return l.changes
 }
 
 // Sent counts n more bytes of the request's body passed on.
@@ -192,18 +210,44 @@ type Puller interface {
 }
 
 // Source is a snapshot source whose every snapshot has its Ledger's
-// requests added (Ledger.AddTo).
+// requests added (Ledger.AddTo). It keeps the engine's last snapshot as
+// pulled, so that a report between two pulls can count what the front
+// passed on since (Recount). Safe for concurrent use.
 type Source struct {
 	Inner  Puller
 	Ledger *Ledger
+
+	mu   sync.Mutex
+	last domain.Snapshot
+	ok   bool // last is a snapshot the last pull returned
 }
 
 // Pull pulls Inner and adds what its snapshot does not count yet.
-func (s Source) Pull(ctx context.Context) (domain.Snapshot, error) {
+func (s *Source) Pull(ctx context.Context) (domain.Snapshot, error) {
 	snap, err := s.Inner.Pull(ctx)
+	s.mu.Lock()
+	s.last, s.ok = snap, err == nil
+	s.mu.Unlock()
 	if err != nil || s.Ledger == nil {
 		return snap, err
 	}
 	snap, _ = s.Ledger.AddTo(snap)
 	return snap, nil
 }
+
+// Recount is the engine's last snapshot with what the Ledger counts now
+// added; false when the last pull failed or there was none.
+func (s *Source) Recount() (domain.Snapshot, bool) {
+	s.mu.Lock()
+	last, ok := s.last, s.ok
+	s.mu.Unlock()
+	if !ok || s.Ledger == nil {
+		return domain.Snapshot{}, false
+	}
+	snap, _ := s.Ledger.AddTo(last)
+	return snap, true
+}
+
+// Changes is signalled (capacity one, never blocking the sender) each
+// time the Ledger records a request passed on.
+func (s *Source) Changes() <-chan struct{} { return s.Ledger.Changes() }

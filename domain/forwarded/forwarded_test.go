@@ -164,12 +164,12 @@ func TestSource(t *testing.T) {
 	t.Parallel()
 	var l Ledger
 	send(&l, 150, 400)
-	got, err := Source{Inner: fakeSource{snap: domain.Snapshot{Ranks: []domain.RankLoad{rank(0, 100, 0, 0)}}}, Ledger: &l}.Pull(t.Context())
+	got, err := (&Source{Inner: fakeSource{snap: domain.Snapshot{Ranks: []domain.RankLoad{rank(0, 100, 0, 0)}}}, Ledger: &l}).Pull(t.Context())
 	if err != nil || got.Ranks[0].NumWaitingReqs != 1 {
 		t.Errorf("pull: %v, waiting %d; want the request added", err, got.Ranks[0].NumWaitingReqs)
 	}
 	boom := errors.New("engine down")
-	if _, err := (Source{Inner: fakeSource{err: boom}, Ledger: &l}).Pull(t.Context()); !errors.Is(err, boom) {
+	if _, err := (&Source{Inner: fakeSource{err: boom}, Ledger: &l}).Pull(t.Context()); !errors.Is(err, boom) {
 		t.Errorf("the source's error became %v", err)
 	}
 }

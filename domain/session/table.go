@@ -350,6 +350,23 @@ func (t *Table) Deliver(r *domain.Report, at time.Time) (delivered, dropped PerK
 	return delivered, dropped
 }
 
+// DeliverBetween offers r to every Monitor session that has had its first
+// report, between its deadlines: none moves, and a session that reads
+// slowly keeps only the latest report in its outbox, as ever. It counts
+// what it offered and what the offers replaced.
+func (t *Table) DeliverBetween(r *domain.Report) (delivered, dropped PerKind) {
+	for _, s := range t.ordered {
+		if s.kind != KindMonitor || s.first {
+			continue
+		}
+		if s.outbox.Offer(r) {
+			dropped[s.kind]++
+		}
+		delivered[s.kind]++
+	}
+	return delivered, dropped
+}
+
 // sessionEpoch is where s's aligned grid starts: the table's epoch moved
 // by s's phase within its interval.
 func (t *Table) sessionEpoch(s *Session) time.Time {

@@ -169,6 +169,10 @@ type FrontConfig struct {
 	// that the engine's published snapshot does not show yet to every
 	// report (domain/forwarded).
 	CountForwarded bool
+	// PushOnForward, when positive, also sends the routers a report
+	// between their deadlines each time the front passes a request on,
+	// at most once per PushOnForward (0: off, one report per deadline).
+	PushOnForward time.Duration
 }
 
 // DefaultConfig is the embedded default: a simulated engine on localhost.
@@ -302,6 +306,7 @@ func (c *FrontConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxRequests, "front-max-requests", c.MaxRequests, "front mode: requests passed to the engine at once at most; one more is answered 503 with Retry-After (gRPC: RESOURCE_EXHAUSTED) to be retried on another worker")
 	fs.DurationVar(&c.Drain, "front-drain", c.Drain, "front mode: when the reporter stops, how long the front keeps taking requests while its load endpoints answer \"shutting down\" (a full worker to /get_load), so polling routers steer away before its port closes; then requests in flight have what is left of --shutdown-grace")
 	fs.BoolVar(&c.CountForwarded, "front-count-forwarded", c.CountForwarded, "front mode: count into every report (pushed and polled) the requests passed to the engine since a rank's snapshot time and not yet answered, as waiting requests with their prompt tokens estimated from their bodies, so routers see what the others sent before the engine publishes it; needs an engine that stamps its ranks (SGLang's /v1/loads and LoadStat do)")
+	fs.DurationVar(&c.PushOnForward, "front-push-on-forward", c.PushOnForward, "front mode, with --front-count-forwarded: also send the routers' Monitor streams a report between their deadlines when the front passes a request on (the last pull's numbers with the count now; no engine read), at most once per this duration and once more at the end of a burst; 0: off, one report per deadline as the stream protocol has it")
 	fs.DurationVar(&c.ResponseHeaderTimeout, "front-response-header-timeout", c.ResponseHeaderTimeout, "front mode: how long a proxied request waits for the engine's response headers (0: as long as the client waits; a generation that does not stream answers when it is done)")
 }
 

@@ -26,6 +26,7 @@ var optionFlags = map[string]string{
 	"max-lease":           "max-lease",
 	"max-sessions":        "max-sessions",
 	"max-watch-sessions":  "max-watch-sessions",
+	"between-every":       "front-push-on-forward",
 	// domain.Worker, through fireloop.New, and domain.ParseWorkerType
 	"worker-addr": "worker-addr",
 	"model":       "model",

@@ -16,6 +16,7 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/adapters/source/sglanggrpc"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/serving"
+	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/domain/forwarded"
 )
 
@@ -62,7 +63,7 @@ func (f FrontConfig) engine(src SourceConfig) (*url.URL, bool, error) {
 // passed through, the pollers' load endpoints answered from poll, the
 // engine's /metrics served from one scrape per --poll-max-age.
 func NewFront(c FrontConfig, srv ServerConfig, src SourceConfig, streams StreamsConfig, t *TLS,
-	poll *pollapi.Handler, fwd *forwarded.Ledger, m *metrics.Metrics, log *slog.Logger) (*Front, error) {
+	poll *pollapi.Handler, fwd *forwarded.Ledger, loop *fireloop.Loop, m *metrics.Metrics, log *slog.Logger) (*Front, error) {
 	if c.Listen == "" {
 		if c.EngineURL != "" {
 			return nil, fmt.Errorf("--front-engine-url needs --front-listen (the worker's public address)")
@@ -91,7 +92,8 @@ func NewFront(c FrontConfig, srv ServerConfig, src SourceConfig, streams Streams
 	}
 	fm := m.Front(front.Classes)
 	if fwd != nil {
-		m.Forwarded(func() float64 { return float64(fwd.Added()) }, func() float64 { return float64(fwd.Held()) })
+		m.Forwarded(func() float64 { return float64(fwd.Added()) }, func() float64 { return float64(fwd.Held()) },
+			func() float64 { return float64(loop.BetweenDelivered()) })
 	}
 	h, err := front.New(front.Options{
 		Engine: engine,

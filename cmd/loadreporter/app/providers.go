@@ -168,7 +168,7 @@ func workerAddr(addr, listen string) string {
 // NewFireLoop builds the fire loop; rec is nil when history is off. Its
 // clock is the precise one: its timer is when every router's report is
 // due.
-func NewFireLoop(c FireConfig, limits session.Limits, h HistoryConfig, w domain.Worker, e Engine, fwd *forwarded.Ledger, clk clock.Precise,
+func NewFireLoop(c FireConfig, limits session.Limits, h HistoryConfig, front FrontConfig, w domain.Worker, e Engine, fwd *forwarded.Ledger, clk clock.Precise,
 	obs ports.FireObserver, rec *recorder.Recorder, log *slog.Logger) (*fireloop.Loop, error) {
 	schedule, err := session.ParseSchedule(c.Schedule)
 	if err != nil {
@@ -179,8 +179,16 @@ func NewFireLoop(c FireConfig, limits session.Limits, h HistoryConfig, w domain.
 		sink = rec
 	}
 	src := e.Source
+	var between fireloop.Recounter
 	if fwd != nil {
-		src = forwarded.Source{Inner: src, Ledger: fwd}
+		counted := &forwarded.Source{Inner: src, Ledger: fwd}
+		src = counted
+		if front.PushOnForward > 0 {
+			between = counted
+		}
+	}
+	if front.PushOnForward != 0 && between == nil {
+		return nil, fmt.Errorf("--front-push-on-forward %s needs --front-listen and --front-count-forwarded (what it pushes is the front's count)", front.PushOnForward)
 	}
 	return fireloop.New(fireloop.Options{
 		Source:          src,
@@ -194,6 +202,8 @@ func NewFireLoop(c FireConfig, limits session.Limits, h HistoryConfig, w domain.
 		Observer:        obs,
 		History:         sink,
 		HistoryInterval: h.Interval,
+		Between:         between,
+		BetweenEvery:    front.PushOnForward,
 		Logger:          log,
 	})
 }

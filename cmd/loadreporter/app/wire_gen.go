@@ -27,6 +27,7 @@ func initializeMain(c Config, given givenEngine) (*Main, func(), error) {
 	system := _wireSystemValue
 	limits := c.Sessions
 	historyConfig := c.History
+	frontConfig := c.Front
 	workerConfig := c.Worker
 	worker, err := NewWorker(workerConfig, serverConfig)
 	if err != nil {
@@ -38,7 +39,6 @@ func initializeMain(c Config, given givenEngine) (*Main, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	frontConfig := c.Front
 	ledger := NewForwarded(frontConfig)
 	precise := _wirePreciseValue
 	fireObserver := NewFireObserver(metrics, logger)
@@ -54,7 +54,7 @@ func initializeMain(c Config, given givenEngine) (*Main, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	loop, err := NewFireLoop(fireConfig, limits, historyConfig, worker, engine, ledger, precise, fireObserver, recorder, logger)
+	loop, err := NewFireLoop(fireConfig, limits, historyConfig, frontConfig, worker, engine, ledger, precise, fireObserver, recorder, logger)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -149,7 +149,7 @@ func initializeMain(c Config, given givenEngine) (*Main, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	front, err := NewFront(frontConfig, serverConfig, sourceConfig, streamsConfig, tls, handler, ledger, metrics, logger)
+	front, err := NewFront(frontConfig, serverConfig, sourceConfig, streamsConfig, tls, handler, ledger, loop, metrics, logger)
 	if err != nil {
 		cleanup3()
 		cleanup2()
