@@ -204,3 +204,53 @@ func TestConcurrentUse(t *testing.T) {
 		t.Errorf("added %d, want the %d requests not answered", n, 8*250)
 	}
 }
+
+// Recount is the engine's last snapshot as pulled, with the count as it
+// stands now; nothing after a failed pull. Changes is signalled by each
+// request recorded, a burst being one signal.
+func TestRecountAndChanges(t *testing.T) {
+	t.Parallel()
+	var l Ledger
+	changes := l.Changes()
+	inner := &flipSource{snap: domain.Snapshot{Ranks: []domain.RankLoad{rank(0, 100, 2, 20)}}}
+	src := &Source{Inner: inner, Ledger: &l}
+	if _, ok := src.Recount(); ok {
+		t.Error("a recount before any pull")
+	}
+	if _, err := src.Pull(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	send(&l, 150, 400)
+	send(&l, 160, 400)
+	select {
+	case <-changes:
+	default:
+		t.Fatal("no signal for the requests recorded")
+	}
+	select {
+	case <-changes:
+		t.Error("two signals for one burst read late")
+	default:
+	}
+	got, ok := src.Recount()
+	if !ok || got.Ranks[0].NumWaitingReqs != 4 || got.Ranks[0].NumWaitingUncachedTokens != 220 {
+		t.Errorf("recount: %v %+v; want the pull's 2 waiting and the two requests passed on since", ok, got.Ranks)
+	}
+	if inner.snap.Ranks[0].NumWaitingReqs != 2 {
+		t.Error("the recount changed the source's snapshot")
+	}
+	inner.err = errors.New("engine down")
+	if _, err := src.Pull(t.Context()); err == nil {
+		t.Fatal("the failed pull succeeded")
+	}
+	if _, ok := src.Recount(); ok {
+		t.Error("a recount after a failed pull: there is no snapshot to recount")
+	}
+}
+
+type flipSource struct {
+	snap domain.Snapshot
+	err  error
+}
+
+func (f *flipSource) Pull(context.Context) (domain.Snapshot, error) { return f.snap, f.err }

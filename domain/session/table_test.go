@@ -341,3 +341,51 @@ func TestORCASessions(t *testing.T) {
 		t.Fatal("only the Monitor session's lease may expire")
 	}
 }
+
+// DeliverBetween offers a report to every Monitor session that has had
+// its first, and moves no deadline.
+func TestDeliverBetween(t *testing.T) {
+	t.Parallel()
+	tbl := NewTable(DefaultLimits(), Grid{}, epochBetween)
+	mon, _, err := tbl.Add(Options{Kind: KindMonitor, Name: "r1", Config: Config{Interval: 100 * time.Millisecond, Lease: time.Minute}}, epochBetween)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, _, err := tbl.Add(Options{Kind: KindMonitor, Name: "r2", Config: Config{Interval: 100 * time.Millisecond, Lease: time.Minute}}, epochBetween)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch, _, err := tbl.Add(Options{Kind: KindWatch, Name: "w", Config: Config{Interval: 100 * time.Millisecond}, NoLease: true}, epochBetween)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// r1 and the watch get their first report; r2 registers after it.
+	tbl.Deliver(&domain.Report{SequenceID: 1}, epochBetween)
+	<-mon.Outbox().Reports()
+	<-watch.Outbox().Reports()
+	<-fresh.Outbox().Reports()
+	late, _, err := tbl.Add(Options{Kind: KindMonitor, Name: "r3", Config: Config{Interval: 100 * time.Millisecond, Lease: time.Minute}}, epochBetween)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := mon.Next()
+	delivered, dropped := tbl.DeliverBetween(&domain.Report{SequenceID: 2})
+	if delivered[KindMonitor] != 2 || delivered[KindWatch] != 0 || dropped[KindMonitor] != 0 {
+		t.Errorf("delivered %v dropped %v, want the 2 Monitor sessions that had a report", delivered, dropped)
+	}
+	if r := <-mon.Outbox().Reports(); r.SequenceID != 2 {
+		t.Errorf("r1 got %d", r.SequenceID)
+	}
+	select {
+	case r := <-late.Outbox().Reports():
+		t.Errorf("a session before its first report got %d between the deadlines", r.SequenceID)
+	case r := <-watch.Outbox().Reports():
+		t.Errorf("a Watch session got %d between the deadlines", r.SequenceID)
+	default:
+	}
+	if !mon.Next().Equal(next) {
+		t.Errorf("the deadline moved from %v to %v", next, mon.Next())
+	}
+}
+
+var epochBetween = time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
