@@ -202,12 +202,15 @@ func TestAFrontPushesWhatItPassesOnBetweenTheDeadlines(t *testing.T) {
 	if got := time.UnixMilli(rep.GetReportTimeUnixMs()).Sub(time.UnixMilli(first.GetReportTimeUnixMs())); got >= 10*time.Second {
 		t.Fatalf("the next report came %v after the first: at the deadline, not between", got)
 	}
-	var waiting int64
+	var waiting, tokens int64
 	for _, k := range rep.GetRanks() {
 		waiting += k.GetNumWaitingReqs()
+		tokens += k.GetNumWaitingUncachedTokens()
 	}
-	if base := int64(3); waiting != base+1 || rep.GetSequenceId() != first.GetSequenceId()+1 {
-		t.Errorf("report between the deadlines: %d waiting (seq %d), want the fixture's %d and the request (seq %d)", waiting, rep.GetSequenceId(), base, first.GetSequenceId()+1)
+	// The fixture's 3 waiting and 4096 tokens, and the request's 100
+	// tokens (400 bytes: its Content-Length, known before it passed).
+	if waiting != 3+1 || tokens != 4096+100 || rep.GetSequenceId() != first.GetSequenceId()+1 {
+		t.Errorf("report between the deadlines: %d waiting, %d tokens (seq %d), want 4, 4196 (seq %d)", waiting, tokens, rep.GetSequenceId(), first.GetSequenceId()+1)
 	}
 	if n := e.pulls.Load(); n != pulls {
 		t.Errorf("the engine was read %d more times for a report between the deadlines", n-pulls)

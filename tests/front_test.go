@@ -247,6 +247,7 @@ func TestFrontFlagsAreChecked(t *testing.T) {
 		{[]string{"--front-push-on-forward", "10ms"}, "--front-push-on-forward 10ms needs --front-listen and --front-count-forwarded"},
 		{[]string{"--front-listen", ":30000", "--front-engine-url", "http://127.0.0.1:30001", "--front-count-forwarded=false", "--front-push-on-forward", "10ms"}, "needs --front-listen and --front-count-forwarded"},
 		{[]string{"--front-listen", ":30000", "--front-engine-url", "http://127.0.0.1:30001", "--front-push-on-forward", "10us"}, "--front-push-on-forward"},
+		{[]string{"--front-listen", ":30000", "--front-engine-url", "http://127.0.0.1:30001", "--front-push-on-forward", "-1s"}, "--front-push-on-forward -1s: must not be negative"},
 	} {
 		if err := checkServe(tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)

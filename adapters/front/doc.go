@@ -10,7 +10,10 @@
 //     window, so that any number of scrapers costs the engine one scrape.
 //
 // Nothing on the proxied path waits for a pull, a history write or a
-// router stream. An engine that does not answer gets a 502 naming it (a
+// router stream. With Options.Forwarded, each inference request is
+// recorded in a domain/forwarded Ledger from the moment it is passed on to
+// its answer (a short lock shared with the pulls' count, held for a walk
+// of the requests in flight at most). An engine that does not answer gets a 502 naming it (a
 // gRPC status UNAVAILABLE for gRPC callers).
 //
 // It must not know how loads are pulled, scheduled or shaped: the answered

@@ -64,6 +64,7 @@ func TestInferenceRequestsAreRecordedUntilAnswered(t *testing.T) {
 	}
 
 	body := strings.Repeat("x", 4000) // 1000 tokens at 4 bytes a token
+	changes := ledger.Changes()
 	answered := make(chan error, 1)
 	go func() {
 		resp, err := http.Post(addr+"/generate", "application/json", strings.NewReader(body))
@@ -72,6 +73,16 @@ func TestInferenceRequestsAreRecordedUntilAnswered(t *testing.T) {
 		}
 		answered <- err
 	}()
+	// At the signal, before the body has passed: its length is known, so
+	// a report built now weighs the whole prompt.
+	select {
+	case <-changes:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no signal for the request passed on")
+	}
+	if got, n := ledger.AddTo(stamped(now.Add(-time.Second))); n != 1 || got.Ranks[0].NumWaitingUncachedTokens != 1000 {
+		t.Fatalf("at the signal: added %d, %d tokens; want 1 request of 1000 (Content-Length)", n, got.Ranks[0].NumWaitingUncachedTokens)
+	}
 	if p := <-arrived; p != "/generate" {
 		t.Fatalf("the engine saw %s", p)
 	}
@@ -96,11 +107,13 @@ func TestTheGRPCSchedulersGenerateIsRecorded(t *testing.T) {
 		method, path, ctype string
 		per                 int
 	}{
-		{http.MethodPost, schedulerconnect.SglangSchedulerGenerateProcedure, "application/grpc", forwarded.BytesPerTokenProtobuf},
+		{http.MethodPost, schedulerconnect.SglangSchedulerGenerateProcedure, "application/grpc", bytesPerTokenProtobuf},
 		{http.MethodPost, schedulerconnect.SglangSchedulerHealthCheckProcedure, "application/grpc", 0},
-		{http.MethodPost, "/generate", "application/json", forwarded.BytesPerTokenJSON},
-		{http.MethodPost, "/v1/completions", "application/json", forwarded.BytesPerTokenJSON},
+		{http.MethodPost, "/generate", "application/json", bytesPerTokenJSON},
+		{http.MethodPost, "/v1/completions", "application/json", bytesPerTokenJSON},
 		{http.MethodGet, "/generate", "", 0},
+		{http.MethodPost, "/v1/files", "multipart/form-data", 0},
+		{http.MethodPost, "/v1/batches", "application/json", 0},
 		{http.MethodPost, "/health_generate", "", 0},
 		{http.MethodPost, "/flush_cache", "", 0},
 	} {

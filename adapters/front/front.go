@@ -86,7 +86,9 @@ type Options struct {
 	Transport http.RoundTripper
 	Observer  Observer
 	Logger    *slog.Logger
-	// Now is the cache's clock (default time.Now).
+	// Now is the cache's clock and the time a request is recorded as
+	// passed on (default time.Now): the wall clock the engine stamps its
+	// snapshots with, the front and the engine sharing a host.
 	Now func() time.Time
 }
 
@@ -256,7 +258,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer f.inFlight.Add(-1)
 	var fr *forwarded.Request
 	if per := bytesPerToken(r); per > 0 && f.opts.Forwarded != nil {
-		fr = f.opts.Forwarded.Add(f.opts.Now(), per)
+		fr = f.opts.Forwarded.Add(f.opts.Now(), per, r.ContentLength)
 		defer fr.Done()
 	}
 	if r.ProtoMajor == 1 {
@@ -276,7 +278,13 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// engine's: proxyError tells them apart by it. Through the context,
 		// as the proxy hands the error handler its own copy of the request,
 		// its body wrapped again.
-		r = r.WithContext(context.WithValue(r.Context(), clientBodyKey{}, watchBody(r, fr)))
+		b := watchBody(r, fr)
+		if fr != nil && r.ContentLength <= 0 {
+			// A body of unknown length is counted as it passes; once whole,
+			// a report between two pulls can weigh the whole prompt.
+			b.atEOF = f.opts.Forwarded.Notify
+		}
+		r = r.WithContext(context.WithValue(r.Context(), clientBodyKey{}, b))
 	}
 	f.proxy.ServeHTTP(w, r)
 }
@@ -289,9 +297,10 @@ type clientBodyKey struct{}
 // when it has one.
 type clientBody struct {
 	io.ReadCloser
-	fwd *forwarded.Request
-	mu  sync.Mutex
-	err error
+	fwd   *forwarded.Request
+	atEOF func() // called once, at the body's end (nil: nothing)
+	mu    sync.Mutex
+	err   error
 }
 
 // watchBody puts a clientBody in place of r's body and returns it.
@@ -304,6 +313,10 @@ func watchBody(r *http.Request, fwd *forwarded.Request) *clientBody {
 func (b *clientBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.fwd.Sent(n)
+	if err == io.EOF && b.atEOF != nil {
+		b.atEOF()
+		b.atEOF = nil
+	}
 	if err != nil && err != io.EOF {
 		b.mu.Lock()
 		if b.err == nil {
@@ -369,6 +382,23 @@ func ClassOf(r *http.Request) string {
 	return ClassOther
 }
 
+// Body sizes per prompt token, by the request's encoding: about four
+// characters a token in JSON text (BPE vocabularies on English), and
+// about three bytes a token id in a protobuf's packed varints.
+const (
+	bytesPerTokenJSON     = 4
+	bytesPerTokenProtobuf = 3
+)
+
+// inferencePaths are the HTTP requests Options.Forwarded records: those
+// that put a prompt in the engine's queue (SGLang's native and OpenAI
+// routes, vLLM's the same).
+var inferencePaths = map[string]bool{
+	"/generate": true, "/v1/completions": true, "/v1/chat/completions": true, "/v1/responses": true,
+	"/v1/embeddings": true, "/encode": true, "/classify": true, "/v1/classify": true,
+	"/v1/rerank": true, "/rerank": true, "/v1/score": true, "/score": true,
+}
+
 // bytesPerToken is how many bytes of r's body make a prompt token, for the
 // inference requests Options.Forwarded records; 0 for every other request.
 func bytesPerToken(r *http.Request) int {
@@ -377,11 +407,11 @@ func bytesPerToken(r *http.Request) int {
 		return 0
 	case isGRPC(r):
 		if r.URL.Path == schedulerconnect.SglangSchedulerGenerateProcedure {
-			return forwarded.BytesPerTokenProtobuf
+			return bytesPerTokenProtobuf
 		}
 		return 0
-	case ClassOf(r) == ClassGenerate:
-		return forwarded.BytesPerTokenJSON
+	case inferencePaths[r.URL.Path]:
+		return bytesPerTokenJSON
 	}
 	return 0
 }

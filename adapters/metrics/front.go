@@ -110,8 +110,14 @@ func (f *FrontMetrics) Scrape(hit bool) {
 // passed on that the engine's snapshots do not show yet: added, how many
 // the last pull added to its report; held, how many are held in all; and
 // the counter of the reports sent to routers between their deadlines
-// (--front-push-on-forward).
+// (--front-push-on-forward; nil: not registered).
 func (m *Metrics) Forwarded(added, held, between func() float64) {
+	if between != nil {
+		m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "loadreporter_reports_between_deadlines_total",
+			Help: "Reports sent to routers' Monitor streams between their deadlines because the front passed a request on (--front-push-on-forward), counted per stream.",
+		}, between))
+	}
 	m.registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "loadreporter_front_unpublished_requests",
@@ -121,9 +127,5 @@ func (m *Metrics) Forwarded(added, held, between func() float64) {
 			Name: "loadreporter_front_forwarded_held_requests",
 			Help: "Requests passed to the engine the front holds until a snapshot counts them or they are answered.",
 		}, held),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "loadreporter_reports_between_deadlines_total",
-			Help: "Reports sent to routers' Monitor streams between their deadlines because the front passed a request on (--front-push-on-forward), counted per stream.",
-		}, between),
 	)
 }

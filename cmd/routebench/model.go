@@ -435,9 +435,9 @@ func (s *sim) arrive(i int, res *result) error {
 	k := rt.pick(at, simSources{s})
 	s.disp[i] = rt.sent(k, at, q)
 	if s.fronts != nil {
-		// The prompt exactly: one "byte" a token.
-		s.fwd[i] = s.fronts[k].Add(at, 1)
-		s.fwd[i].Sent(q.Prompt)
+		// The prompt exactly, as the front knows it from a body's
+		// Content-Length: one "byte" a token.
+		s.fwd[i] = s.fronts[k].Add(at, 1, int64(q.Prompt))
 		if w := s.pol.PushOnForward; w > 0 && s.pol.Kind == kindPush && s.pol.Interval > 0 {
 			v := &s.reps[k]
 			switch {

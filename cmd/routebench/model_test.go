@@ -163,8 +163,7 @@ func TestAFrontsReportCountsWhatItPassedOn(t *testing.T) {
 	if !pub.Timestamp.Before(s.clock(s.now)) {
 		t.Fatalf("the busy engine's snapshot is stamped %v, not before now", pub.Timestamp)
 	}
-	r := s.fronts[0].Add(s.clock(s.now), 1)
-	r.Sent(500)
+	r := s.fronts[0].Add(s.clock(s.now), 1, 500)
 	rep := s.reportNow(0)
 	k := rep.GetRanks()[0]
 	if k.GetNumWaitingReqs() != int64(pub.NumWaitingReqs)+1 || k.GetNumWaitingUncachedTokens() != pub.NumWaitingUncachedTokens+500 {

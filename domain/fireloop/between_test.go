@@ -126,3 +126,70 @@ func TestBetweenEveryIsChecked(t *testing.T) {
 		}
 	}
 }
+
+// A recount whose stamps have grown older than StaleAfter is not sent
+// between the deadlines: the engine is fine, its last pull just old, and
+// the routers wait for their deadline's pull.
+func TestABetweenReportIsNeverStale(t *testing.T) {
+	t.Parallel()
+	rc := &recounter{changes: make(chan struct{})}
+	h := newHarness(t, nil, withBetween(rc, 20*ms))
+	sub := h.register("r1", 10000, 60000)
+	first := report(t, sub)
+	h.fires.next(t)
+	snap := h.engine.snapshot(4)
+	h.advanceTo(4 * time.Second) // StaleAfter is 3 s
+	rc.set(snap, 7)
+	rc.changes <- struct{}{} // taken once the loop is done with the first
+	noReport(t, sub)
+	if got := h.loop.Latest(); got != first {
+		t.Errorf("latest is %d %s, want the pull's report %d", got.SequenceID, got.Status, first.SequenceID)
+	}
+}
+
+// A poller is served the last pull's report, never one sent between the
+// deadlines: its freshness is the pulls', and a stream of requests must
+// not stop the pulls a poller causes.
+func TestPollIsNotServedABetweenReport(t *testing.T) {
+	t.Parallel()
+	rc := &recounter{changes: make(chan struct{})}
+	h := newHarness(t, nil, withBetween(rc, 20*ms))
+	sub := h.register("r1", 10000, 60000)
+	first := report(t, sub)
+	h.fires.next(t)
+	h.advanceTo(500 * ms)
+	rc.set(h.engine.snapshot(4), 7)
+	if r := report(t, sub); r.SequenceID != first.SequenceID+1 {
+		t.Fatalf("between the deadlines: seq %d", r.SequenceID)
+	}
+	if got := h.loop.Latest(); got != first {
+		t.Fatalf("latest is seq %d, want the pull's %d", got.SequenceID, first.SequenceID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := h.loop.Poll(ctx, 100*ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.SequenceID <= first.SequenceID+1 || h.engine.count() != 2 {
+		t.Errorf("poll: seq %d after %d pulls; want a report of a pull of its own (seq > %d, 2 pulls)", got.SequenceID, h.engine.count(), first.SequenceID+1)
+	}
+}
+
+// Nothing goes between the deadlines when the recount has nothing (the
+// last pull failed, or a rank has no stamp).
+func TestNothingBetweenWithoutARecount(t *testing.T) {
+	t.Parallel()
+	rc := &recounter{changes: make(chan struct{})}
+	h := newHarness(t, nil, withBetween(rc, 20*ms))
+	sub := h.register("r1", 10000, 60000)
+	report(t, sub)
+	h.fires.next(t)
+	h.advanceTo(30 * ms)
+	rc.changes <- struct{}{} // ok is false: nothing to recount
+	rc.changes <- struct{}{}
+	noReport(t, sub)
+	if got := h.loop.BetweenDelivered(); got != 0 {
+		t.Errorf("BetweenDelivered %d, want 0", got)
+	}
+}

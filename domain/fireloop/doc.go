@@ -1,6 +1,10 @@
 // Package fireloop is the fire loop (docs/routers.md): the one timer of the process,
 // exactly one bounded pull per fire, one report per pull handed to every due
-// session, leases enforced, sessions registered and updated.
+// session, leases enforced, sessions registered and updated. Optionally
+// (Options.Between, off unless asked for), a report between the deadlines
+// when the source says its numbers changed without a pull (a front passed
+// a request on): no pull, no deadline moved, only HEALTHY, never recorded
+// nor served to pollers.
 //
 // With domain/recorder (the history writer) it is one of the two packages
 // under domain that run goroutines, and only once started: Run runs the

@@ -306,25 +306,33 @@ func (l *Loop) changed(now time.Time) {
 }
 
 // publishBetween delivers Options.Between's recount, built now, to the
-// Monitor sessions between their deadlines, when the latest report is
-// HEALTHY and the recount passes the same checks as a pull.
+// Monitor sessions between their deadlines. Only a HEALTHY report goes:
+// when the latest pull's is not, or the recount is no longer (its stamps
+// older than StaleAfter now), the routers wait for their deadline's pull.
+// The report is not the latest a poller is served: pollers' freshness is
+// the pulls'.
 func (l *Loop) publishBetween(now time.Time) {
 	l.betweenDue, l.lastBetween = time.Time{}, now
+	l.mu.Lock()
+	ready := !l.closed && l.latest != nil && l.latest.Status == domain.StatusHealthy && l.table.Count(session.KindMonitor) > 0
+	l.mu.Unlock()
+	if !ready {
+		return
+	}
 	snap, ok := l.between.Recount()
 	if !ok {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed || l.latest == nil || l.latest.Status != domain.StatusHealthy {
+	if l.closed || l.builder.Verdict(snap, nil, l.expected, now) != nil {
 		return
 	}
-	if verdict := l.builder.Verdict(snap, nil, l.expected, now); verdict != nil {
+	rep := l.builder.Report(l.seq+1, now, snap, nil)
+	if rep.Status != domain.StatusHealthy {
 		return
 	}
 	l.seq++
-	rep := l.builder.Report(l.seq, now, snap, nil)
-	l.latest = rep
 	delivered, _ := l.table.DeliverBetween(rep)
 	l.betweenDelivered.Add(uint64(delivered[session.KindMonitor]))
 }

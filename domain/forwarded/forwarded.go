@@ -21,14 +21,6 @@ const ArrivalMargin = 5 * time.Millisecond
 // forgotten. The front's own in-flight bound is far below it.
 const MaxHeld = 1 << 16
 
-// Body sizes per prompt token, by the request's encoding: about four
-// characters a token in JSON text (BPE vocabularies on English), and
-// about three bytes a token id in a protobuf's packed varints.
-const (
-	BytesPerTokenJSON     = 4
-	BytesPerTokenProtobuf = 3
-)
-
 // Ledger holds the requests a front passed on, oldest first, until the
 // engine's snapshots count them or they are answered. Safe for concurrent
 // use: Add from the front's requests, AddTo from the fire loop.
@@ -46,14 +38,20 @@ type Ledger struct {
 type Request struct {
 	at            time.Time
 	bytesPerToken int64
+	known         bool // bytes was the body's whole length from the start
 	bytes         atomic.Int64
 	done          atomic.Bool
 }
 
 // Add records a request passed on at at, whose body is encoded at
-// bytesPerToken bytes a prompt token (at least 1).
-func (l *Ledger) Add(at time.Time, bytesPerToken int) *Request {
+// bytesPerToken bytes a prompt token (at least 1) and holds bodyBytes
+// bytes when that is known (0: unknown, counted as it passes with Sent).
+// A report between two pulls may be built at once (Changes): with the
+// body's length known up front, it counts the whole prompt.
+func (l *Ledger) Add(at time.Time, bytesPerToken int, bodyBytes int64) *Request {
 	r := &Request{at: at, bytesPerToken: int64(max(1, bytesPerToken))}
+	r.known = bodyBytes > 0
+	r.bytes.Store(max(0, bodyBytes))
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.q = append(l.q, r)
@@ -62,13 +60,25 @@ func (l *Ledger) Add(at time.Time, bytesPerToken int) *Request {
 		l.head++
 	}
 	l.compact()
+	l.notifyLocked()
+	return r
+}
+
+// Notify signals Changes: a request's body, of a length not known when it
+// was added, has passed whole, so a recount now weighs its whole prompt.
+func (l *Ledger) Notify() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.notifyLocked()
+}
+
+func (l *Ledger) notifyLocked() {
 	if l.changes != nil {
 		select {
 		case l.changes <- struct{}{}:
 		default:
 		}
 	}
-	return r
 }
 
 // Changes is signalled (capacity one: a burst is one signal) each time a
@@ -82,9 +92,10 @@ func (l *Ledger) Changes() <-chan struct{} {
 	return l.changes
 }
 
-// Sent counts n more bytes of the request's body passed on.
+// Sent counts n more bytes of the request's body passed on; a body whose
+// length was given to Add is already counted.
 func (r *Request) Sent(n int) {
-	if r != nil && n > 0 {
+	if r != nil && n > 0 && !r.known {
 		r.bytes.Add(int64(n))
 	}
 }
@@ -103,7 +114,8 @@ func (r *Request) PromptTokens() int64 {
 	return max(1, (r.bytes.Load()+r.bytesPerToken-1)/r.bytesPerToken)
 }
 
-// Added is how many requests the last AddTo added to its snapshot.
+// Added is how many requests the last pull's snapshot had added
+// (Source.Pull).
 func (l *Ledger) Added() int64 { return l.added.Load() }
 
 // Held is how many requests the ledger holds (answered ones included until
@@ -121,7 +133,9 @@ func (l *Ledger) Held() int {
 // earlier than ArrivalMargin before the rank's SnapshotTime and is not
 // Done. s is not modified (its ranks may be shared): the result has ranks
 // of its own when anything was added. Requests that no stamp can count
-// any more, and answered ones, are dropped.
+// any more, and answered ones, are dropped; a snapshot with no stamped
+// rank drops them all (an engine that stamps no rank gives nothing to
+// count from, and the ledger must not grow meanwhile).
 func (l *Ledger) AddTo(s domain.Snapshot) (domain.Snapshot, int) {
 	var oldest time.Time
 	for _, k := range s.Ranks {
@@ -133,7 +147,7 @@ func (l *Ledger) AddTo(s domain.Snapshot) (domain.Snapshot, int) {
 	defer l.mu.Unlock()
 	for l.head < len(l.q) {
 		r := l.q[l.head]
-		if !r.done.Load() && (oldest.IsZero() || !r.at.Before(oldest.Add(-ArrivalMargin))) {
+		if !oldest.IsZero() && !r.done.Load() && !r.at.Before(oldest.Add(-ArrivalMargin)) {
 			break
 		}
 		l.q[l.head] = nil
@@ -172,7 +186,6 @@ func (l *Ledger) AddTo(s domain.Snapshot) (domain.Snapshot, int) {
 		k.NumTotalTokens += tokens
 		added++
 	}
-	l.added.Store(int64(added))
 	if ranks != nil {
 		s.Ranks = ranks
 	}
@@ -231,23 +244,37 @@ func (s *Source) Pull(ctx context.Context) (domain.Snapshot, error) {
 	if err != nil || s.Ledger == nil {
 		return snap, err
 	}
-	snap, _ = s.Ledger.AddTo(snap)
+	snap, n := s.Ledger.AddTo(snap)
+	s.Ledger.added.Store(int64(n))
 	return snap, nil
 }
 
 // Recount is the engine's last snapshot with what the Ledger counts now
-// added; false when the last pull failed or there was none.
+// added; false when the last pull failed or there was none, or when a
+// rank carries no stamp of the engine's (its age would be unknown, and
+// there is nothing to count from).
 func (s *Source) Recount() (domain.Snapshot, bool) {
 	s.mu.Lock()
 	last, ok := s.last, s.ok
 	s.mu.Unlock()
-	if !ok || s.Ledger == nil {
+	if !ok || s.Ledger == nil || len(last.Ranks) == 0 {
 		return domain.Snapshot{}, false
+	}
+	for _, k := range last.Ranks {
+		if k.SnapshotTime.IsZero() {
+			return domain.Snapshot{}, false
+		}
 	}
 	snap, _ := s.Ledger.AddTo(last)
 	return snap, true
 }
 
 // Changes is signalled (capacity one, never blocking the sender) each
-// time the Ledger records a request passed on.
-func (s *Source) Changes() <-chan struct{} { return s.Ledger.Changes() }
+// time the Ledger records a request passed on; nil, never signalled,
+// without a Ledger.
+func (s *Source) Changes() <-chan struct{} {
+	if s.Ledger == nil {
+		return nil
+	}
+	return s.Ledger.Changes()
+}

@@ -23,8 +23,11 @@ func rank(dp int64, stampMs int, waiting, waitingTokens int64) domain.RankLoad {
 	return r
 }
 
+// jsonBytes is JSON's bytes per prompt token, as the front counts them.
+const jsonBytes = 4
+
 func send(l *Ledger, ms, bodyBytes int) *Request {
-	r := l.Add(at(ms), BytesPerTokenJSON)
+	r := l.Add(at(ms), jsonBytes, 0)
 	r.Sent(bodyBytes)
 	return r
 }
@@ -41,8 +44,8 @@ func TestWhatTheSnapshotCannotCountIsAdded(t *testing.T) {
 	answered.Done()
 	snap := domain.Snapshot{Ranks: []domain.RankLoad{rank(0, 100, 3, 300)}}
 	got, n := l.AddTo(snap)
-	if n != 1 || l.Added() != 1 {
-		t.Fatalf("added %d (Added %d), want 1: the request passed on after the snapshot and not answered", n, l.Added())
+	if n != 1 {
+		t.Fatalf("added %d, want 1: the request passed on after the snapshot and not answered", n)
 	}
 	k := got.Ranks[0]
 	if k.NumWaitingReqs != 4 || k.NumWaitingUncachedTokens != 300+512 || k.NumTotalTokens != 1300+512 {
@@ -77,7 +80,7 @@ func TestTheMarginBeforeTheStamp(t *testing.T) {
 }
 
 // A rank the engine did not stamp is left alone: there is no time to
-// count from.
+// count from, and with no rank stamped nothing is held.
 func TestUnstampedRanksAreLeftAlone(t *testing.T) {
 	t.Parallel()
 	var l Ledger
@@ -87,8 +90,8 @@ func TestUnstampedRanksAreLeftAlone(t *testing.T) {
 	if n != 0 || got.Ranks[0] != snap.Ranks[0] {
 		t.Errorf("added %d to an unstamped rank: %+v", n, got.Ranks[0])
 	}
-	if l.Held() != 1 {
-		t.Error("a request not answered was dropped while no stamp counted it")
+	if l.Held() != 0 {
+		t.Error("requests held while no rank is stamped: nothing can count them, and the ledger would grow")
 	}
 }
 
@@ -119,7 +122,7 @@ func TestRequestsSpreadOverTheRanks(t *testing.T) {
 func TestPromptTokensFromTheBody(t *testing.T) {
 	t.Parallel()
 	var l Ledger
-	r := l.Add(at(0), BytesPerTokenJSON)
+	r := l.Add(at(0), jsonBytes, 0)
 	if got := r.PromptTokens(); got != 1 {
 		t.Errorf("no body yet: %d tokens, want 1", got)
 	}
@@ -127,10 +130,20 @@ func TestPromptTokensFromTheBody(t *testing.T) {
 	if got := r.PromptTokens(); got != 2 {
 		t.Errorf("5 bytes at 4 a token: %d, want 2", got)
 	}
-	p := l.Add(at(0), BytesPerTokenProtobuf)
+	p := l.Add(at(0), 3, 0)
 	p.Sent(300)
 	if got := p.PromptTokens(); got != 100 {
-		t.Errorf("300 protobuf bytes: %d tokens, want 100", got)
+		t.Errorf("300 bytes at 3 a token: %d tokens, want 100", got)
+	}
+	// A length known up front counts at once, and the bytes passing are
+	// not counted again.
+	k := l.Add(at(0), jsonBytes, 2048)
+	if got := k.PromptTokens(); got != 512 {
+		t.Errorf("a 2048-byte body before it passes: %d tokens, want 512", got)
+	}
+	k.Sent(2048)
+	if got := k.PromptTokens(); got != 512 {
+		t.Errorf("a 2048-byte body once passed: %d tokens, want 512", got)
 	}
 	var none *Request
 	none.Sent(10)
@@ -142,7 +155,7 @@ func TestTheLedgerIsBounded(t *testing.T) {
 	t.Parallel()
 	var l Ledger
 	for i := range MaxHeld + 100 {
-		l.Add(at(i%1000), 1)
+		l.Add(at(i%1000), 1, 0)
 	}
 	if h := l.Held(); h != MaxHeld {
 		t.Errorf("held %d, want the bound %d", h, MaxHeld)
@@ -165,8 +178,8 @@ func TestSource(t *testing.T) {
 	var l Ledger
 	send(&l, 150, 400)
 	got, err := (&Source{Inner: fakeSource{snap: domain.Snapshot{Ranks: []domain.RankLoad{rank(0, 100, 0, 0)}}}, Ledger: &l}).Pull(t.Context())
-	if err != nil || got.Ranks[0].NumWaitingReqs != 1 {
-		t.Errorf("pull: %v, waiting %d; want the request added", err, got.Ranks[0].NumWaitingReqs)
+	if err != nil || got.Ranks[0].NumWaitingReqs != 1 || l.Added() != 1 {
+		t.Errorf("pull: %v, waiting %d, Added %d; want the request added, and said", err, got.Ranks[0].NumWaitingReqs, l.Added())
 	}
 	boom := errors.New("engine down")
 	if _, err := (&Source{Inner: fakeSource{err: boom}, Ledger: &l}).Pull(t.Context()); !errors.Is(err, boom) {
@@ -183,7 +196,7 @@ func TestConcurrentUse(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 500 {
-				r := l.Add(at(g*1000+i), BytesPerTokenJSON)
+				r := l.Add(at(g*1000+i), jsonBytes, 0)
 				r.Sent(40)
 				if i%2 == 0 {
 					r.Done()
@@ -245,6 +258,14 @@ func TestRecountAndChanges(t *testing.T) {
 	}
 	if _, ok := src.Recount(); ok {
 		t.Error("a recount after a failed pull: there is no snapshot to recount")
+	}
+	// A rank without the engine's stamp: its age would be unknown.
+	inner.err, inner.snap = nil, domain.Snapshot{Ranks: []domain.RankLoad{rank(0, 100, 0, 0), rank(1, -1, 0, 0)}}
+	if _, err := src.Pull(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := src.Recount(); ok {
+		t.Error("a recount of a snapshot with an unstamped rank")
 	}
 }
 

@@ -92,8 +92,11 @@ func NewFront(c FrontConfig, srv ServerConfig, src SourceConfig, streams Streams
 	}
 	fm := m.Front(front.Classes)
 	if fwd != nil {
-		m.Forwarded(func() float64 { return float64(fwd.Added()) }, func() float64 { return float64(fwd.Held()) },
-			func() float64 { return float64(loop.BetweenDelivered()) })
+		var between func() float64
+		if c.PushOnForward > 0 {
+			between = func() float64 { return float64(loop.BetweenDelivered()) }
+		}
+		m.Forwarded(func() float64 { return float64(fwd.Added()) }, func() float64 { return float64(fwd.Held()) }, between)
 	}
 	h, err := front.New(front.Options{
 		Engine: engine,

@@ -178,6 +178,9 @@ func NewFireLoop(c FireConfig, limits session.Limits, h HistoryConfig, front Fro
 	if rec != nil {
 		sink = rec
 	}
+	if front.PushOnForward < 0 {
+		return nil, fmt.Errorf("--front-push-on-forward %s: must not be negative (0: off)", front.PushOnForward)
+	}
 	src := e.Source
 	var between fireloop.Recounter
 	if fwd != nil {
