@@ -58,6 +58,9 @@ type e2eExtra struct {
 	// Degraded counts the push rows' picks client.Fleet made with no
 	// fresh view (or none at all, then sent to a random engine).
 	Degraded int
+	// Between counts the reports the fronts sent between the deadlines
+	// over the row (loadreporter_reports_between_deadlines_total).
+	Between float64
 }
 
 // e2eRun is one row of the end-to-end mode, torn down by close.
@@ -469,6 +472,9 @@ func (r *e2eRun) play(ctx context.Context, trace []request, win window) (result,
 		res.Reads = (pullsAt[1] - pullsAt[0]) / float64(f.Engines) / span
 	}
 	ex.Degraded = int(r.degr.Load())
+	if r.pol.PushOnForward > 0 {
+		ex.Between = r.between(ctx)
+	}
 	res.Wall = time.Since(start)
 	return res, ex, nil
 }
@@ -616,6 +622,12 @@ func (r *e2eRun) pulls(ctx context.Context) float64 {
 }
 
 func (r *e2eRun) scrapePulls(ctx context.Context, addr string) (float64, error) {
+	return r.scrapeSum(ctx, addr, "loadreporter_pulls_total")
+}
+
+// scrapeSum is the sum of the series of the counter family name on the
+// reporter at addr (0 when it has none).
+func (r *e2eRun) scrapeSum(ctx context.Context, addr, name string) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
@@ -633,10 +645,23 @@ func (r *e2eRun) scrapePulls(ctx context.Context, addr string) (float64, error) 
 		return 0, err
 	}
 	var sum float64
-	for _, m := range fams["loadreporter_pulls_total"].GetMetric() {
+	for _, m := range fams[name].GetMetric() {
 		sum += m.GetCounter().GetValue()
 	}
 	return sum, nil
+}
+
+// between is the reports the fronts sent between the deadlines so far.
+func (r *e2eRun) between(ctx context.Context) float64 {
+	var sum float64
+	for _, c := range r.reps {
+		n, err := r.scrapeSum(ctx, c.addr, "loadreporter_reports_between_deadlines_total")
+		if err != nil {
+			r.s.log.Warn("reading a reporter's reports between deadlines", "reporter", c.addr, "err", err)
+		}
+		sum += n
+	}
+	return sum
 }
 
 // close stops everything the row started, children first.

@@ -98,6 +98,12 @@ func TestEndToEndWithReporters(t *testing.T) {
 			t.Fatalf("%s: %v", policies[row].Name, err)
 		}
 		checkServed(t, policies[row].Name, res, ex)
+		if row == rowPush100Fwd && ex.Between == 0 {
+			t.Errorf("%s: no report between the deadlines", policies[row].Name)
+		}
+		if row != rowPush100Fwd && ex.Between != 0 {
+			t.Errorf("%s: %v reports between the deadlines, want none", policies[row].Name, ex.Between)
+		}
 		if (row == rowPush100Acct || row == rowPush100Fwd) && (res.Reads < 5 || res.Reads > 15) {
 			t.Errorf("push 100 ms: %.1f pulls a second an engine, want about 10", res.Reads)
 		}
