@@ -107,7 +107,9 @@ func TestGridValidate(t *testing.T) {
 		{Grid{Schedule: Aligned}, ""},
 		{Grid{Schedule: Anchored, PhaseSlots: 1}, ""},
 		{Grid{Schedule: Aligned, PhaseSlots: MaxPhaseSlots}, ""},
-		{Grid{Schedule: Aligned, PhaseSlots: -1}, "phase-slots -1: must be in [1, 100]"},
+		{Grid{Schedule: Aligned, PhaseSlots: AutoPhaseSlots}, ""},
+		{Grid{Schedule: Anchored, PhaseSlots: AutoPhaseSlots}, ""},
+		{Grid{Schedule: Aligned, PhaseSlots: -2}, "phase-slots -2: must be in [1, 100]"},
 		{Grid{Schedule: Aligned, PhaseSlots: MaxPhaseSlots + 1}, "phase-slots 101:"},
 		{Grid{Schedule: Anchored, PhaseSlots: 4}, "needs the aligned schedule"},
 	} {
@@ -115,5 +117,71 @@ func TestGridValidate(t *testing.T) {
 		if (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.g, err, c.want)
 		}
+	}
+}
+
+// TestAutoPhasesOpenAsSessionsCome: under AutoPhaseSessions sessions one
+// phase (the single grid); each further hundred opens the next phase in
+// spreading order (0, 5, 2, 7, … of ten); sessions keep their slot, and a
+// phase emptied by leavers is filled again first; with every phase full,
+// the least loaded. The anchored schedule keeps one grid.
+func TestAutoPhasesOpenAsSessionsCome(t *testing.T) {
+	t.Parallel()
+	epoch := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	tbl := NewTable(Limits{MaxSessions: 5000, MaxWatchSessions: 1, MinInterval: time.Millisecond, MaxInterval: time.Minute, MinLease: time.Second, MaxLease: time.Hour},
+		Grid{Schedule: Aligned, PhaseSlots: AutoPhaseSlots}, epoch)
+	add := func(i int) *Session {
+		s, _, err := tbl.Add(Options{Kind: KindMonitor, Name: fmt.Sprint("r", i), Config: Config{Interval: 100 * time.Millisecond, Lease: time.Minute}}, epoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// The history's session takes no router's room.
+	if _, _, err := tbl.Add(Options{Kind: KindHistory, Name: "history", Config: Config{Interval: time.Second}, NoLease: true}, epoch); err != nil {
+		t.Fatal(err)
+	}
+	var sessions []*Session
+	for i := range 100 {
+		sessions = append(sessions, add(i))
+	}
+	if loads := tbl.SlotLoads(); loads[0] != 101 || len(loads) != AutoPhases {
+		t.Fatalf("the history and 100 routers: %v, want all in phase 0 of %d", loads, AutoPhases)
+	}
+	for i := 100; i < 250; i++ {
+		sessions = append(sessions, add(i))
+	}
+	if got, want := tbl.SlotLoads(), []int{101, 0, 50, 0, 0, 100, 0, 0, 0, 0}; !slices.Equal(got, want) {
+		t.Fatalf("250 sessions: %v, want %v", got, want)
+	}
+	if s := sessions[150]; s.Slot() != 5 || !tbl.sessionEpoch(s).Equal(epoch.Add(50*time.Millisecond)) {
+		t.Errorf("the 151st session: slot %d, grid from %v; want 5, half an interval in", s.Slot(), tbl.sessionEpoch(s).Sub(epoch))
+	}
+	// Ten of phase 0 leave: the next ten fill it again, before phase 2.
+	for _, s := range sessions[:10] {
+		tbl.Remove(s, nil)
+	}
+	for i := 250; i < 260; i++ {
+		if s := add(i); s.Slot() != 0 {
+			t.Fatalf("after leavers, session %d went to slot %d, want 0", i, s.Slot())
+		}
+	}
+	for i := 260; i < 1050; i++ {
+		add(i)
+	}
+	for slot, n := range tbl.placed {
+		if n < AutoPhaseSessions || n > AutoPhaseSessions+5 {
+			t.Errorf("1 050 sessions: slot %d holds %d, want every phase full and the rest spread", slot, n)
+		}
+	}
+
+	anchored := NewTable(DefaultLimits(), Grid{Schedule: Anchored, PhaseSlots: AutoPhaseSlots}, epoch)
+	for i := range 150 {
+		if _, _, err := anchored.Add(Options{Kind: KindMonitor, Name: fmt.Sprint("a", i), Config: Config{Interval: 100 * time.Millisecond, Lease: time.Minute}}, epoch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if loads := anchored.SlotLoads(); len(loads) != 1 {
+		t.Errorf("anchored, auto: %d slots, want the single grid", len(loads))
 	}
 }

@@ -40,14 +40,43 @@ type Grid struct {
 	// the session's life. A fire then serves about 1/n of the routers, so
 	// its burst, and the wait of the router served last, shrink n-fold,
 	// while pulls stay bounded by n per shortest interval, whatever the
-	// number of routers.
+	// number of routers. AutoPhaseSlots sizes the phases by the live
+	// session count instead (see AutoPhaseSlots).
 	PhaseSlots int
 }
 
+// AutoPhaseSlots, as Grid.PhaseSlots, chooses the phases from the live
+// session count: up to AutoPhases phases of the interval, a session
+// joining the first of them, in an order that keeps the occupied ones
+// spread over the interval (autoOrder), that holds fewer than
+// AutoPhaseSessions, and keeping it for its life. Under AutoPhaseSessions
+// sessions there is one phase, SGLang's single grid; each further
+// AutoPhaseSessions opens one more, so a fire serves at most about
+// AutoPhaseSessions routers until every phase is open, and pulls stay at
+// most AutoPhases per shortest interval. With the anchored schedule it is
+// the single grid.
+const AutoPhaseSlots = -1
+
+// AutoPhases and AutoPhaseSessions size the automatic phases (see
+// AutoPhaseSlots): ten, the pull bound of one interval, of a hundred
+// routers each, what one fire serves within a millisecond or so here.
+const (
+	AutoPhases        = 10
+	AutoPhaseSessions = 100
+)
+
+// autoOrder is the order the automatic phases open in: each next one
+// about halfway between two open ones, so the fires of the open phases
+// stay spread over the interval.
+var autoOrder = [AutoPhases]int{0, 5, 2, 7, 4, 9, 1, 6, 3, 8}
+
 // Validate checks g's phase slots against its schedule.
 func (g Grid) Validate() error {
+	if g.PhaseSlots == AutoPhaseSlots {
+		return nil
+	}
 	if g.PhaseSlots < 0 || g.PhaseSlots > MaxPhaseSlots {
-		return domain.InvalidOption("phase-slots", "%d: must be in [1, %d] (0: 1, one shared grid)", g.PhaseSlots, MaxPhaseSlots)
+		return domain.InvalidOption("phase-slots", "%d: must be in [1, %d] (0: 1, one shared grid; or auto)", g.PhaseSlots, MaxPhaseSlots)
 	}
 	if g.PhaseSlots > 1 && g.Schedule != Aligned {
 		return domain.InvalidOption("phase-slots", "%d needs the aligned schedule; %s deadlines follow each registration", g.PhaseSlots, g.Schedule)
@@ -55,8 +84,31 @@ func (g Grid) Validate() error {
 	return nil
 }
 
+// auto reports whether the phases are chosen from the session count.
+func (g Grid) auto() bool { return g.PhaseSlots == AutoPhaseSlots && g.Schedule == Aligned }
+
 // slots is the number of phases in force (at least 1).
-func (g Grid) slots() int { return max(1, g.PhaseSlots) }
+func (g Grid) slots() int {
+	switch {
+	case g.auto():
+		return AutoPhases
+	case g.PhaseSlots == AutoPhaseSlots:
+		return 1
+	}
+	return max(1, g.PhaseSlots)
+}
+
+// place is the slot a session joins, given the live sessions per slot.
+func (g Grid) place(inSlot []int) int {
+	if g.auto() {
+		for _, slot := range autoOrder {
+			if inSlot[slot] < AutoPhaseSessions {
+				return slot
+			}
+		}
+	}
+	return leastLoaded(inSlot)
+}
 
 // phase is where slot's grid starts within an interval.
 func (g Grid) phase(slot int, interval time.Duration) time.Duration {

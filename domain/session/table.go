@@ -97,6 +97,10 @@ type Table struct {
 	byRouter map[string]*Session // Monitor sessions by router_id
 	counts   [numKinds]int
 	inSlot   []int // live recurring sessions per phase slot
+	// placed is inSlot without the history's session: what placement
+	// weighs, so that the history's pull on a phase takes no router's
+	// room in it.
+	placed []int
 }
 
 // NewTable returns an empty table whose aligned grid starts at epoch. The
@@ -105,7 +109,7 @@ func NewTable(limits Limits, grid Grid, epoch time.Time) *Table {
 	return &Table{
 		limits: limits, grid: grid, epoch: epoch,
 		byID: map[uint64]*Session{}, byRouter: map[string]*Session{},
-		inSlot: make([]int, grid.slots()),
+		inSlot: make([]int, grid.slots()), placed: make([]int, grid.slots()),
 	}
 }
 
@@ -184,8 +188,11 @@ func (t *Table) Add(o Options, now time.Time) (s, replaced *Session, err error) 
 		leased: !o.NoLease, lease: lease{base: t.epoch},
 	}
 	if !o.OneShot { // a one-shot never reaches a grid: it holds no slot
-		s.slot = leastLoaded(t.inSlot)
+		s.slot = t.grid.place(t.placed)
 		t.inSlot[s.slot]++
+		if s.kind != KindHistory {
+			t.placed[s.slot]++
+		}
 	}
 	if !o.FirstDue.IsZero() {
 		s.next = o.FirstDue
@@ -252,6 +259,9 @@ func (t *Table) forget(s *Session, err error) {
 	t.counts[s.kind]--
 	if !s.oneShot {
 		t.inSlot[s.slot]--
+		if s.kind != KindHistory {
+			t.placed[s.slot]--
+		}
 	}
 	s.outbox.end(err)
 }

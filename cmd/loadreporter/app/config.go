@@ -2,7 +2,9 @@ package app
 
 import (
 	"flag"
+	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/loadreporter/loadreporter/adapters/front"
@@ -191,7 +193,7 @@ func DefaultConfig() Config {
 			Capacity: memory.DefaultCapacity},
 		Front:    FrontConfig{MaxRequests: front.DefaultMaxInFlight, Drain: 2 * time.Second, CountForwarded: true},
 		Poll:     PollConfig{MaxAge: pollapi.DefaultMaxAge},
-		Fire:     FireConfig{StaleAfter: 3 * time.Second, PullBudget: fireloop.DefaultPullBudget, Schedule: "aligned", PhaseSlots: 1},
+		Fire:     FireConfig{StaleAfter: 3 * time.Second, PullBudget: fireloop.DefaultPullBudget, Schedule: "aligned", PhaseSlots: session.AutoPhaseSlots},
 		Sessions: session.DefaultLimits(),
 		Streams: StreamsConfig{
 			Monitor: rpc.MonitorOptions{
@@ -320,7 +322,7 @@ func (c *FireConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.StaleAfter, "stale-after", c.StaleAfter, "a report whose oldest rank is older than this is STALE")
 	fs.DurationVar(&c.PullBudget, "pull-budget", c.PullBudget, "bound on one fire's pull, retry included (0: 1s)")
 	fs.StringVar(&c.Schedule, "schedule", c.Schedule, "report deadlines: aligned (shared grid) or anchored (per registration)")
-	fs.IntVar(&c.PhaseSlots, "phase-slots", c.PhaseSlots, "aligned: spread routers over this many phases of their interval; each fire serves one phase's routers, so its burst shrinks, but pulls grow to this many per interval (0 or 1: one shared grid; about one phase per 100 routers is a good start)")
+	fs.Var(phaseSlots{&c.PhaseSlots}, "phase-slots", fmt.Sprintf("aligned: how many phases of their interval routers spread over; each fire serves one phase's routers, so its burst shrinks, and pulls grow to one per open phase per interval. auto: one phase (SGLang's single grid) under %d sessions, one more per %d up to %d, a router keeping its phase; N: N phases from the start, filled least-loaded (0 or 1: one shared grid)", session.AutoPhaseSessions, session.AutoPhaseSessions, session.AutoPhases))
 }
 
 func (c *Config) registerSessions(fs *flag.FlagSet) {
@@ -343,4 +345,31 @@ func (c *StreamsConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&m.MaxPendingStreams, "max-pending-streams", m.MaxPendingStreams, "Monitor streams open but not registered yet, over all connections; one more ends at once with RESOURCE_EXHAUSTED (0: as if unset)")
 	fs.DurationVar(&m.FinalWriteTimeout, "final-write-timeout", m.FinalWriteTimeout, "how long a stream's last writes may wait for a peer that does not read: a Monitor stream's once its session ended, and at shutdown every stream's (Monitor, Watch, ORCA, page events; keep it below --shutdown-grace)")
 	c.Port.Register(fs)
+}
+
+// phaseSlots is --phase-slots: auto (session.AutoPhaseSlots) or a number
+// of phases, checked by session.Grid.Validate.
+type phaseSlots struct{ n *int }
+
+func (p phaseSlots) String() string {
+	switch {
+	case p.n == nil:
+		return ""
+	case *p.n == session.AutoPhaseSlots:
+		return "auto"
+	}
+	return strconv.Itoa(*p.n)
+}
+
+func (p phaseSlots) Set(v string) error {
+	if v == "auto" {
+		*p.n = session.AutoPhaseSlots
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want auto or a number of phases from 0 to %d", session.MaxPhaseSlots)
+	}
+	*p.n = n
+	return nil
 }

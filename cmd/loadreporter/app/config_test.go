@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/loadreporter/loadreporter/domain/session"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -168,6 +170,8 @@ func TestBadSettingsNameTheirFlag(t *testing.T) {
 		"--shutdown-grace 0s: must be > 0":                              {"--shutdown-grace", "0s"},
 		"--final-write-timeout 5s: must be below --shutdown-grace 5s":   {"--final-write-timeout", "5s"},
 		"--phase-slots 101: must be in [1, 100]":                        {"--phase-slots", "101"},
+		`--phase-slots "-1": want auto or a number of phases`:           {"--phase-slots", "-1"},
+		"want auto or a number of phases from 0 to 100":                 {"--phase-slots", "many"},
 		`--schedule "foo": want aligned or anchored`:                    {"--schedule", "foo"},
 		"--max-report-interval 1s is below min-report-interval 2s":      {"--min-report-interval", "2s", "--max-report-interval", "1s"},
 		"--stalled-write-timeout":                                       {"--stalled-write-timeout", "0s"},
@@ -200,7 +204,7 @@ func TestBadSettingsNameTheirFlag(t *testing.T) {
 		t.Errorf("bad environment value: %v", err)
 	}
 	// What the constructors take as their defaults.
-	for _, args := range [][]string{{"--pull-budget", "0s"}, {"--phase-slots", "0"}, {"--history-capacity", "0"}, {"--history-retention", "0s"}} {
+	for _, args := range [][]string{{"--pull-budget", "0s"}, {"--phase-slots", "0"}, {"--phase-slots", "auto"}, {"--schedule", "anchored"}, {"--history-capacity", "0"}, {"--history-retention", "0s"}} {
 		if err := check(args, env(nil)); err != nil {
 			t.Errorf("%q: %v", args, err)
 		}
@@ -302,5 +306,22 @@ func TestWeakTokensAreSaidAtStart(t *testing.T) {
 	a, err := NewAccess(SecurityConfig{AuthScope: AuthScopeAll, AuthToken: "0123456789abcdef0123"}, ServerConfig{Listen: "127.0.0.1:0"})
 	if err != nil || len(a.warnings()) != 0 {
 		t.Fatalf("a long token: %v %q", err, a.warnings())
+	}
+}
+
+// TestPhaseSlotsDefaultToAuto: the phases are chosen from the session
+// count unless --phase-slots says otherwise.
+func TestPhaseSlotsDefaultToAuto(t *testing.T) {
+	if got := DefaultConfig().Fire.PhaseSlots; got != session.AutoPhaseSlots {
+		t.Errorf("default --phase-slots %d, want auto", got)
+	}
+	c := DefaultConfig()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	c.Fire.register(fs)
+	if got := fs.Lookup("phase-slots").DefValue; got != "auto" {
+		t.Errorf("--phase-slots shows default %q, want auto", got)
+	}
+	if err := fs.Parse([]string{"--phase-slots", "4"}); err != nil || c.Fire.PhaseSlots != 4 {
+		t.Errorf("--phase-slots 4: %v, %d", err, c.Fire.PhaseSlots)
 	}
 }

@@ -150,7 +150,7 @@ func (m *Main) Start() error {
 			"addr", ln.Addr().String())
 	}
 	m.p.Log.Info("loadreporter serving", "addr", ln.Addr().String(), "source", m.p.Engine.name, "history", m.p.History.kind,
-		"schedule", m.p.Fire.Schedule, "phase_slots", m.p.Fire.PhaseSlots, "tls", useTLS, "auth", token)
+		"schedule", m.p.Fire.Schedule, "phase_slots", phaseSlots{&m.p.Fire.PhaseSlots}.String(), "tls", useTLS, "auth", token)
 	return nil
 }
 
