@@ -1,6 +1,7 @@
 package front
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -124,5 +125,77 @@ func TestTheGRPCSchedulersGenerateIsRecorded(t *testing.T) {
 		if got := bytesPerToken(r); got != c.per {
 			t.Errorf("%s %s (%s): %d bytes a token, want %d", c.method, c.path, c.ctype, got, c.per)
 		}
+	}
+}
+
+// Every way a recorded request ends ends its record: the engine down, the
+// client gone, the answer; a request refused past MaxInFlight or answered
+// by the front itself is never recorded.
+func TestEveryPathEndsTheRecord(t *testing.T) {
+	t.Parallel()
+	old := time.Unix(1_700_000_000, 0)
+	pending := func(l *forwarded.Ledger) int { _, n := l.AddTo(stamped(old)); return n }
+	waitPending := func(l *forwarded.Ledger, want int, what string) {
+		t.Helper()
+		ctx := testCtx(t)
+		for pending(l) != want {
+			if ctx.Err() != nil {
+				t.Fatalf("%s: %d requests counted, want %d", what, pending(l), want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	var down forwarded.Ledger
+	_, addr := startFront(t, Options{Engine: mustURL(t, deadURL(t)), Forwarded: &down})
+	resp, err := http.Post(addr+"/generate", "application/json", strings.NewReader(`{"text":"hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || pending(&down) != 0 {
+		t.Errorf("engine down: %d, %d counted; want 502 and none", resp.StatusCode, pending(&down))
+	}
+
+	release := make(chan struct{})
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // so the server watches the connection
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer engine.Close()
+	defer close(release)
+	var l forwarded.Ledger
+	answered := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+	_, addr = startFront(t, Options{Engine: mustURL(t, engine.URL), Forwarded: &l, MaxInFlight: 1,
+		Answered: []Route{{http.MethodPost, "/v1/answered", answered}}})
+	ctx, cancel := context.WithCancel(testCtx(t))
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, addr+"/v1/chat/completions", strings.NewReader(`{"messages":[]}`))
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	waitPending(&l, 1, "a request with the engine")
+	// Past MaxInFlight: refused, not recorded; answered here: not recorded.
+	for _, p := range []string{"/generate", "/v1/answered"} {
+		resp, err := http.Post(addr+p, "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if n := pending(&l); n != 1 {
+			t.Errorf("after POST %s (%d): %d counted, want the one with the engine", p, resp.StatusCode, n)
+		}
+	}
+	cancel() // the client goes away
+	<-gone
+	waitPending(&l, 0, "the client gone")
+	if h := l.Held(); h != 0 {
+		t.Errorf("%d held once every request ended", h)
 	}
 }

@@ -359,18 +359,24 @@ func TestDeliverBetween(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// r1 and the watch get their first report; r2 registers after it.
+	orca, _, err := tbl.Add(Options{Kind: KindORCA, Name: "o", Config: Config{Interval: 100 * time.Millisecond}, NoLease: true}, epochBetween)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// r1, r2, the watch and the ORCA stream get their first report; r3
+	// registers after it.
 	tbl.Deliver(&domain.Report{SequenceID: 1}, epochBetween)
 	<-mon.Outbox().Reports()
 	<-watch.Outbox().Reports()
 	<-fresh.Outbox().Reports()
+	<-orca.Outbox().Reports()
 	late, _, err := tbl.Add(Options{Kind: KindMonitor, Name: "r3", Config: Config{Interval: 100 * time.Millisecond, Lease: time.Minute}}, epochBetween)
 	if err != nil {
 		t.Fatal(err)
 	}
 	next := mon.Next()
 	delivered, dropped := tbl.DeliverBetween(&domain.Report{SequenceID: 2})
-	if delivered[KindMonitor] != 2 || delivered[KindWatch] != 0 || dropped[KindMonitor] != 0 {
+	if delivered[KindMonitor] != 2 || delivered[KindWatch] != 0 || delivered[KindORCA] != 0 || dropped[KindMonitor] != 0 {
 		t.Errorf("delivered %v dropped %v, want the 2 Monitor sessions that had a report", delivered, dropped)
 	}
 	if r := <-mon.Outbox().Reports(); r.SequenceID != 2 {
@@ -381,6 +387,8 @@ func TestDeliverBetween(t *testing.T) {
 		t.Errorf("a session before its first report got %d between the deadlines", r.SequenceID)
 	case r := <-watch.Outbox().Reports():
 		t.Errorf("a Watch session got %d between the deadlines", r.SequenceID)
+	case r := <-orca.Outbox().Reports():
+		t.Errorf("an ORCA session got %d between the deadlines", r.SequenceID)
 	default:
 	}
 	if !mon.Next().Equal(next) {
