@@ -59,7 +59,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.conns, "conns", 1, "HTTP/2 connections the streams are spread over")
 	fs.IntVar(&o.ranks, "ranks", 8, "DP ranks of the instant engine")
 	peers := fs.String("peers", orcaRef+","+floorRef, "what ours is compared with, comma-separated, each measured in turn: orca (grpc-go server shaped like ORCA's service: the targets' first reference), grpcfanout (a bare grpc-go server sending one encoded report per fire to every stream: the transport's floor, the second), perstream (ORCA's shape on connect and net/http)")
-	slots := fs.String("phase-slots", "default", "loadreporter's --phase-slots, comma-separated: ours is measured once for each; default is as shipped, auto one phase per 100 routers of the scenario (10 at 1 000, 100 at 10 000)")
+	slots := fs.String("phase-slots", "default", "loadreporter's --phase-slots, comma-separated: ours is measured once for each; default is as shipped (auto), per100 one phase per 100 routers of the scenario (10 at 1 000, 100 at 10 000)")
 	fs.BoolVar(&o.suite, "suite", false, "run every scenario (1 and 100 × 100 ms; 1 000 × 100 ms over 1, 10 and 1 000 connections; 10 000 × 1 s over 100) and print the targets met and not")
 	fs.StringVar(&o.profile, "profile", "", "write a CPU profile of loadreporter's measured window to this file, and its heap profile and memory statistics just before the window to FILE.heap and FILE.mem (with --suite: one set per scenario, suffixed)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "the same as --profile")
@@ -151,7 +151,7 @@ func runScenario(ctx context.Context, out io.Writer, o options) ([]scenarioResul
 	return results, nil
 }
 
-// autoSlots in --phase-slots stands for routersPerPhase routers per phase:
+// autoSlots is per100 in --phase-slots: routersPerPhase routers per phase
 // a fire then serves about as many routers whatever the scenario's size;
 // defaultSlots for loadreporter as shipped.
 const (
@@ -174,13 +174,13 @@ func parsePeers(s string) ([]string, error) {
 }
 
 // parseSlots reads --phase-slots: a comma-separated list of settings
-// loadreporter accepts, auto or default.
+// loadreporter accepts, per100 or default.
 func parseSlots(s string) ([]int, error) {
 	var out []int
 	for f := range strings.SplitSeq(s, ",") {
 		f = strings.TrimSpace(f)
 		switch f {
-		case "auto":
+		case "per100":
 			out = append(out, autoSlots)
 			continue
 		case "default":
@@ -189,15 +189,15 @@ func parseSlots(s string) ([]int, error) {
 		}
 		n, err := strconv.Atoi(f)
 		if err != nil || n < 1 || n > session.MaxPhaseSlots {
-			return nil, fmt.Errorf("--phase-slots %q: want default, auto or numbers in [1, %d], separated by commas", s, session.MaxPhaseSlots)
+			return nil, fmt.Errorf("--phase-slots %q: want default, per100 or numbers in [1, %d], separated by commas", s, session.MaxPhaseSlots)
 		}
 		out = append(out, n)
 	}
 	return out, nil
 }
 
-// scenarioSlots resolves auto for a scenario of routers and drops a
-// setting already measured (auto is 1 at 100 routers).
+// scenarioSlots resolves per100 for a scenario of routers and drops a
+// setting already measured (per100 is 1 at 100 routers).
 func scenarioSlots(slots []int, routers int) []int {
 	var out []int
 	for _, n := range slots {

@@ -23,7 +23,7 @@ import (
 
 func TestPhaseSlotsAutoIsOnePhasePerHundredRouters(t *testing.T) {
 	t.Parallel()
-	slots, err := parseSlots("default, 1, auto")
+	slots, err := parseSlots("default, 1, per100")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,21 +31,21 @@ func TestPhaseSlotsAutoIsOnePhasePerHundredRouters(t *testing.T) {
 		routers int
 		want    []int
 	}{
-		{100, []int{defaultSlots, 1}}, // auto is 1 there: measured once
+		{100, []int{defaultSlots, 1}}, // per100 is 1 there: measured once
 		{1000, []int{defaultSlots, 1, 10}},
 		{10000, []int{defaultSlots, 1, 100}},
 		{50000, []int{defaultSlots, 1, 100}}, // loadreporter's bound
 		{10, []int{defaultSlots, 1}},
 	} {
 		if got := scenarioSlots(slots, c.routers); !slices.Equal(got, c.want) {
-			t.Errorf("--phase-slots default,1,auto at %d routers measures %v, want %v", c.routers, got, c.want)
+			t.Errorf("--phase-slots default,1,per100 at %d routers measures %v, want %v", c.routers, got, c.want)
 		}
 	}
 }
 
 func TestPhaseSlotsRefusesWhatLoadreporterRefuses(t *testing.T) {
 	t.Parallel()
-	for _, bad := range []string{"0", "101", "auto,x", "", "-1"} {
+	for _, bad := range []string{"0", "101", "per100,x", "auto", "", "-1"} {
 		_, err := parseSlots(bad)
 		if err == nil || !strings.Contains(err.Error(), "--phase-slots") {
 			t.Errorf("--phase-slots %q: error %v, want one naming the flag", bad, err)

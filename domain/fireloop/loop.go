@@ -31,7 +31,9 @@ type Options struct {
 	Limits   session.Limits
 	Schedule session.Schedule
 	// PhaseSlots spreads aligned sessions over this many phases of their
-	// interval (session.Grid); 0 or 1 keeps one shared grid.
+	// interval (session.Grid); 0 or 1 keeps one shared grid, and
+	// session.AutoPhaseSlots (serve's default) opens phases as routers
+	// come.
 	PhaseSlots int
 	// PullBudget bounds each fire's pull, retry included (default 1 s).
 	PullBudget time.Duration
@@ -173,7 +175,8 @@ func (l *Loop) Latest() *domain.Report {
 }
 
 // SlotLoads returns how many recurring sessions each phase slot holds
-// (one slot unless Options.PhaseSlots spread them).
+// (one slot unless Options.PhaseSlots spread them; ten with automatic
+// phases, the closed ones at 0).
 func (l *Loop) SlotLoads() []int {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -169,7 +169,7 @@ func TestAutoPhasesOpenAsSessionsCome(t *testing.T) {
 	for i := 260; i < 1050; i++ {
 		add(i)
 	}
-	for slot, n := range tbl.placed {
+	for slot, n := range tbl.placed[100*time.Millisecond] {
 		if n < AutoPhaseSessions || n > AutoPhaseSessions+5 {
 			t.Errorf("1 050 sessions: slot %d holds %d, want every phase full and the rest spread", slot, n)
 		}
@@ -183,5 +183,59 @@ func TestAutoPhasesOpenAsSessionsCome(t *testing.T) {
 	}
 	if loads := anchored.SlotLoads(); len(loads) != 1 {
 		t.Errorf("anchored, auto: %d slots, want the single grid", len(loads))
+	}
+}
+
+// TestAutoPhasesCountEachIntervalAlone: a phase opens for an interval
+// only when its own routers fill the open ones, so ten routers at 150 ms
+// beside a thousand at 100 ms stay on one phase of theirs (one pull grid,
+// as the single grid has), browsers take no router's room, and a router
+// that changes its interval keeps its slot and moves its room.
+func TestAutoPhasesCountEachIntervalAlone(t *testing.T) {
+	t.Parallel()
+	epoch := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	tbl := NewTable(Limits{MaxSessions: 5000, MaxWatchSessions: 200, MinInterval: time.Millisecond, MaxInterval: time.Minute, MinLease: time.Second, MaxLease: time.Hour},
+		Grid{Schedule: Aligned, PhaseSlots: AutoPhaseSlots}, epoch)
+	add := func(kind Kind, name string, iv time.Duration) *Session {
+		o := Options{Kind: kind, Name: name, Config: Config{Interval: iv, Lease: time.Minute}}
+		if kind != KindMonitor {
+			o.NoLease = true
+		}
+		s, _, err := tbl.Add(o, epoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for i := range 150 {
+		add(KindWatch, fmt.Sprint("w", i), time.Second)
+	}
+	for i := range 1000 {
+		add(KindMonitor, fmt.Sprint("r", i), 100*time.Millisecond)
+	}
+	var slow []*Session
+	for i := range 10 {
+		slow = append(slow, add(KindMonitor, fmt.Sprint("s", i), 150*time.Millisecond))
+	}
+	for _, s := range slow {
+		if s.Slot() != 0 {
+			t.Fatalf("a 150 ms router beside a thousand at 100 ms went to slot %d, want 0: its interval's first phase", s.Slot())
+		}
+	}
+	if got := tbl.placed[100*time.Millisecond]; !slices.Equal(got, []int{100, 100, 100, 100, 100, 100, 100, 100, 100, 100}) {
+		t.Errorf("1 000 routers at 100 ms beside 150 browsers: %v, want ten full phases (browsers take no room)", got)
+	}
+	// One of them moves to 100 ms: its room moves, its slot stays.
+	if !tbl.Update(slow[0], Config{Interval: 100 * time.Millisecond, Lease: time.Minute}, epoch, false) {
+		t.Fatal("update refused")
+	}
+	if slow[0].Slot() != 0 || tbl.placed[150*time.Millisecond][0] != 9 || tbl.placed[100*time.Millisecond][0] != 101 {
+		t.Errorf("after the update: slot %d, 150 ms %v, 100 ms %v", slow[0].Slot(), tbl.placed[150*time.Millisecond], tbl.placed[100*time.Millisecond])
+	}
+	for _, s := range slow[1:] {
+		tbl.Remove(s, nil)
+	}
+	if _, ok := tbl.placed[150*time.Millisecond]; ok {
+		t.Error("an interval no router uses any more is still counted")
 	}
 }

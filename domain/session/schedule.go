@@ -46,15 +46,17 @@ type Grid struct {
 }
 
 // AutoPhaseSlots, as Grid.PhaseSlots, chooses the phases from the live
-// session count: up to AutoPhases phases of the interval, a session
-// joining the first of them, in an order that keeps the occupied ones
-// spread over the interval (autoOrder), that holds fewer than
+// routers: up to AutoPhases phases of each interval, a session joining
+// the first of them, in an order that keeps the open ones spread over the
+// interval (autoOrder), whose routers of that interval number fewer than
 // AutoPhaseSessions, and keeping it for its life. Under AutoPhaseSessions
-// sessions there is one phase, SGLang's single grid; each further
-// AutoPhaseSessions opens one more, so a fire serves at most about
-// AutoPhaseSessions routers until every phase is open, and pulls stay at
-// most AutoPhases per shortest interval. With the anchored schedule it is
-// the single grid.
+// routers of an interval there is one phase of it, SGLang's single grid;
+// each further AutoPhaseSessions opens one more, so pulls stay at most
+// AutoPhases a grid the single grid would pull. Routers' streams (Monitor
+// and ORCA) are counted; browsers and the history's session join a phase
+// without taking room. A phase closes when its last router leaves; the
+// routers that come next fill the open ones first. With the anchored
+// schedule it is the single grid.
 const AutoPhaseSlots = -1
 
 // AutoPhases and AutoPhaseSessions size the automatic phases (see
@@ -98,7 +100,8 @@ func (g Grid) slots() int {
 	return max(1, g.PhaseSlots)
 }
 
-// place is the slot a session joins, given the live sessions per slot.
+// place is the slot an automatic phase's session joins, given the routers
+// of its interval per slot.
 func (g Grid) place(inSlot []int) int {
 	if g.auto() {
 		for _, slot := range autoOrder {

@@ -97,10 +97,14 @@ type Table struct {
 	byRouter map[string]*Session // Monitor sessions by router_id
 	counts   [numKinds]int
 	inSlot   []int // live recurring sessions per phase slot
-	// placed is inSlot without the history's session: what placement
-	// weighs, so that the history's pull on a phase takes no router's
-	// room in it.
-	placed []int
+	// placed, with automatic phases, counts the routers' sessions
+	// (Monitor and ORCA) per interval and slot: what placement weighs, so
+	// that a browser or the history's session takes no router's room, and
+	// a phase opens for an interval only when that interval's own routers
+	// fill the ones open. An interval's phases lie on its own grid (a
+	// fraction of it), so counting intervals together would open phases
+	// of a minority interval on pull times of their own.
+	placed map[time.Duration][]int
 }
 
 // NewTable returns an empty table whose aligned grid starts at epoch. The
@@ -109,7 +113,7 @@ func NewTable(limits Limits, grid Grid, epoch time.Time) *Table {
 	return &Table{
 		limits: limits, grid: grid, epoch: epoch,
 		byID: map[uint64]*Session{}, byRouter: map[string]*Session{},
-		inSlot: make([]int, grid.slots()), placed: make([]int, grid.slots()),
+		inSlot: make([]int, grid.slots()), placed: map[time.Duration][]int{},
 	}
 }
 
@@ -188,11 +192,8 @@ func (t *Table) Add(o Options, now time.Time) (s, replaced *Session, err error) 
 		leased: !o.NoLease, lease: lease{base: t.epoch},
 	}
 	if !o.OneShot { // a one-shot never reaches a grid: it holds no slot
-		s.slot = t.grid.place(t.placed)
+		s.slot = t.place(s)
 		t.inSlot[s.slot]++
-		if s.kind != KindHistory {
-			t.placed[s.slot]++
-		}
 	}
 	if !o.FirstDue.IsZero() {
 		s.next = o.FirstDue
@@ -259,9 +260,7 @@ func (t *Table) forget(s *Session, err error) {
 	t.counts[s.kind]--
 	if !s.oneShot {
 		t.inSlot[s.slot]--
-		if s.kind != KindHistory {
-			t.placed[s.slot]--
-		}
+		t.unplace(s, s.cfg.Interval)
 	}
 	s.outbox.end(err)
 }
@@ -284,6 +283,14 @@ func (t *Table) KeepAlive(s *Session, now time.Time) bool {
 func (t *Table) Update(s *Session, cfg Config, now time.Time, moveDeadline bool) bool {
 	if !t.Live(s) {
 		return false
+	}
+	if !s.oneShot && cfg.Interval != s.cfg.Interval {
+		// The session keeps its slot; with automatic phases its room
+		// moves to its new interval's count.
+		t.unplace(s, s.cfg.Interval)
+		if t.countsAsRouter(s) {
+			t.placedFor(cfg.Interval)[s.slot]++
+		}
 	}
 	s.cfg = cfg
 	if s.leased {
@@ -381,6 +388,53 @@ func (t *Table) DeliverBetween(r *domain.Report) (delivered, dropped PerKind) {
 // by s's phase within its interval.
 func (t *Table) sessionEpoch(s *Session) time.Time {
 	return t.epoch.Add(t.grid.phase(s.slot, s.cfg.Interval))
+}
+
+// place is the slot a new recurring session joins: with automatic phases
+// the first of autoOrder whose routers of the session's interval number
+// fewer than AutoPhaseSessions (the least loaded when all are full), else
+// the least loaded slot.
+func (t *Table) place(s *Session) int {
+	if !t.grid.auto() {
+		return leastLoaded(t.inSlot)
+	}
+	counts := t.placedFor(s.cfg.Interval)
+	slot := t.grid.place(counts)
+	if t.countsAsRouter(s) {
+		counts[slot]++
+	}
+	return slot
+}
+
+// unplace takes s out of the automatic phases' count of interval.
+func (t *Table) unplace(s *Session, interval time.Duration) {
+	if !t.countsAsRouter(s) {
+		return
+	}
+	counts := t.placed[interval]
+	if counts == nil {
+		return
+	}
+	counts[s.slot]--
+	if slices.IndexFunc(counts, func(n int) bool { return n != 0 }) < 0 {
+		delete(t.placed, interval) // no interval the fleet left stays counted
+	}
+}
+
+// countsAsRouter reports whether s weighs in the automatic phases: a
+// router's stream (Monitor, ORCA).
+func (t *Table) countsAsRouter(s *Session) bool {
+	return t.grid.auto() && !s.oneShot && (s.kind == KindMonitor || s.kind == KindORCA)
+}
+
+// placedFor is the automatic phases' count of interval's routers per slot.
+func (t *Table) placedFor(interval time.Duration) []int {
+	counts := t.placed[interval]
+	if counts == nil {
+		counts = make([]int, t.grid.slots())
+		t.placed[interval] = counts
+	}
+	return counts
 }
 
 // leastLoaded is the first slot holding the fewest sessions.

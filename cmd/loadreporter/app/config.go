@@ -367,7 +367,7 @@ func (p phaseSlots) Set(v string) error {
 		return nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
+	if err != nil || n < 0 || n > session.MaxPhaseSlots {
 		return fmt.Errorf("want auto or a number of phases from 0 to %d", session.MaxPhaseSlots)
 	}
 	*p.n = n
