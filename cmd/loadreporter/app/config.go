@@ -322,7 +322,7 @@ func (c *FireConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.StaleAfter, "stale-after", c.StaleAfter, "a report whose oldest rank is older than this is STALE")
 	fs.DurationVar(&c.PullBudget, "pull-budget", c.PullBudget, "bound on one fire's pull, retry included (0: 1s)")
 	fs.StringVar(&c.Schedule, "schedule", c.Schedule, "report deadlines: aligned (shared grid) or anchored (per registration)")
-	fs.Var(phaseSlots{&c.PhaseSlots}, "phase-slots", fmt.Sprintf("aligned: how many phases of their interval routers spread over; each fire serves one phase's routers, so its burst shrinks, and pulls grow to one per open phase per interval. auto: one phase (SGLang's single grid) under %d sessions, one more per %d up to %d, a router keeping its phase; N: N phases from the start, filled least-loaded (0 or 1: one shared grid)", session.AutoPhaseSessions, session.AutoPhaseSessions, session.AutoPhases))
+	fs.Var(phaseSlots{&c.PhaseSlots}, "phase-slots", fmt.Sprintf("aligned: how many phases of their interval routers spread over; each fire serves one phase's routers, so its burst shrinks, and pulls grow to one per open phase per interval. auto: one phase (SGLang's single grid) while an interval has under %d routers, one more per %d of them up to %d, a router keeping its phase; N: N phases from the start, filled least-loaded (0 or 1: one shared grid)", session.AutoPhaseSessions, session.AutoPhaseSessions, session.AutoPhases))
 }
 
 func (c *Config) registerSessions(fs *flag.FlagSet) {
