@@ -108,16 +108,8 @@ func (f *FrontMetrics) Scrape(hit bool) {
 
 // Forwarded registers the gauges of the front's count of the requests it
 // passed on that the engine's snapshots do not show yet: added, how many
-// the last pull added to its report; held, how many are held in all; and
-// the counter of the reports sent to routers between their deadlines
-// (--front-push-on-forward; nil: not registered).
-func (m *Metrics) Forwarded(added, held, between func() float64) {
-	if between != nil {
-		m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "loadreporter_reports_between_deadlines_total",
-			Help: "Reports sent to routers' Monitor streams between their deadlines because the front passed a request on (--front-push-on-forward), counted per stream.",
-		}, between))
-	}
+// the last pull added to its report; held, how many are held in all.
+func (m *Metrics) Forwarded(added, held func() float64) {
 	m.registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "loadreporter_front_unpublished_requests",
@@ -128,4 +120,14 @@ func (m *Metrics) Forwarded(added, held, between func() float64) {
 			Help: "Requests passed to the engine the front holds until a snapshot counts them or they are answered.",
 		}, held),
 	)
+}
+
+// WatchBetween exports, at each scrape, the fire loop's count of reports
+// delivered to routers between their deadlines (--front-push-on-forward;
+// 0 while it is off).
+func (m *Metrics) WatchBetween(delivered func() uint64) {
+	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "loadreporter_reports_between_deadlines_total",
+		Help: "Reports sent to routers' Monitor streams between their deadlines because the front passed a request on (--front-push-on-forward), counted per stream.",
+	}, func() float64 { return float64(delivered()) }))
 }

@@ -154,51 +154,38 @@ func (l *Ledger) AddTo(s domain.Snapshot) (domain.Snapshot, int) {
 		l.head++
 	}
 	l.compact()
+	if l.head == len(l.q) {
+		return s, 0
+	}
+	ranks := slices.Clone(s.Ranks)
 	added := 0
-	var ranks []domain.RankLoad
 	for _, r := range l.q[l.head:] {
 		if r.done.Load() {
 			continue
 		}
-		best := -1
-		for i := range s.Ranks {
-			k := &s.Ranks[i]
-			if ranks != nil {
-				k = &ranks[i]
-			}
+		var best *domain.RankLoad
+		for i := range ranks {
+			k := &ranks[i]
 			if k.SnapshotTime.IsZero() || r.at.Before(k.SnapshotTime.Add(-ArrivalMargin)) {
 				continue
 			}
-			if best < 0 || queued(*k) < queued(pick(s.Ranks, ranks, best)) {
-				best = i
+			if best == nil || queued(*k) < queued(*best) {
+				best = k
 			}
 		}
-		if best < 0 {
+		if best == nil {
 			continue
 		}
-		if ranks == nil {
-			ranks = slices.Clone(s.Ranks)
-		}
 		tokens := r.PromptTokens()
-		k := &ranks[best]
-		k.NumWaitingReqs++
-		k.NumWaitingUncachedTokens += tokens
-		k.NumTotalTokens += tokens
+		best.NumWaitingReqs++
+		best.NumWaitingUncachedTokens += tokens
+		best.NumTotalTokens += tokens
 		added++
 	}
-	if ranks != nil {
+	if added > 0 {
 		s.Ranks = ranks
 	}
 	return s, added
-}
-
-// pick is rank i of the ranks being added to, or of the snapshot's before
-// anything was.
-func pick(orig, copied []domain.RankLoad, i int) domain.RankLoad {
-	if copied != nil {
-		return copied[i]
-	}
-	return orig[i]
 }
 
 // queued is what a new request would find ahead of it on a rank: its

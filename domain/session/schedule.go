@@ -100,19 +100,6 @@ func (g Grid) slots() int {
 	return max(1, g.PhaseSlots)
 }
 
-// place is the slot an automatic phase's session joins, given the routers
-// of its interval per slot.
-func (g Grid) place(inSlot []int) int {
-	if g.auto() {
-		for _, slot := range autoOrder {
-			if inSlot[slot] < AutoPhaseSessions {
-				return slot
-			}
-		}
-	}
-	return leastLoaded(inSlot)
-}
-
 // phase is where slot's grid starts within an interval.
 func (g Grid) phase(slot int, interval time.Duration) time.Duration {
 	return time.Duration(int64(interval) * int64(slot) / int64(g.slots()))

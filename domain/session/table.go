@@ -399,7 +399,16 @@ func (t *Table) place(s *Session) int {
 		return leastLoaded(t.inSlot)
 	}
 	counts := t.placedFor(s.cfg.Interval)
-	slot := t.grid.place(counts)
+	slot := -1
+	for _, open := range autoOrder {
+		if counts[open] < AutoPhaseSessions {
+			slot = open
+			break
+		}
+	}
+	if slot < 0 {
+		slot = leastLoaded(counts)
+	}
 	if t.countsAsRouter(s) {
 		counts[slot]++
 	}

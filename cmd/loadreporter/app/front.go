@@ -16,7 +16,6 @@ import (
 	"github.com/loadreporter/loadreporter/adapters/pollapi"
 	"github.com/loadreporter/loadreporter/adapters/source/sglanggrpc"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/internal/serving"
-	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/domain/forwarded"
 )
 
@@ -63,7 +62,7 @@ func (f FrontConfig) engine(src SourceConfig) (*url.URL, bool, error) {
 // passed through, the pollers' load endpoints answered from poll, the
 // engine's /metrics served from one scrape per --poll-max-age.
 func NewFront(c FrontConfig, srv ServerConfig, src SourceConfig, streams StreamsConfig, t *TLS,
-	poll *pollapi.Handler, fwd *forwarded.Ledger, loop *fireloop.Loop, m *metrics.Metrics, log *slog.Logger) (*Front, error) {
+	poll *pollapi.Handler, fwd *forwarded.Ledger, m *metrics.Metrics, log *slog.Logger) (*Front, error) {
 	if c.Listen == "" {
 		if c.EngineURL != "" {
 			return nil, fmt.Errorf("--front-engine-url needs --front-listen (the worker's public address)")
@@ -92,11 +91,7 @@ func NewFront(c FrontConfig, srv ServerConfig, src SourceConfig, streams Streams
 	}
 	fm := m.Front(front.Classes)
 	if fwd != nil {
-		var between func() float64
-		if c.PushOnForward > 0 {
-			between = func() float64 { return float64(loop.BetweenDelivered()) }
-		}
-		m.Forwarded(func() float64 { return float64(fwd.Added()) }, func() float64 { return float64(fwd.Held()) }, between)
+		m.Forwarded(func() float64 { return float64(fwd.Added()) }, func() float64 { return float64(fwd.Held()) })
 	}
 	h, err := front.New(front.Options{
 		Engine: engine,

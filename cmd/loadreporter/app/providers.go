@@ -264,6 +264,7 @@ func NewMonitor(c StreamsConfig, loop *fireloop.Loop, clk ports.Clock, log *slog
 	}
 	m.WatchMonitor(mon.PendingStreams, mon.FirstFrameTimeouts, mon.OverBudget, mon.StreamErrors)
 	m.WatchPhaseSlots(loop.SlotLoads)
+	m.WatchBetween(loop.BetweenDelivered)
 	return mon, nil
 }
 

@@ -149,7 +149,7 @@ func initializeMain(c Config, given givenEngine) (*Main, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	front, err := NewFront(frontConfig, serverConfig, sourceConfig, streamsConfig, tls, handler, ledger, loop, metrics, logger)
+	front, err := NewFront(frontConfig, serverConfig, sourceConfig, streamsConfig, tls, handler, ledger, metrics, logger)
 	if err != nil {
 		cleanup3()
 		cleanup2()
