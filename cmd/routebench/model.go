@@ -10,6 +10,7 @@ import (
 	"github.com/loadreporter/loadreporter/client"
 	"github.com/loadreporter/loadreporter/cmd/loadreporter/enginesim/model"
 	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/domain/forwarded"
 	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 )
@@ -83,11 +84,10 @@ type vreporter struct {
 	latest   *pb.LoadReport
 	latestAt time.Duration
 	pushed   *pb.LoadReport
-	// pulled: the engine's loads of the last pull; lastExtra the last
-	// push on forward; extraAt a push on forward due (0: none).
-	pulled    []model.Load
-	lastExtra time.Duration
-	extraAt   time.Duration
+	// pulled: the engine's loads of the last pull; window paces its
+	// pushes on forward, by the fire loop's own rule.
+	pulled []model.Load
+	window fireloop.Window
 }
 
 // sim is one row of the model mode.
@@ -148,7 +148,7 @@ func simulate(f fleet, pol policy, trace []request, win window, seed uint64) (re
 		for k := range s.reps {
 			// Each reporter process has its own epoch.
 			ph := time.Duration(rng.IntN(int(historyInterval/time.Millisecond))) * time.Millisecond
-			s.reps[k] = vreporter{phase: ph, next: ph}
+			s.reps[k] = vreporter{phase: ph, next: ph, window: fireloop.Window{Every: pol.PushOnForward}}
 		}
 	}
 	if pol.Kind == kindPoll {
@@ -189,8 +189,8 @@ func simulate(f fleet, pol policy, trace []request, win window, seed uint64) (re
 		}
 		for k := range s.reps {
 			t = min(t, s.reps[k].next)
-			if s.reps[k].extraAt > 0 {
-				t = min(t, s.reps[k].extraAt)
+			if due, ok := s.reps[k].window.Due(); ok {
+				t = min(t, due.Sub(modelEpoch))
 			}
 		}
 		for _, p := range s.pollAt {
@@ -207,7 +207,7 @@ func simulate(f fleet, pol policy, trace []request, win window, seed uint64) (re
 			if s.reps[k].next == t {
 				s.fire(k)
 			}
-			if s.reps[k].extraAt == t {
+			if due, ok := s.reps[k].window.Due(); ok && due.Sub(modelEpoch) == t {
 				s.pushExtra(k)
 			}
 		}
@@ -385,7 +385,7 @@ func (s *sim) fire(k int) {
 // count now.
 func (s *sim) pushExtra(k int) {
 	v := &s.reps[k]
-	v.extraAt, v.lastExtra = 0, s.now
+	v.window.Sent(s.clock(s.now))
 	if v.pulled == nil {
 		return
 	}
@@ -438,13 +438,9 @@ func (s *sim) arrive(i int, res *result) error {
 		// The prompt exactly, as the front knows it from a body's
 		// Content-Length: one "byte" a token.
 		s.fwd[i] = s.fronts[k].Add(at, 1, int64(q.Prompt))
-		if w := s.pol.PushOnForward; w > 0 && s.pol.Kind == kindPush && s.pol.Interval > 0 {
-			v := &s.reps[k]
-			switch {
-			case v.lastExtra == 0 || s.now-v.lastExtra >= w:
+		if s.pol.PushOnForward > 0 && s.pol.Kind == kindPush && s.pol.Interval > 0 {
+			if s.reps[k].window.Changed(at) {
 				s.pushExtra(k)
-			case v.extraAt == 0:
-				v.extraAt = v.lastExtra + w
 			}
 		}
 	}

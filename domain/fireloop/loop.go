@@ -92,12 +92,10 @@ type Loop struct {
 	historySub      *Subscription // owned by the loop
 	lastRecorded    *domain.Report
 
-	// between: Options.Between and BetweenEvery; the loop's goroutine
-	// alone touches lastBetween and betweenDue (zero: none due).
+	// between: Options.Between, paced by window (BetweenEvery), which the
+	// loop's goroutine alone touches.
 	between          Recounter
-	betweenEvery     time.Duration
-	lastBetween      time.Time
-	betweenDue       time.Time
+	window           Window
 	betweenDelivered atomic.Uint64
 
 	mu         sync.Mutex
@@ -157,7 +155,7 @@ func New(o Options) (*Loop, error) {
 		source: o.Source, clock: o.Clock, builder: o.Builder, budget: o.PullBudget,
 		observer: o.Observer, log: o.Logger,
 		history: o.History, historyInterval: o.HistoryInterval,
-		between: o.Between, betweenEvery: o.BetweenEvery,
+		between: o.Between, window: Window{Every: o.BetweenEvery},
 		wake:     make(chan struct{}, 1),
 		table:    session.NewTable(o.Limits, grid, o.Clock.Now()),
 		expected: o.Expected,
@@ -264,13 +262,14 @@ func (l *Loop) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		if !l.betweenDue.IsZero() && !now.Before(l.betweenDue) {
+		due, held := l.window.Due()
+		if held && !now.Before(due) {
 			l.publishBetween(now)
 			continue
 		}
 		wake, hasWake := sw.Wake, sw.HasWake
-		if !l.betweenDue.IsZero() && (!hasWake || l.betweenDue.Before(wake)) {
-			wake, hasWake = l.betweenDue, true
+		if held && (!hasWake || due.Before(wake)) {
+			wake, hasWake = due, true
 		}
 		var timerC <-chan time.Time
 		var timer ports.Timer
@@ -287,24 +286,13 @@ func (l *Loop) Run(ctx context.Context) error {
 		case <-l.wake:
 		case <-timerC:
 		case <-changes:
-			l.changed(l.clock.Now())
+			if now := l.clock.Now(); l.window.Changed(now) {
+				l.publishBetween(now)
+			}
 		}
 		if timer != nil {
 			timer.Stop()
 		}
-	}
-}
-
-// changed takes a signal of Options.Between: a report between the
-// deadlines now, or at the end of the current BetweenEvery when one went
-// out less than that ago.
-func (l *Loop) changed(now time.Time) {
-	if l.lastBetween.IsZero() || now.Sub(l.lastBetween) >= l.betweenEvery {
-		l.publishBetween(now)
-		return
-	}
-	if l.betweenDue.IsZero() {
-		l.betweenDue = l.lastBetween.Add(l.betweenEvery)
 	}
 }
 
@@ -315,7 +303,7 @@ func (l *Loop) changed(now time.Time) {
 // The report is not the latest a poller is served: pollers' freshness is
 // the pulls'.
 func (l *Loop) publishBetween(now time.Time) {
-	l.betweenDue, l.lastBetween = time.Time{}, now
+	l.window.Sent(now)
 	l.mu.Lock()
 	ready := !l.closed && l.latest != nil && l.latest.Status == domain.StatusHealthy && l.table.Count(session.KindMonitor) > 0
 	l.mu.Unlock()
