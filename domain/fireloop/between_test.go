@@ -43,16 +43,24 @@ func withBetween(r *recounter, every time.Duration) option {
 	return func(o *Options) { o.Between, o.BetweenEvery = r, every }
 }
 
+// betweenRouter is a loop with reports between deadlines every 20 ms at
+// most and one router at intervalMs, past its first report and fire.
+func betweenRouter(t *testing.T, intervalMs int64) (*harness, *recounter, *Subscription, *domain.Report) {
+	t.Helper()
+	rc := &recounter{changes: make(chan struct{})}
+	h := newHarness(t, nil, withBetween(rc, 20*ms))
+	sub := h.register("r1", intervalMs, 60000)
+	first := report(t, sub)
+	h.fires.next(t)
+	return h, rc, sub, first
+}
+
 // A change between two pulls reaches the routers at once as a report of
 // its own, built from the recount at that instant: no pull, no deadline
 // moved; a second change within BetweenEvery waits for its end.
 func TestAChangeBetweenPullsIsSentBetweenTheDeadlines(t *testing.T) {
 	t.Parallel()
-	rc := &recounter{changes: make(chan struct{})}
-	h := newHarness(t, nil, withBetween(rc, 20*ms))
-	sub := h.register("r1", 100, 60000)
-	first := report(t, sub)
-	h.fires.next(t)
+	h, rc, sub, first := betweenRouter(t, 100)
 	snap := h.engine.snapshot(4)
 
 	h.advanceTo(30 * ms)
@@ -132,11 +140,7 @@ func TestBetweenEveryIsChecked(t *testing.T) {
 // the routers wait for their deadline's pull.
 func TestABetweenReportIsNeverStale(t *testing.T) {
 	t.Parallel()
-	rc := &recounter{changes: make(chan struct{})}
-	h := newHarness(t, nil, withBetween(rc, 20*ms))
-	sub := h.register("r1", 10000, 60000)
-	first := report(t, sub)
-	h.fires.next(t)
+	h, rc, sub, first := betweenRouter(t, 10000)
 	snap := h.engine.snapshot(4)
 	h.advanceTo(4 * time.Second) // StaleAfter is 3 s
 	rc.set(snap, 7)
@@ -152,11 +156,7 @@ func TestABetweenReportIsNeverStale(t *testing.T) {
 // not stop the pulls a poller causes.
 func TestPollIsNotServedABetweenReport(t *testing.T) {
 	t.Parallel()
-	rc := &recounter{changes: make(chan struct{})}
-	h := newHarness(t, nil, withBetween(rc, 20*ms))
-	sub := h.register("r1", 10000, 60000)
-	first := report(t, sub)
-	h.fires.next(t)
+	h, rc, sub, first := betweenRouter(t, 10000)
 	h.advanceTo(500 * ms)
 	rc.set(h.engine.snapshot(4), 7)
 	if r := report(t, sub); r.SequenceID != first.SequenceID+1 {
@@ -180,11 +180,7 @@ func TestPollIsNotServedABetweenReport(t *testing.T) {
 // last pull failed, or a rank has no stamp).
 func TestNothingBetweenWithoutARecount(t *testing.T) {
 	t.Parallel()
-	rc := &recounter{changes: make(chan struct{})}
-	h := newHarness(t, nil, withBetween(rc, 20*ms))
-	sub := h.register("r1", 10000, 60000)
-	report(t, sub)
-	h.fires.next(t)
+	h, rc, sub, _ := betweenRouter(t, 10000)
 	h.advanceTo(30 * ms)
 	rc.changes <- struct{}{} // ok is false: nothing to recount
 	rc.changes <- struct{}{}
