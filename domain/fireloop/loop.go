@@ -310,6 +310,8 @@ func (l *Loop) publishBetween(now time.Time) {
 	if !ready {
 		return
 	}
+	// Outside l.mu: a recount takes the front's lock and walks its
+	// requests in flight.
 	snap, ok := l.between.Recount()
 	if !ok {
 		return
