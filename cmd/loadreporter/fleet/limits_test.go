@@ -259,8 +259,12 @@ func TestCloseCutsStuckReadersAndSucceeds(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("close with stuck readers waited for the grace")
 	}
-	if strings.Contains(logs.String(), "grace ended") || !strings.Contains(logs.String(), "streams_open=8 streams_writing=8") {
-		t.Fatalf("log:\n%s", logs.String())
+	// Every stream was open at the close, and writes were still blocked
+	// (how many of the eight: a loaded machine may let the kernel take a
+	// last write of one before the close counts them).
+	if log := logs.String(); strings.Contains(log, "grace ended") || !strings.Contains(log, "streams_open=8 streams_writing=") ||
+		strings.Contains(log, "streams_writing=0 ") {
+		t.Fatalf("log:\n%s", log)
 	}
 	if err := m.Close(); err != nil {
 		t.Fatalf("a second close: %v", err)
