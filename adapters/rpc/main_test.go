@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -41,6 +42,42 @@ func serveMounted(t testing.TB, handler func(...connect.HandlerOption) (string, 
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// serveNative serves what handler returns behind WithTransportInfo on the
+// native server over h2c, stopped when the test ends; it returns the
+// server's URL and a client that speaks h2c to it.
+func serveNative(t testing.TB, handler func(...connect.HandlerOption) (string, http.Handler)) (string, *http.Client) {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle(handler())
+	srv, err := NewNativeServer(WithTransportInfo(mux), testNativeOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &protocols}
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		srv.Stop()
+		<-done
+	})
+	return "http://" + ln.Addr().String(), &http.Client{Transport: tr}
+}
+
+func testNativeOptions() NativeOptions {
+	return NativeOptions{MaxStreamsPerConn: 100, MaxRecvMsgBytes: 64 << 10, MaxHeaderBytes: 1 << 20,
+		IdleTimeout: time.Minute, PingAfter: 30 * time.Second, PingTimeout: 15 * time.Second}
 }
 
 // testContext is the bound on every wait of one test.

@@ -145,15 +145,39 @@ func (m *Monitor) OverBudget() uint64 { return m.overBudget.Load() }
 // Handler returns the route and handler to mount on the shared mux.
 func (m *Monitor) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
 	opts = append([]connect.HandlerOption{codecOptions()}, opts...)
-	h := connect.NewBidiStreamHandler(loadmonitorv1connect.LoadMonitorServiceMonitorProcedure, m.serve, opts...)
-	return "/" + loadmonitorv1connect.LoadMonitorServiceName + "/", h
+	h := connect.NewBidiStreamHandler(loadmonitorv1connect.LoadMonitorServiceMonitorProcedure,
+		func(ctx context.Context, st *connect.BidiStream[pb.RouterFrame, outFrame]) error {
+			return m.serve(ctx, connectStream{st})
+		}, opts...)
+	return "/" + loadmonitorv1connect.LoadMonitorServiceName + "/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A call that came in through the native server is served on its
+		// gRPC stream itself, past connect.
+		if call := nativeCallFrom(r.Context()); call != nil && r.URL.Path == loadmonitorv1connect.LoadMonitorServiceMonitorProcedure {
+			call.serveNative(func(st *nativeStream) error { return m.serve(r.Context(), st) })
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
-type stream = connect.BidiStream[pb.RouterFrame, outFrame]
+// stream is one Monitor stream, whichever way it came in.
+type stream interface {
+	Receive() (*pb.RouterFrame, error)
+	Send(*outFrame) error
+	// peerAddr is the router's address, host:port.
+	peerAddr() string
+}
+
+// connectStream is a Monitor stream connect serves.
+type connectStream struct {
+	*connect.BidiStream[pb.RouterFrame, outFrame]
+}
+
+func (s connectStream) peerAddr() string { return s.Peer().Addr }
 
 // serve runs one Monitor stream. Errors of the protocol are sent as a
 // StreamError frame and the stream then ends with status OK (docs/routers.md).
-func (m *Monitor) serve(ctx context.Context, st *stream) error {
+func (m *Monitor) serve(ctx context.Context, st stream) error {
 	tr := transportFrom(ctx)
 	if tr == nil {
 		m.noTransport.Do(func() {
@@ -192,12 +216,12 @@ func (m *Monitor) serve(ctx context.Context, st *stream) error {
 	}
 	defer sub.Close()
 	m.log.Debug("router registered", "router_id", sub.RouterID(),
-		"interval", cfg.Interval, "lease", cfg.Lease, "peer", st.Peer().Addr)
+		"interval", cfg.Interval, "lease", cfg.Lease, "peer", st.peerAddr())
 	// The writer sends the ack, then the reports; attached now, it is
 	// kicked once for the ack and what arrived meanwhile. A router that
 	// does not read even the ack is bounded like any other once its
 	// session ends.
-	stall := m.opts.Stalls.Guard(ctx, loadmonitorv1connect.LoadMonitorServiceMonitorProcedure, st.Peer().Addr)
+	stall := m.opts.Stalls.Guard(ctx, loadmonitorv1connect.LoadMonitorServiceMonitorProcedure, st.peerAddr())
 	defer stall.Disarm()
 	w := newWriter(m, st, tr, sub.RouterID(), sub, newOutFrame(ackFrame(cfg)), stall)
 	sub.Notify(w.kick)
@@ -210,7 +234,7 @@ func (m *Monitor) serve(ctx context.Context, st *stream) error {
 // ended the stream; where nothing can (no WithTransportInfo, or a
 // transport without read deadlines), the read runs in a goroutine of its
 // own, as a stream ends once its handler returns.
-func (m *Monitor) relay(ctx context.Context, st *stream, tr *transport, r *receiver, w *writer, sub RouterSession) error {
+func (m *Monitor) relay(ctx context.Context, st stream, tr *transport, r *receiver, w *writer, sub RouterSession) error {
 	read := make(chan error, 1)
 	if tr.canInterruptRead() {
 		// The stream's deadline (grpc-timeout, connect-timeout-ms) or
@@ -269,7 +293,7 @@ func (m *Monitor) relay(ctx context.Context, st *stream, tr *transport, r *recei
 // nil and nil for a stream closed before any frame; or the error that ends
 // the stream: a *domain.Error for its last frame, or a status (no register
 // in time, or the transport's).
-func (m *Monitor) firstFrame(ctx context.Context, st *stream, r *receiver) (*pb.RouterFrame, error) {
+func (m *Monitor) firstFrame(ctx context.Context, st stream, r *receiver) (*pb.RouterFrame, error) {
 	timer := m.opts.Clock.NewTimer(m.opts.Clock.Now().Add(m.opts.FirstFrameTimeout))
 	defer timer.Stop()
 	select {
@@ -302,12 +326,12 @@ func (m *Monitor) firstFrame(ctx context.Context, st *stream, r *receiver) (*pb.
 
 // logAbuse writes one line for a stream ended for its own conduct, unless
 // l held it back; each line says how many it stands for.
-func (m *Monitor) logAbuse(l *loglimit.Limiter, msg string, st *stream, err error, attrs ...any) {
+func (m *Monitor) logAbuse(l *loglimit.Limiter, msg string, st stream, err error, attrs ...any) {
 	ok, suppressed := l.Allow(m.opts.Clock.Now())
 	if !ok {
 		return
 	}
-	m.log.Warn(msg, append(attrs, "peer", st.Peer().Addr, "reason", logReason(err),
+	m.log.Warn(msg, append(attrs, "peer", st.peerAddr(), "reason", logReason(err),
 		"suppressed", suppressed, "log_interval", m.opts.AbuseLogInterval)...)
 }
 
@@ -324,7 +348,7 @@ func logReason(err error) string {
 
 // end sends err as the stream's last frame, within FinalWriteTimeout. A
 // nil err ends cleanly.
-func (m *Monitor) end(st *stream, tr *transport, routerID string, err error) error {
+func (m *Monitor) end(st stream, tr *transport, routerID string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -344,7 +368,7 @@ func (m *Monitor) StreamErrors() map[string]uint64 { return m.ends.snapshot() }
 // operator looks for first, and a fleet's worth of them must not flood the
 // log. Endings that log themselves (over budget) and the
 // shutdown's are only counted.
-func (m *Monitor) noteEnd(st *stream, routerID string, err error) {
+func (m *Monitor) noteEnd(st stream, routerID string, err error) {
 	code := domain.ErrorCode(err)
 	l := m.ends.add(code, m.opts.AbuseLogInterval)
 	level, msg := slog.LevelWarn, "monitor stream ended: refused"
@@ -363,7 +387,7 @@ func (m *Monitor) noteEnd(st *stream, routerID string, err error) {
 	if !ok {
 		return
 	}
-	m.log.Log(context.Background(), level, msg, "router_id", routerID, "peer", st.Peer().Addr, "code", code,
+	m.log.Log(context.Background(), level, msg, "router_id", routerID, "peer", st.peerAddr(), "code", code,
 		"reason", logReason(err), "suppressed", suppressed, "log_interval", m.opts.AbuseLogInterval)
 }
 
@@ -399,7 +423,7 @@ func (t *endTally) snapshot() map[string]uint64 {
 // endRead ends the stream after its reader stopped: a *domain.Error goes
 // to the router as the last frame; nil ends cleanly; anything else is the
 // transport's (the router went away) and ends the stream with it.
-func (m *Monitor) endRead(st *stream, tr *transport, routerID string, err error) error {
+func (m *Monitor) endRead(st stream, tr *transport, routerID string, err error) error {
 	var de *domain.Error
 	if !errors.As(err, &de) {
 		return err

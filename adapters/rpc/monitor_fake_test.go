@@ -153,20 +153,41 @@ type monitorTest struct {
 // handler whose registrar setup may adjust first; and once more per
 // protocol with the handler mounted without WithTransportInfo, where it
 // cannot wake its own read and reads in a second goroutine.
+//
+// Once more with gRPC through the native server, grpc-go's own transport.
 func eachProtocol(t *testing.T, setup func(*fakeRegistrar), test func(m *monitorTest)) {
+	type way struct {
+		name            string
+		opts            []connect.ClientOption
+		mounted, native bool
+	}
+	var ways []way
 	for _, mounted := range []bool{true, false} {
 		for _, p := range clientProtocols {
 			name := p.name
 			if !mounted {
 				name += "-without-transport-info"
 			}
-			t.Run(name, func(t *testing.T) {
+			ways = append(ways, way{name, p.opts, mounted, false})
+		}
+	}
+	ways = append(ways, way{"grpc-native", []connect.ClientOption{connect.WithGRPC()}, true, true})
+	for _, p := range ways {
+		{
+			t.Run(p.name, func(t *testing.T) {
 				reg := &fakeRegistrar{sess: newFakeSession("r1"), calls: make(chan string, 16)}
 				if setup != nil {
 					setup(reg)
 				}
-				srv := serveMounted(t, mustMonitor(t, reg, MonitorOptions{}).Handler, mounted)
-				client := loadmonitorv1connect.NewLoadMonitorServiceClient(srv.Client(), srv.URL, p.opts...)
+				handler := mustMonitor(t, reg, MonitorOptions{}).Handler
+				var client loadmonitorv1connect.LoadMonitorServiceClient
+				if p.native {
+					url, hc := serveNative(t, handler)
+					client = loadmonitorv1connect.NewLoadMonitorServiceClient(hc, url, p.opts...)
+				} else {
+					srv := serveMounted(t, handler, p.mounted)
+					client = loadmonitorv1connect.NewLoadMonitorServiceClient(srv.Client(), srv.URL, p.opts...)
+				}
 				ctx, cancel := context.WithCancel(testContext(t))
 				m := &monitorTest{t: t, ctx: testContext(t), cancel: cancel, reg: reg, sess: reg.sess, st: client.Monitor(ctx)}
 				t.Cleanup(func() {

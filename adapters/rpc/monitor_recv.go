@@ -22,7 +22,7 @@ type inbound struct {
 // share, here, before anything else sees it: a flood costs the flooding
 // stream's own goroutine and nothing more.
 type receiver struct {
-	st               *stream
+	st               stream
 	budget           *rate.Limiter
 	conn, peer       *rate.Limiter
 	connAddr, peerIP string
@@ -31,8 +31,8 @@ type receiver struct {
 
 // newReceiver returns the stream's receiver and what gives its share of
 // the connection's and the peer's budgets back.
-func (m *Monitor) newReceiver(st *stream) (*receiver, func()) {
-	addr := st.Peer().Addr
+func (m *Monitor) newReceiver(st stream) (*receiver, func()) {
+	addr := st.peerAddr()
 	now := m.opts.Clock.Now()
 	r := &receiver{
 		st: st, opts: &m.opts, connAddr: addr, peerIP: peerHost(addr),

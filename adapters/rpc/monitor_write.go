@@ -22,7 +22,7 @@ import (
 // more (bound), so a stream whose session is gone never outlives it.
 type writer struct {
 	m  *Monitor
-	st *stream
+	st stream
 	tr *transport
 	// routerID names the stream's router in its last frame's log line.
 	routerID string
@@ -42,7 +42,7 @@ type writer struct {
 	result   error         // what the handler returns then; written before finished closes
 }
 
-func newWriter(m *Monitor, st *stream, tr *transport, routerID string, sub Outbox, ack *outFrame, stall *StallGuard) *writer {
+func newWriter(m *Monitor, st stream, tr *transport, routerID string, sub Outbox, ack *outFrame, stall *StallGuard) *writer {
 	return &writer{m: m, st: st, tr: tr, routerID: routerID, sub: sub, ack: ack, stall: stall, finished: make(chan struct{})}
 }
 

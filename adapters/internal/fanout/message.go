@@ -27,7 +27,9 @@ func NewMessage(m proto.Message) *Message { return &Message{msg: m} }
 // Proto is the message itself.
 func (f *Message) Proto() proto.Message { return f.msg }
 
-func (f *Message) binary() ([]byte, error) {
+// Binary is the message's protobuf encoding, shared by every caller: it
+// must not be written to.
+func (f *Message) Binary() ([]byte, error) {
 	f.binOnce.Do(func() { f.bin, f.binErr = proto.Marshal(f.msg) })
 	return f.bin, f.binErr
 }
@@ -79,7 +81,7 @@ func (binaryCodec) Name() string { return "proto" }
 
 func (binaryCodec) Marshal(m any) ([]byte, error) {
 	if f, ok := m.(*Message); ok {
-		b, err := f.binary()
+		b, err := f.Binary()
 		// connect owns what Marshal returns and recycles it: hand out a copy.
 		return append([]byte(nil), b...), err
 	}
@@ -88,7 +90,7 @@ func (binaryCodec) Marshal(m any) ([]byte, error) {
 
 func (binaryCodec) MarshalAppend(dst []byte, m any) ([]byte, error) {
 	if f, ok := m.(*Message); ok {
-		b, err := f.binary()
+		b, err := f.Binary()
 		return append(dst, b...), err
 	}
 	return proto.MarshalOptions{}.MarshalAppend(dst, m.(proto.Message))

@@ -1,0 +1,459 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
+)
+
+// bridge serves every call of the native server through the port's
+// handler.
+type bridge struct {
+	h   http.Handler
+	log *slog.Logger
+}
+
+// serve hands one call to the port's handler as an HTTP/2 request and
+// returns the status its response ended with.
+func (b *bridge) serve(_ any, ss grpc.ServerStream) error {
+	method, ok := grpc.MethodFromServerStream(ss)
+	if !ok {
+		return status.Error(codes.Internal, "no method on the stream")
+	}
+	ctl := controlFrom(ss.Context())
+	if ctl == nil { // served without tapStream: nothing can bound it
+		return status.Error(codes.Internal, "the stream has no control")
+	}
+	call := &nativeCall{ss: ss, ctl: ctl}
+	req := newBridgeRequest(context.WithValue(ctl.outer, nativeCallKey{}, call), method, ss)
+	w := &bridgeWriter{call: call, header: http.Header{}}
+	b.h.ServeHTTP(w, req)
+	call.stopTimers()
+	if call.native {
+		return grpcStatus(call.result)
+	}
+	return w.finish()
+}
+
+// newBridgeRequest is the HTTP/2 request the port's handler sees for a
+// call: its metadata as headers, its messages as the body.
+func newBridgeRequest(ctx context.Context, method string, ss grpc.ServerStream) *http.Request {
+	md, _ := metadata.FromIncomingContext(ss.Context())
+	h := make(http.Header, len(md)+1)
+	host := ""
+	for k, vs := range md {
+		switch {
+		case k == ":authority":
+			if len(vs) > 0 {
+				host = vs[0]
+			}
+			continue
+		case strings.HasPrefix(k, ":"), k == "grpc-accept-encoding":
+			// grpc-go compresses what the client asked for; connect must
+			// not compress it first.
+			continue
+		}
+		key := http.CanonicalHeaderKey(k)
+		for _, v := range vs {
+			if strings.HasSuffix(k, "-bin") { // metadata holds binary values decoded
+				v = base64.RawStdEncoding.EncodeToString([]byte(v))
+			}
+			h.Add(key, v)
+		}
+	}
+	if h.Get("Content-Type") == "" {
+		h.Set("Content-Type", "application/grpc")
+	}
+	h.Set("Te", "trailers")
+	remote := ""
+	if p, ok := peer.FromContext(ss.Context()); ok && p.Addr != nil {
+		remote = p.Addr.String()
+	}
+	r := &http.Request{
+		Method: http.MethodPost, URL: &url.URL{Path: method}, RequestURI: method,
+		Proto: "HTTP/2.0", ProtoMajor: 2, Header: h, Host: host, RemoteAddr: remote,
+		ContentLength: -1, Body: &bridgeBody{call: nativeCallFrom(ctx)},
+	}
+	return r.WithContext(ctx)
+}
+
+type nativeCallKey struct{}
+
+// nativeCall is one call of the native server while the port's handler
+// serves it.
+type nativeCall struct {
+	ss  grpc.ServerStream
+	ctl *streamControl
+
+	// native is set when a handler served the call on its stream itself
+	// (Monitor), result then being what it returned.
+	native bool
+	result error
+
+	mu                    sync.Mutex
+	readTimer, writeTimer *time.Timer
+	bodyDone              bool // the body returned io.EOF: no read left to bound
+	done                  bool // the handler returned: timers do nothing
+}
+
+func nativeCallFrom(ctx context.Context) *nativeCall {
+	c, _ := ctx.Value(nativeCallKey{}).(*nativeCall)
+	return c
+}
+
+// serveNative serves the call with f on its gRPC stream.
+func (c *nativeCall) serveNative(f func(*nativeStream) error) {
+	c.native = true
+	c.result = f(&nativeStream{call: c})
+}
+
+// cancelAt cancels the stream's own context at t (now when t has
+// passed), through timer *slot; a zero t clears it.
+func (c *nativeCall) cancelAt(slot **time.Timer, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if *slot != nil {
+		(*slot).Stop()
+		*slot = nil
+	}
+	if c.done || t.IsZero() {
+		return
+	}
+	if d := time.Until(t); d > 0 {
+		*slot = time.AfterFunc(d, c.ctl.cancel)
+		return
+	}
+	c.ctl.cancel()
+}
+
+func (c *nativeCall) stopTimers() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.done = true
+	for _, t := range []*time.Timer{c.readTimer, c.writeTimer} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+}
+
+// setReadDeadline bounds the reads of the call: past t, a read in
+// progress and every later one fail. The stream can still be written
+// while grpc-go's queue for it has room, as net/http's can.
+func (c *nativeCall) setReadDeadline(t time.Time) {
+	c.mu.Lock()
+	bodyDone := c.bodyDone
+	c.mu.Unlock()
+	if bodyDone && !t.IsZero() {
+		return // all read: a deadline now would only cut the replies
+	}
+	c.cancelAt(&c.readTimer, t)
+}
+
+// setWriteDeadline bounds the sends of the call: past t, a send waiting
+// for room in grpc-go's queue for the stream (its client stopped reading)
+// fails.
+func (c *nativeCall) setWriteDeadline(t time.Time) { c.cancelAt(&c.writeTimer, t) }
+
+// nativeStream is a Monitor stream on the native server.
+type nativeStream struct{ call *nativeCall }
+
+// Receive reads one router frame; one that does not decode is connect's
+// INVALID_ARGUMENT, as on the connect way in.
+func (s *nativeStream) Receive() (*pb.RouterFrame, error) {
+	var raw rawMessage
+	if err := s.call.ss.RecvMsg(&raw); err != nil {
+		return nil, err
+	}
+	f := &pb.RouterFrame{}
+	if err := unmarshalBinary(raw, f); err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("unmarshal into %T: %w", f, err))
+	}
+	return f, nil
+}
+
+// Send queues f's shared encoding on the stream.
+func (s *nativeStream) Send(f *outFrame) error { return s.call.ss.SendMsg(f) }
+
+func (s *nativeStream) peerAddr() string {
+	if p, ok := peer.FromContext(s.call.ss.Context()); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}
+
+// bridgeBody is a call's messages as a gRPC request body: each one
+// enveloped as on the wire.
+type bridgeBody struct {
+	call *nativeCall
+	buf  []byte
+	err  error
+}
+
+func (b *bridgeBody) Read(p []byte) (int, error) {
+	for len(b.buf) == 0 {
+		if b.err != nil {
+			return 0, b.err
+		}
+		var raw rawMessage
+		if err := b.call.ss.RecvMsg(&raw); err != nil {
+			if errors.Is(err, io.EOF) {
+				b.call.mu.Lock()
+				b.call.bodyDone = true
+				b.call.mu.Unlock()
+			}
+			b.err = err
+			continue
+		}
+		b.buf = binary.BigEndian.AppendUint32(append(b.buf[:0], 0), uint32(len(raw)))
+		b.buf = append(b.buf, raw...)
+	}
+	n := copy(p, b.buf)
+	b.buf = b.buf[n:]
+	return n, nil
+}
+
+func (b *bridgeBody) Close() error { return nil }
+
+// bridgeWriter is a call's response as the port's handler writes it:
+// each enveloped message is sent on the stream, the trailers become its
+// status. What is not a gRPC response (a plain-text refusal) becomes the
+// status its HTTP code stands for.
+type bridgeWriter struct {
+	call        *nativeCall
+	header      http.Header
+	code        int
+	wroteHeader bool
+	headerSent  bool
+	pending     []byte // an envelope not complete yet
+	plain       bytes.Buffer
+}
+
+func (w *bridgeWriter) Header() http.Header { return w.header }
+
+func (w *bridgeWriter) WriteHeader(code int) {
+	if w.wroteHeader {
+		return
+	}
+	w.wroteHeader, w.code = true, code
+}
+
+func (w *bridgeWriter) isGRPC() bool {
+	return w.code == http.StatusOK && strings.HasPrefix(w.header.Get("Content-Type"), "application/grpc")
+}
+
+func (w *bridgeWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	if !w.isGRPC() {
+		if room := 512 - w.plain.Len(); room > 0 {
+			w.plain.Write(p[:min(len(p), room)])
+		}
+		return len(p), nil
+	}
+	if !w.headerSent {
+		w.headerSent = true
+		if err := w.call.ss.SetHeader(metadataOf(w.header)); err != nil {
+			return 0, err
+		}
+	}
+	w.pending = append(w.pending, p...)
+	for len(w.pending) >= 5 {
+		n := int(binary.BigEndian.Uint32(w.pending[1:5]))
+		if len(w.pending) < 5+n {
+			break
+		}
+		if w.pending[0] != 0 {
+			return 0, status.Errorf(codes.Internal, "the handler sent a message with flags %#x", w.pending[0])
+		}
+		// The stream's queue keeps the slice until it is written, and the
+		// handler reuses what it wrote.
+		msg := append(rawMessage(nil), w.pending[5:5+n]...)
+		w.pending = w.pending[5+n:]
+		if err := w.call.ss.SendMsg(msg); err != nil {
+			return 0, err
+		}
+	}
+	if len(w.pending) == 0 {
+		w.pending = nil
+	}
+	return len(p), nil
+}
+
+// Flush: every message is on the stream's queue once Write returns, and
+// grpc-go writes it out.
+func (w *bridgeWriter) Flush() {}
+
+// SetReadDeadline and SetWriteDeadline are what http.ResponseController
+// reaches, so the port's bounds (WithTransportInfo, Stalls, the shutdown)
+// work on this way in as on net/http's.
+//
+// A stream Monitor serves itself has no read deadline: grpc-go ends a
+// stream whose read fails with that failure's status at once, and
+// Monitor's last frame must be followed by status OK. Monitor then reads
+// in a goroutine of its own, which ends with the stream.
+func (w *bridgeWriter) SetReadDeadline(t time.Time) error {
+	if w.call.native {
+		return http.ErrNotSupported
+	}
+	w.call.setReadDeadline(t)
+	return nil
+}
+
+func (w *bridgeWriter) SetWriteDeadline(t time.Time) error {
+	w.call.setWriteDeadline(t)
+	return nil
+}
+
+// EnableFullDuplex: an HTTP/2 stream always is.
+func (w *bridgeWriter) EnableFullDuplex() error { return nil }
+
+// finish ends the call with the status the response carries.
+func (w *bridgeWriter) finish() error {
+	if !w.isGRPC() {
+		code := w.code
+		if code == 0 {
+			code = http.StatusOK
+		}
+		msg := strings.TrimSpace(w.plain.String())
+		if msg == "" {
+			msg = http.StatusText(code)
+		}
+		return status.Error(httpCodeToGRPC(code), fmt.Sprintf("HTTP %d: %s", code, msg))
+	}
+	if len(w.pending) > 0 {
+		return status.Errorf(codes.Internal, "the response ended inside a message")
+	}
+	trailer := http.Header{}
+	for k, vs := range w.header {
+		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok {
+			trailer[http.CanonicalHeaderKey(name)] = vs
+		}
+	}
+	if trailer.Get("Grpc-Status") == "" && w.header.Get("Grpc-Status") != "" {
+		trailer = w.header // trailers-only, in the headers
+	} else if !w.headerSent {
+		if err := w.call.ss.SetHeader(metadataOf(w.header)); err != nil {
+			return err
+		}
+	}
+	w.call.ss.SetTrailer(metadataOf(trailer))
+	return statusOf(trailer)
+}
+
+// metadataOf is h as metadata, without what gRPC's transport writes
+// itself (the status among it).
+func metadataOf(h http.Header) metadata.MD {
+	md := metadata.MD{}
+	for k, vs := range h {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			continue
+		}
+		key := strings.ToLower(k)
+		switch key {
+		case "content-type", "content-length", "date", "trailer", "te", "grpc-encoding", "grpc-accept-encoding",
+			"grpc-status", "grpc-message", "grpc-status-details-bin":
+			continue
+		}
+		for _, v := range vs {
+			if strings.HasSuffix(key, "-bin") {
+				b, err := decodeBinaryHeader(v)
+				if err != nil {
+					continue
+				}
+				v = string(b)
+			}
+			md.Append(key, v)
+		}
+	}
+	return md
+}
+
+// statusOf is the status trailer carries.
+func statusOf(trailer http.Header) error {
+	code, err := strconv.Atoi(trailer.Get("Grpc-Status"))
+	if err != nil {
+		return status.Errorf(codes.Internal, "the response carries no valid grpc-status (%q)", trailer.Get("Grpc-Status"))
+	}
+	if code == 0 {
+		return nil
+	}
+	msg := trailer.Get("Grpc-Message")
+	if m, err := url.PathUnescape(msg); err == nil {
+		msg = m
+	}
+	if bin := trailer.Get("Grpc-Status-Details-Bin"); bin != "" {
+		if b, err := decodeBinaryHeader(bin); err == nil {
+			var st spb.Status
+			if proto.Unmarshal(b, &st) == nil && st.GetCode() == int32(code) {
+				return status.ErrorProto(&st)
+			}
+		}
+	}
+	return status.Error(codes.Code(code), msg)
+}
+
+func decodeBinaryHeader(v string) ([]byte, error) {
+	if len(v)%4 == 0 {
+		return base64.StdEncoding.DecodeString(v)
+	}
+	return base64.RawStdEncoding.DecodeString(v)
+}
+
+// httpCodeToGRPC maps an HTTP status to the gRPC code gRPC's HTTP mapping
+// gives it.
+func httpCodeToGRPC(code int) codes.Code {
+	switch code {
+	case http.StatusBadRequest:
+		return codes.Internal
+	case http.StatusUnauthorized:
+		return codes.Unauthenticated
+	case http.StatusForbidden:
+		return codes.PermissionDenied
+	case http.StatusNotFound:
+		return codes.Unimplemented
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return codes.Unavailable
+	}
+	return codes.Unknown
+}
+
+// grpcStatus is err, what a handler serving on the stream itself
+// returned, as the call's status.
+func grpcStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return status.Error(codes.Code(ce.Code()), ce.Message())
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.FromContextError(err).Err()
+	}
+	return status.Error(codes.Unknown, err.Error())
+}
