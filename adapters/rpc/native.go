@@ -128,6 +128,8 @@ func (nativeCodec) Marshal(v any) (mem.BufferSlice, error) {
 	case *fanout.Message:
 		b, err := m.Binary() // shared by every stream of a fire: never written to
 		return mem.BufferSlice{mem.SliceBuffer(b)}, err
+	case gatedFrame:
+		return mem.BufferSlice{m.buf}, nil
 	case rawMessage:
 		return mem.BufferSlice{mem.SliceBuffer(m)}, nil
 	}

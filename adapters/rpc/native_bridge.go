@@ -20,6 +20,7 @@ import (
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -114,6 +115,8 @@ type nativeCall struct {
 
 	mu                    sync.Mutex
 	readTimer, writeTimer *time.Timer
+	writeExpired          chan struct{} // closed when the write deadline passed
+	expired               bool
 	bodyDone              bool // the body returned io.EOF: no read left to bound
 	done                  bool // the handler returned: timers do nothing
 }
@@ -129,23 +132,75 @@ func (c *nativeCall) serveNative(f func(*nativeStream) error) {
 	c.result = f(&nativeStream{call: c})
 }
 
-// cancelAt cancels the stream's own context at t (now when t has
-// passed), through timer *slot; a zero t clears it.
-func (c *nativeCall) cancelAt(slot **time.Timer, t time.Time) {
+// setReadDeadline bounds the reads of a relayed call: past t, a read in
+// progress and every later one fail (grpc-go ends the stream then); a
+// zero t clears it.
+func (c *nativeCall) setReadDeadline(t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if *slot != nil {
-		(*slot).Stop()
-		*slot = nil
+	if c.readTimer != nil {
+		c.readTimer.Stop()
+		c.readTimer = nil
 	}
-	if c.done || t.IsZero() {
-		return
+	if c.done || c.bodyDone || t.IsZero() {
+		return // all read: a deadline now would only cut the replies
 	}
 	if d := time.Until(t); d > 0 {
-		*slot = time.AfterFunc(d, c.ctl.cancel)
+		c.readTimer = time.AfterFunc(d, c.ctl.cancel)
 		return
 	}
 	c.ctl.cancel()
+}
+
+// setWriteDeadline bounds the sends of the call: past t, a send waiting
+// for a client that stopped reading fails; a zero t clears it. A relayed
+// call's send waits in grpc-go, for room in its queue, and only the
+// stream's context ends that wait; Monitor's waits in Send, which
+// watches writeExpired.
+func (c *nativeCall) setWriteDeadline(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.writeTimer != nil {
+		c.writeTimer.Stop()
+		c.writeTimer = nil
+	}
+	if c.writeExpired == nil || c.expired {
+		c.writeExpired, c.expired = make(chan struct{}), false
+	}
+	switch {
+	case c.done || t.IsZero():
+	case time.Until(t) > 0:
+		c.writeTimer = time.AfterFunc(time.Until(t), c.expireWrite)
+	default:
+		c.expireWriteLocked()
+	}
+}
+
+func (c *nativeCall) expireWrite() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.expireWriteLocked()
+}
+
+func (c *nativeCall) expireWriteLocked() {
+	if c.done || c.expired {
+		return
+	}
+	c.expired = true
+	close(c.writeExpired)
+	if !c.native {
+		c.ctl.cancel()
+	}
+}
+
+// writeDeadline is closed once the write deadline has passed.
+func (c *nativeCall) writeDeadline() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.writeExpired == nil {
+		c.writeExpired = make(chan struct{})
+	}
+	return c.writeExpired
 }
 
 func (c *nativeCall) stopTimers() {
@@ -159,26 +214,41 @@ func (c *nativeCall) stopTimers() {
 	}
 }
 
-// setReadDeadline bounds the reads of the call: past t, a read in
-// progress and every later one fail. The stream can still be written
-// while grpc-go's queue for it has room, as net/http's can.
-func (c *nativeCall) setReadDeadline(t time.Time) {
-	c.mu.Lock()
-	bodyDone := c.bodyDone
-	c.mu.Unlock()
-	if bodyDone && !t.IsZero() {
-		return // all read: a deadline now would only cut the replies
-	}
-	c.cancelAt(&c.readTimer, t)
+// nativeStream is a Monitor stream on the native server.
+//
+// Its Send returns once grpc-go has written the frame to the connection,
+// as a send on net/http's does: a router that stops reading holds one
+// frame in the server, never grpc-go's whole queue of 64 KiB a stream
+// (which at 10 000 stuck routers would pin hundreds of megabytes, and
+// would hand a slow router reports seconds old), and the session's
+// outbox keeps only the latest report meanwhile. grpc-go tells when it
+// is done with a buffer by giving it back to its pool: the gate.
+type nativeStream struct {
+	call *nativeCall
+	gate sendGate
 }
 
-// setWriteDeadline bounds the sends of the call: past t, a send waiting
-// for room in grpc-go's queue for the stream (its client stopped reading)
-// fails.
-func (c *nativeCall) setWriteDeadline(t time.Time) { c.cancelAt(&c.writeTimer, t) }
+// sendGate is the mem.BufferPool of one stream's frames: Put is grpc-go
+// done with the frame in flight (written, or dropped with the stream).
+type sendGate struct {
+	slice   []byte
+	written chan struct{}
+}
 
-// nativeStream is a Monitor stream on the native server.
-type nativeStream struct{ call *nativeCall }
+func (g *sendGate) Get(n int) *[]byte {
+	b := make([]byte, n)
+	return &b
+}
+
+func (g *sendGate) Put(*[]byte) {
+	select {
+	case g.written <- struct{}{}:
+	default:
+	}
+}
+
+// gatedFrame is a frame's shared encoding behind its stream's gate.
+type gatedFrame struct{ buf mem.Buffer }
 
 // Receive reads one router frame; one that does not decode is connect's
 // INVALID_ARGUMENT, as on the connect way in.
@@ -194,8 +264,38 @@ func (s *nativeStream) Receive() (*pb.RouterFrame, error) {
 	return f, nil
 }
 
-// Send queues f's shared encoding on the stream.
-func (s *nativeStream) Send(f *outFrame) error { return s.call.ss.SendMsg(f) }
+// Send writes f's shared encoding on the stream and waits until it is
+// written, within the write deadline.
+func (s *nativeStream) Send(f *outFrame) error {
+	b, err := f.Binary()
+	if err != nil {
+		return err
+	}
+	if mem.IsBelowBufferPoolingThreshold(cap(b)) {
+		// grpc-go would not give a buffer this small back: it cannot be
+		// followed, so it is sent as it is.
+		return s.call.ss.SendMsg(f)
+	}
+	if s.gate.written == nil {
+		s.gate.written = make(chan struct{}, 1)
+	}
+	select { // a send that failed gave its buffer back at once
+	case <-s.gate.written:
+	default:
+	}
+	s.gate.slice = b
+	if err := s.call.ss.SendMsg(gatedFrame{mem.NewBuffer(&s.gate.slice, &s.gate)}); err != nil {
+		return err
+	}
+	select {
+	case <-s.gate.written:
+		return nil
+	case <-s.call.writeDeadline():
+		return status.Error(codes.DeadlineExceeded, "the router took no frame within the write deadline")
+	case <-s.call.ss.Context().Done():
+		return status.FromContextError(s.call.ss.Context().Err()).Err()
+	}
+}
 
 func (s *nativeStream) peerAddr() string {
 	if p, ok := peer.FromContext(s.call.ss.Context()); ok && p.Addr != nil {

@@ -29,10 +29,19 @@ func (f *Message) Proto() proto.Message { return f.msg }
 
 // Binary is the message's protobuf encoding, shared by every caller: it
 // must not be written to.
+//
+// Its buffer has room for at least minBinaryCap bytes, so a transport
+// that tracks when it is done with a buffer only past a size (grpc-go's
+// pools buffers over 1 KiB and gives them back once written) can follow
+// each send of it.
 func (f *Message) Binary() ([]byte, error) {
-	f.binOnce.Do(func() { f.bin, f.binErr = proto.Marshal(f.msg) })
+	f.binOnce.Do(func() {
+		f.bin, f.binErr = proto.MarshalOptions{}.MarshalAppend(make([]byte, 0, max(proto.Size(f.msg), minBinaryCap)), f.msg)
+	})
 	return f.bin, f.binErr
 }
+
+const minBinaryCap = 2 << 10
 
 func (f *Message) protoJSON() ([]byte, error) {
 	f.jsonOnce.Do(func() { f.json, f.jsonErr = protojson.Marshal(f.msg) })
