@@ -49,9 +49,18 @@ func serveMounted(t testing.TB, handler func(...connect.HandlerOption) (string, 
 // server's URL and a client that speaks h2c to it.
 func serveNative(t testing.TB, handler func(...connect.HandlerOption) (string, http.Handler)) (string, *http.Client) {
 	t.Helper()
+	return serveNativeH2C(t, handler, context.Background(), 10*time.Second)
+}
+
+// serveNativeH2C is serveNative with the writes of every stream bounded to
+// finalWrite once stopping ends, as serveH2C's server; its client's
+// windows are serveH2C's too.
+func serveNativeH2C(t testing.TB, handler func(...connect.HandlerOption) (string, http.Handler),
+	stopping context.Context, finalWrite time.Duration) (string, *http.Client) {
+	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle(handler())
-	srv, err := NewNativeServer(WithTransportInfo(mux), testNativeOptions())
+	srv, err := NewNativeServer(WithTransportInfo(BoundWritesAtShutdown(stopping, finalWrite, mux)), testNativeOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +75,9 @@ func serveNative(t testing.TB, handler func(...connect.HandlerOption) (string, h
 	}()
 	var protocols http.Protocols
 	protocols.SetUnencryptedHTTP2(true)
-	tr := &http.Transport{Protocols: &protocols}
+	tr := &http.Transport{Protocols: &protocols, HTTP2: &http.HTTP2Config{
+		MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10,
+	}}
 	t.Cleanup(func() {
 		tr.CloseIdleConnections()
 		srv.Stop()

@@ -31,11 +31,22 @@ import (
 // has taken a window's worth of it, so encoding it (a second or more
 // under the race detector, which no write deadline bounds) is over.
 func stuckRouter(t *testing.T, proto []connect.ClientOption, sess *fakeSession) (*monitorTest, *Monitor) {
+	return stuckRouterOn(t, proto, sess, false)
+}
+
+// stuckRouterOn is stuckRouter, on the native server when native is set.
+func stuckRouterOn(t *testing.T, proto []connect.ClientOption, sess *fakeSession, native bool) (*monitorTest, *Monitor) {
 	stopping, shutdown := context.WithCancel(context.Background())
 	t.Cleanup(shutdown)
 	reg := &fakeRegistrar{sess: sess, calls: make(chan string, 16), stopping: stopping}
 	mon := mustMonitor(t, reg, MonitorOptions{FinalWriteTimeout: 100 * time.Millisecond})
-	url, _ := serveH2C(t, mon.Handler, stopping, 100*time.Millisecond)
+	serve := serveH2C
+	if native {
+		serve = func(t *testing.T, h func(...connect.HandlerOption) (string, http.Handler), stopping context.Context, d time.Duration) (string, *http.Client) {
+			return serveNativeH2C(t, h, stopping, d)
+		}
+	}
+	url, _ := serve(t, mon.Handler, stopping, 100*time.Millisecond)
 	var received atomic.Int64
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
@@ -258,4 +269,46 @@ func TestMonitorHonoursTheStreamDeadline(t *testing.T) {
 			t.Errorf("the stream ended with %v, want deadline_exceeded", err)
 		}
 	})
+}
+
+// TestNativeStuckRouterHoldsOneFrame: on the native server, a send to a
+// router that stopped reading waits until grpc-go has written it, as on
+// net/http, so the next report stays in the session's outbox (where the
+// latest replaces it) instead of joining grpc-go's queue for the stream
+// (64 KiB a stream, which 10 000 stuck routers would multiply).
+func TestNativeStuckRouterHoldsOneFrame(t *testing.T) {
+	t.Parallel()
+	m, _ := stuckRouterOn(t, []connect.ClientOption{connect.WithGRPC()}, newFakeSession("r1"), true)
+	m.deliver(sampleReport()) // into the outbox: the writer still sends the huge one
+	// Given time to, a writer whose send returned once queued would have
+	// taken it.
+	time.Sleep(200 * time.Millisecond)
+	if n := len(m.sess.reports); n != 1 {
+		t.Fatalf("the outbox holds %d reports, want 1: the writer took the next report while the last was not written", n)
+	}
+	latest := sampleReport()
+	latest.SequenceID++
+	select {
+	case <-m.sess.reports: // latest wins: the outbox replaces what it holds
+	default:
+	}
+	m.deliver(latest)
+	m.sess.end(domain.Errorf(domain.CodeLeaseExpired, "ended"))
+	returnsWithin(t, m, 3*time.Second, "the session's end")
+}
+
+// TestNativeStuckRouterEndsWithItsSession is
+// TestMonitorStuckReaderEndsWithItsSession on the native server.
+func TestNativeStuckRouterEndsWithItsSession(t *testing.T) {
+	t.Parallel()
+	for _, code := range []string{domain.CodeLeaseExpired, domain.CodeReplaced} {
+		t.Run(code, func(t *testing.T) {
+			m, mon := stuckRouterOn(t, []connect.ClientOption{connect.WithGRPC()}, newFakeSession("r1"), true)
+			m.sess.end(domain.Errorf(code, "ended"))
+			returnsWithin(t, m, 3*time.Second, code)
+			if got := mon.StreamErrors()[code]; got != 1 {
+				t.Errorf("StreamErrors[%s] = %d, want 1", code, got)
+			}
+		})
+	}
 }
