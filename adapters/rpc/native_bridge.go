@@ -361,7 +361,8 @@ func (w *bridgeWriter) WriteHeader(code int) {
 }
 
 func (w *bridgeWriter) isGRPC() bool {
-	return w.code == http.StatusOK && strings.HasPrefix(w.header.Get("Content-Type"), "application/grpc")
+	ok := w.code == http.StatusOK || w.code == 0 // 0: nothing written, trailers only
+	return ok && strings.HasPrefix(w.header.Get("Content-Type"), "application/grpc")
 }
 
 func (w *bridgeWriter) Write(p []byte) (int, error) {

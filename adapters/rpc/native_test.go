@@ -1,0 +1,200 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// nativeBridge serves h on the native server and returns a grpc-go
+// client connection to it.
+func nativeBridge(t *testing.T, h http.Handler) *grpc.ClientConn {
+	t.Helper()
+	srv, err := NewNativeServer(WithTransportInfo(h), testNativeOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cc.Close()
+		srv.Stop()
+		<-done
+	})
+	return cc
+}
+
+// TestNativeBridgeUnary: a unary call through the native server reaches
+// the port's handler with its metadata as headers, its peer and its
+// deadline, and the handler's headers and trailers reach the client.
+func TestNativeBridgeUnary(t *testing.T) {
+	t.Parallel()
+	type seen struct {
+		token, peer string
+		deadline    bool
+	}
+	got := make(chan seen, 1)
+	mux := http.NewServeMux()
+	mux.Handle("/test.Echo/Unary", connect.NewUnaryHandler("/test.Echo/Unary",
+		func(ctx context.Context, req *connect.Request[emptypb.Empty]) (*connect.Response[emptypb.Empty], error) {
+			_, ok := ctx.Deadline()
+			got <- seen{req.Header().Get("Authorization"), req.Peer().Addr, ok}
+			res := connect.NewResponse(&emptypb.Empty{})
+			res.Header().Set("X-Answer", "42")
+			res.Trailer().Set("X-Trailer", "done")
+			return res, nil
+		}))
+	cc := nativeBridge(t, mux)
+	ctx, cancel := context.WithTimeout(testContext(t), 5*time.Second)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer secret")
+	var header, trailer metadata.MD
+	if err := cc.Invoke(ctx, "/test.Echo/Unary", &emptypb.Empty{}, &emptypb.Empty{}, grpc.Header(&header), grpc.Trailer(&trailer)); err != nil {
+		t.Fatal(err)
+	}
+	s := <-got
+	if s.token != "Bearer secret" || !strings.HasPrefix(s.peer, "127.0.0.1:") || !s.deadline {
+		t.Errorf("the handler saw authorization %q, peer %q, a deadline %v; want the client's token, 127.0.0.1 and a deadline", s.token, s.peer, s.deadline)
+	}
+	if h, tr := header.Get("x-answer"), trailer.Get("x-trailer"); len(h) != 1 || h[0] != "42" || len(tr) != 1 || tr[0] != "done" {
+		t.Errorf("header x-answer %q, trailer x-trailer %q; want 42 and done", h, tr)
+	}
+}
+
+// TestNativeBridgeErrors: a handler's error keeps its code, message and
+// details; a plain-text refusal (what an HTTP middleware writes) becomes
+// the code its HTTP status stands for; a path nothing serves is
+// UNIMPLEMENTED.
+func TestNativeBridgeErrors(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	mux.Handle("/test.Echo/Fail", connect.NewUnaryHandler("/test.Echo/Fail",
+		func(context.Context, *connect.Request[emptypb.Empty]) (*connect.Response[emptypb.Empty], error) {
+			err := connect.NewError(connect.CodeFailedPrecondition, errors.New("not now: 50% done"))
+			d, _ := connect.NewErrorDetail(durationpb.New(3 * time.Second))
+			err.AddDetail(d)
+			return nil, err
+		}))
+	mux.HandleFunc("/test.Echo/Refused", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "this host is not served", http.StatusForbidden)
+	})
+	cc := nativeBridge(t, mux)
+	ctx := testContext(t)
+
+	err := cc.Invoke(ctx, "/test.Echo/Fail", &emptypb.Empty{}, &emptypb.Empty{})
+	st := status.Convert(err)
+	if st.Code() != codes.FailedPrecondition || st.Message() != "not now: 50% done" {
+		t.Errorf("Fail: %v, want FAILED_PRECONDITION \"not now: 50%% done\"", err)
+	}
+	if details := st.Details(); len(details) != 1 || details[0].(*durationpb.Duration).AsDuration() != 3*time.Second {
+		t.Errorf("Fail: details %v, want one duration of 3s", details)
+	}
+
+	err = cc.Invoke(ctx, "/test.Echo/Refused", &emptypb.Empty{}, &emptypb.Empty{})
+	if st := status.Convert(err); st.Code() != codes.PermissionDenied || !strings.Contains(st.Message(), "this host is not served") {
+		t.Errorf("Refused: %v, want PERMISSION_DENIED with the handler's text", err)
+	}
+	err = cc.Invoke(ctx, "/test.Echo/Nope", &emptypb.Empty{}, &emptypb.Empty{})
+	if st := status.Convert(err); st.Code() != codes.Unimplemented {
+		t.Errorf("Nope: %v, want UNIMPLEMENTED", err)
+	}
+}
+
+// TestNativeBridgeStreams: connect's health service answers grpc-go's
+// health client through the native server, unary and streaming, and a
+// client that cancels its stream ends the handler's.
+func TestNativeBridgeStreams(t *testing.T) {
+	t.Parallel()
+	checker := grpchealth.NewStaticChecker("test.Echo")
+	mux := http.NewServeMux()
+	mux.Handle(grpchealth.NewHandler(checker))
+	cc := nativeBridge(t, mux)
+	health := healthpb.NewHealthClient(cc)
+	ctx := testContext(t)
+	res, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: "test.Echo"})
+	if err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("Check: %v, %v; want SERVING", res, err)
+	}
+	if _, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: "nope"}); status.Code(err) != codes.NotFound {
+		t.Errorf("Check(nope): %v, want NOT_FOUND", err)
+	}
+	watchCtx, cancel := context.WithCancel(ctx)
+	watch, err := health.Watch(watchCtx, &healthpb.HealthCheckRequest{Service: "test.Echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := watch.Recv(); err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("Watch: %v, %v; want SERVING", res, err)
+	}
+	cancel()
+	if _, err := watch.Recv(); status.Code(err) != codes.Canceled {
+		t.Errorf("Watch after cancel: %v, want CANCELED", err)
+	}
+	// goleak (TestMain) checks the handler's goroutine ended with it.
+}
+
+// TestNativeBridgeBoundsARequestBody: a read deadline set through the
+// response controller, as the port sets one on every request body, cuts
+// a client that opens a stream and never sends, and the handler returns.
+func TestNativeBridgeBoundsARequestBody(t *testing.T) {
+	t.Parallel()
+	returned := make(chan error, 1)
+	mux := http.NewServeMux()
+	mux.Handle("/test.Echo/Collect", connect.NewClientStreamHandler("/test.Echo/Collect",
+		func(_ context.Context, st *connect.ClientStream[emptypb.Empty]) (*connect.Response[emptypb.Empty], error) {
+			for st.Receive() {
+			}
+			returned <- st.Err()
+			return connect.NewResponse(&emptypb.Empty{}), nil
+		}))
+	bounded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
+			t.Errorf("SetReadDeadline: %v", err)
+		}
+		mux.ServeHTTP(w, r)
+	})
+	cc := nativeBridge(t, bounded)
+	ctx := testContext(t)
+	st, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, "/test.Echo/Collect")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-returned:
+		if err == nil {
+			t.Error("the handler's read ended without an error; want the deadline's")
+		}
+	case <-ctx.Done():
+		t.Fatal("the handler still reads a body nobody sends, past its deadline")
+	}
+	if err := st.RecvMsg(&emptypb.Empty{}); err == nil || errors.Is(err, io.EOF) {
+		t.Errorf("the client's stream: %v, want the stream ended with an error", err)
+	}
+}
