@@ -344,6 +344,28 @@ func (m *Metrics) WatchStalls(ended func() uint64) {
 	}, func() float64 { return float64(ended()) }))
 }
 
+// WatchPortConnections exports how many connections of the port went to
+// each server: grpc-go's for native gRPC, net/http's for the rest.
+func (m *Metrics) WatchPortConnections(counts func() (grpc, other uint64)) {
+	desc := prometheus.NewDesc("loadreporter_port_connections_total",
+		"Connections the port accepted, by the server that took them: grpc-go for those whose first request is native gRPC over h2c, net/http for the rest.",
+		[]string{"server"}, nil)
+	m.registry.MustRegister(funcCollector{desc: desc, collect: func(ch chan<- prometheus.Metric) {
+		g, o := counts()
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(g), "grpc-go")
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(o), "net/http")
+	}})
+}
+
+// funcCollector is a collector of one family that collect reads.
+type funcCollector struct {
+	desc    *prometheus.Desc
+	collect func(chan<- prometheus.Metric)
+}
+
+func (c funcCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c funcCollector) Collect(ch chan<- prometheus.Metric)  { c.collect(ch) }
+
 // WatchPhaseSlots exports, at each scrape, how many recurring sessions
 // each phase slot of the aligned grid holds (--phase-slots): an uneven
 // spread means uneven bursts.

@@ -70,6 +70,9 @@ type ServerConfig struct {
 	// ReadyRequiresLoad makes /readyz also require a latest report that is
 	// not UNREACHABLE.
 	ReadyRequiresLoad bool
+	// NativeGRPC serves plaintext connections whose first request is
+	// native gRPC through grpc-go's transport (--native-grpc).
+	NativeGRPC bool
 }
 
 // WorkerConfig is what every report says about the worker.
@@ -186,7 +189,7 @@ func DefaultConfig() Config {
 			Sim:       sim.Options{Mode: string(sim.ModeNormal)},
 			ZMQ:       sglangzmq.Options{DetailInterval: sglangzmq.DefaultDetailInterval},
 		},
-		Server:   ServerConfig{Listen: "127.0.0.1:8080", ShutdownGrace: serving.DefaultShutdownGrace},
+		Server:   ServerConfig{Listen: "127.0.0.1:8080", ShutdownGrace: serving.DefaultShutdownGrace, NativeGRPC: true},
 		Worker:   WorkerConfig{Type: "regular"},
 		Security: SecurityConfig{AuthScope: AuthScopeAll},
 		History: HistoryConfig{Migrate: true, Interval: time.Second, Retention: 7 * 24 * time.Hour,
@@ -274,6 +277,7 @@ func (c *ServerConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "one address for RPCs, pages, health and metrics")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "bound on graceful shutdown")
 	fs.BoolVar(&c.ReadyRequiresLoad, "ready-requires-load", c.ReadyRequiresLoad, "/readyz also requires the latest report (at most --poll-max-age old) not to be UNREACHABLE, so traffic is steered away from a worker whose engine is down")
+	fs.BoolVar(&c.NativeGRPC, "native-grpc", c.NativeGRPC, "serve the port's plaintext connections whose first request is native gRPC (routers' Monitor streams) through grpc-go's own HTTP/2 transport, every service and check the same as on net/http's; false serves every connection with net/http (with TLS it always does)")
 }
 
 func (c *WorkerConfig) register(fs *flag.FlagSet) {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,12 +12,14 @@ import (
 	"time"
 
 	"connectrpc.com/grpchealth"
+	"google.golang.org/grpc"
 
 	"github.com/loadreporter/loadreporter/adapters/metrics"
 	"github.com/loadreporter/loadreporter/adapters/orca"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/domain/recorder"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
+	"github.com/loadreporter/loadreporter/internal/connsplit"
 	"github.com/loadreporter/loadreporter/ports"
 )
 
@@ -34,6 +37,8 @@ type Main struct {
 	loopDone      chan struct{}
 	retentionDone chan struct{}
 	serveDone     chan error
+	split         *connsplit.Splitter // nil without a native port
+	nativeDone    chan error
 	closeOnce     sync.Once
 	closeErr      error
 }
@@ -52,6 +57,7 @@ type Parts struct {
 	Recorder  *recorder.Recorder
 	Retention *recorder.Retention
 	HTTP      *http.Server
+	Native    *NativePort
 	Front     *Front
 	Health    *Health
 	Ready     *Readiness
@@ -130,7 +136,18 @@ func (m *Main) Start() error {
 		}
 	}()
 	useTLS := m.p.HTTP.TLSConfig != nil // Serve adjusts TLSConfig: read it first
-	m.serveDone = serve(m.p.HTTP, ln, useTLS)
+	var httpLn net.Listener = ln
+	if m.p.Native != nil {
+		split, err := connsplit.New(ln, connsplit.Options{FirstRequestTimeout: m.p.Native.firstRequest, Logger: m.p.Log})
+		if err != nil {
+			return err // a constant of ours: cannot happen
+		}
+		m.split, httpLn = split, split.Other()
+		m.p.Metrics.WatchPortConnections(split.Counts)
+		go func() { _ = split.Serve() }()
+		m.nativeDone = serveNative(m.p.Native.srv, split.GRPC())
+	}
+	m.serveDone = serve(m.p.HTTP, httpLn, useTLS)
 	if m.p.Front != nil {
 		frontTLS := m.p.Front.server.TLSConfig != nil
 		m.frontDone = serve(m.p.Front.server, m.frontLn, frontTLS)
@@ -203,11 +220,11 @@ func (m *Main) close() error {
 	defer cancelFront()
 	frontErr := make(chan error, 1)
 	go func() { frontErr <- m.closeFront(frontCtx) }()
-	err := m.p.HTTP.Shutdown(ctx)
+	err := m.shutdownPort(ctx)
 	if err != nil {
 		m.p.Log.Warn("streams still open when their share of the grace ended; closing their connections",
 			"grace", grace, "share", streamsBy.Sub(start).Round(time.Millisecond))
-		err = m.p.HTTP.Close()
+		err = m.closePort()
 	}
 	m.stopLoop()
 	loopCtx, cancelLoop := context.WithDeadline(context.Background(), loopBy)
@@ -234,10 +251,65 @@ func (m *Main) close() error {
 	if serveErr := <-m.serveDone; serveErr != nil {
 		err = errors.Join(err, serveErr)
 	}
+	if m.nativeDone != nil {
+		err = errors.Join(err, <-m.nativeDone)
+	}
 	err = errors.Join(err, <-frontErr)
 	err = errors.Join(err, m.p.Engine.Close())
 	m.p.Log.Info("loadreporter stopped", "took", time.Since(start).Round(time.Millisecond))
 	return err
+}
+
+// shutdownPort stops the port taking connections and waits, until ctx
+// ends, for its streams to finish, on both servers at once.
+func (m *Main) shutdownPort(ctx context.Context) error {
+	if m.p.Native == nil {
+		return m.p.HTTP.Shutdown(ctx)
+	}
+	native := make(chan struct{})
+	go func() {
+		defer close(native)
+		m.p.Native.srv.GracefulStop()
+	}()
+	err := m.p.HTTP.Shutdown(ctx)
+	select {
+	case <-native:
+	case <-ctx.Done():
+		err = cmp.Or(err, ctx.Err())
+	}
+	// Connections still being looked at go with the listener.
+	return errors.Join(err, ignoreClosed(m.split.Close()))
+}
+
+// closePort closes every connection of the port.
+func (m *Main) closePort() error {
+	err := m.p.HTTP.Close()
+	if m.p.Native != nil {
+		m.p.Native.srv.Stop()
+		err = errors.Join(err, ignoreClosed(m.split.Close()))
+	}
+	return err
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// serveNative runs srv on ln until it is stopped, and sends on the
+// channel returned why it stopped (nil once stopped).
+func serveNative(srv *grpc.Server, ln net.Listener) chan error {
+	done := make(chan error, 1)
+	go func() {
+		err := srv.Serve(ln)
+		if errors.Is(err, grpc.ErrServerStopped) || errors.Is(err, net.ErrClosed) {
+			err = nil
+		}
+		done <- err
+	}()
+	return done
 }
 
 // closeFront keeps the front taking requests for its drain (the fire

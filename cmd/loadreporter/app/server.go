@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
@@ -255,4 +256,32 @@ func (t *TLS) Config() *tls.Config {
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return cfg
+}
+
+// NativePort serves the port's native gRPC connections, those whose
+// first request is gRPC over h2c, through grpc-go's own transport; every
+// other connection stays with the HTTP server. It is nil with TLS (the
+// first request is not seen before the handshake net/http does) and
+// with --native-grpc=false.
+type NativePort struct {
+	srv *grpc.Server
+	log *slog.Logger
+	// firstRequest bounds how long a new connection may take to show
+	// what it is before it goes to the HTTP server as it is.
+	firstRequest time.Duration
+}
+
+// NewNativePort returns the native gRPC server of the port, serving h,
+// the port's one handler, under the HTTP server's bounds.
+func NewNativePort(c ServerConfig, streams StreamsConfig, h http.Handler, t *TLS, log *slog.Logger) (*NativePort, error) {
+	if !c.NativeGRPC || t != nil {
+		return nil, nil
+	}
+	o := serving.NativeOptions(streams.Port)
+	o.Logger = log
+	srv, err := rpc.NewNativeServer(h, o)
+	if err != nil {
+		return nil, err
+	}
+	return &NativePort{srv: srv, log: log, firstRequest: serving.FirstRequestTimeout}, nil
 }

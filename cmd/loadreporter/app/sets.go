@@ -76,5 +76,6 @@ var transportSet = wire.NewSet(
 	wire.Struct(new(Routes), "*"),
 	NewHandler,
 	NewServer,
+	NewNativePort,
 	NewFront,
 )

@@ -97,7 +97,7 @@ func (p Port) NewServer(h http.Handler, log *slog.Logger, tls bool) *http.Server
 		Handler:           h,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       idleTimeout,
 		ErrorLog:          errorLog(log, time.Second, time.Now),
 		HTTP2: &http.HTTP2Config{
 			// Bounds the streams one connection holds open, registered or
@@ -105,9 +105,29 @@ func (p Port) NewServer(h http.Handler, log *slog.Logger, tls bool) *http.Server
 			// peer opening streams it never uses does not grow.
 			MaxConcurrentStreams: p.MaxStreamsPerConn,
 			// Find dead peers (a pulled cable) so blocked sends end.
-			SendPingTimeout: 30 * time.Second,
-			PingTimeout:     15 * time.Second,
+			SendPingTimeout: sendPingTimeout,
+			PingTimeout:     pingTimeout,
 		},
+	}
+}
+
+// The HTTP server's limits, which the native gRPC server mirrors.
+const (
+	idleTimeout     = 2 * time.Minute
+	sendPingTimeout = 30 * time.Second
+	pingTimeout     = 15 * time.Second
+	// FirstRequestTimeout is how long a new connection of the port may
+	// take to show what it is (its first bytes, and over h2c its first
+	// request) before the HTTP server gets it as it is: the idle timeout,
+	// as a gRPC channel connects ahead of its first call.
+	FirstRequestTimeout = idleTimeout
+)
+
+// NativeOptions are the native gRPC server's bounds: the HTTP server's.
+func NativeOptions(p Port) rpc.NativeOptions {
+	return rpc.NativeOptions{
+		MaxStreamsPerConn: p.MaxStreamsPerConn, MaxRecvMsgBytes: MaxRequestBytes, MaxHeaderBytes: http.DefaultMaxHeaderBytes,
+		IdleTimeout: idleTimeout, PingAfter: sendPingTimeout, PingTimeout: pingTimeout,
 	}
 }
 
