@@ -49,8 +49,11 @@ func serveChild(ctx context.Context, o options) error {
 	var addr string
 	var closeServer func() error
 	switch o.child {
-	case "ours":
+	case "ours", netHTTPRef:
 		c := app.DefaultConfig()
+		// nethttp is ours with every connection on net/http, as before
+		// the native gRPC port.
+		c.Server.NativeGRPC = o.child == "ours"
 		c.Server.Listen = "127.0.0.1:0"
 		c.Logs.LogLevel = "error"
 		c.Sessions.MaxSessions = max(c.Sessions.MaxSessions, o.routers+10)
@@ -92,7 +95,7 @@ func serveChild(ctx context.Context, o options) error {
 		go func() { _ = srv.Serve(ln) }()
 		addr, closeServer = ln.Addr().String(), srv.Close
 	default:
-		return fmt.Errorf("--child %q: want ours, orca, grpcfanout or perstream", o.child)
+		return fmt.Errorf("--child %q: want ours, orca, grpcfanout, perstream or nethttp", o.child)
 	}
 	stats, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -58,7 +58,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.measure, "measure", 10*time.Second, "measured time")
 	fs.IntVar(&o.conns, "conns", 1, "HTTP/2 connections the streams are spread over")
 	fs.IntVar(&o.ranks, "ranks", 8, "DP ranks of the instant engine")
-	peers := fs.String("peers", orcaRef+","+floorRef, "what ours is compared with, comma-separated, each measured in turn: orca (grpc-go server shaped like ORCA's service: the targets' first reference), grpcfanout (a bare grpc-go server sending one encoded report per fire to every stream: the transport's floor, the second), perstream (ORCA's shape on connect and net/http)")
+	peers := fs.String("peers", orcaRef+","+floorRef, "what ours is compared with, comma-separated, each measured in turn: orca (grpc-go server shaped like ORCA's service: the targets' first reference), grpcfanout (a bare grpc-go server sending one encoded report per fire to every stream: the transport's floor, the second), perstream (ORCA's shape on connect and net/http), nethttp (loadreporter with --native-grpc=false: every connection on net/http)")
 	slots := fs.String("phase-slots", "default", "loadreporter's --phase-slots, comma-separated: ours is measured once for each; default is as shipped (auto), per100 one phase per 100 routers of the scenario (10 at 1 000, 100 at 10 000)")
 	fs.BoolVar(&o.suite, "suite", false, "run every scenario (1 and 100 × 100 ms; 1 000 × 100 ms over 1, 10 and 1 000 connections; 10 000 × 1 s over 100) and print the targets met and not")
 	fs.StringVar(&o.profile, "profile", "", "write a CPU profile of loadreporter's measured window to this file, and its heap profile and memory statistics just before the window to FILE.heap and FILE.mem (with --suite: one set per scenario, suffixed)")
@@ -165,8 +165,8 @@ func parsePeers(s string) ([]string, error) {
 	var out []string
 	for f := range strings.SplitSeq(s, ",") {
 		f = strings.TrimSpace(f)
-		if f != orcaRef && f != floorRef && f != "perstream" || slices.Contains(out, f) {
-			return nil, fmt.Errorf("--peers %q: want orca, grpcfanout or perstream, each at most once, separated by commas", s)
+		if f != orcaRef && f != floorRef && f != "perstream" && f != netHTTPRef || slices.Contains(out, f) {
+			return nil, fmt.Errorf("--peers %q: want orca, grpcfanout, perstream or nethttp, each at most once, separated by commas", s)
 		}
 		out = append(out, f)
 	}

@@ -15,6 +15,8 @@ import (
 const (
 	orcaRef  = "orca"
 	floorRef = "grpcfanout"
+	// netHTTPRef is loadreporter with every connection on net/http.
+	netHTTPRef = "nethttp"
 )
 
 // scenarioResult is one scenario: every reference and ours with one

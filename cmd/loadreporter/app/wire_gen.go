@@ -149,6 +149,13 @@ func initializeMain(c Config, given givenEngine) (*Main, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
+	nativePort, err := NewNativePort(serverConfig, streamsConfig, httpHandler, tls, logger)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	front, err := NewFront(frontConfig, serverConfig, sourceConfig, streamsConfig, tls, handler, ledger, metrics, logger)
 	if err != nil {
 		cleanup3()
@@ -167,6 +174,7 @@ func initializeMain(c Config, given givenEngine) (*Main, func(), error) {
 		Recorder:  recorder,
 		Retention: retention,
 		HTTP:      server,
+		Native:    nativePort,
 		Front:     front,
 		Health:    v,
 		Ready:     readiness,
