@@ -129,7 +129,7 @@ func nativeCallFrom(ctx context.Context) *nativeCall {
 // serveNative serves the call with f on its gRPC stream.
 func (c *nativeCall) serveNative(f func(*nativeStream) error) {
 	c.native = true
-	c.result = f(&nativeStream{call: c})
+	c.result = f(&nativeStream{call: c, done: c.ss.Context().Done()})
 }
 
 // setReadDeadline bounds the reads of a relayed call: past t, a read in
@@ -226,6 +226,7 @@ func (c *nativeCall) stopTimers() {
 type nativeStream struct {
 	call *nativeCall
 	gate sendGate
+	done <-chan struct{} // the stream's context's, read once: its chain of values is deep
 }
 
 // sendGate is the mem.BufferPool of one stream's frames: Put is grpc-go
@@ -292,7 +293,7 @@ func (s *nativeStream) Send(f *outFrame) error {
 		return nil
 	case <-s.call.writeDeadline():
 		return status.Error(codes.DeadlineExceeded, "the router took no frame within the write deadline")
-	case <-s.call.ss.Context().Done():
+	case <-s.done:
 		return status.FromContextError(s.call.ss.Context().Err()).Err()
 	}
 }
