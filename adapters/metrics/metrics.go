@@ -364,7 +364,7 @@ type funcCollector struct {
 }
 
 func (c funcCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-func (c funcCollector) Collect(ch chan<- prometheus.Metric)  { c.collect(ch) }
+func (c funcCollector) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
 
 // WatchPhaseSlots exports, at each scrape, how many recurring sessions
 // each phase slot of the aligned grid holds (--phase-slots): an uneven

@@ -11,7 +11,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
-	_ "google.golang.org/grpc/encoding/gzip" // routers may compress their frames
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/tap"
@@ -68,6 +67,8 @@ func NewNativeServer(h http.Handler, o NativeOptions) (*grpc.Server, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
+	// Routers may compress; a report is then compressed once a fire.
+	fanout.RegisterGRPCCompressors()
 	b := &bridge{h: h, log: o.Logger}
 	if b.log == nil {
 		b.log = slog.Default()

@@ -117,6 +117,7 @@ type nativeCall struct {
 	readTimer, writeTimer *time.Timer
 	writeExpired          chan struct{} // closed when the write deadline passed
 	expired               bool
+	sending               bool // a Monitor send is in grpc-go's SendMsg
 	bodyDone              bool // the body returned io.EOF: no read left to bound
 	done                  bool // the handler returned: timers do nothing
 }
@@ -188,9 +189,29 @@ func (c *nativeCall) expireWriteLocked() {
 	}
 	c.expired = true
 	close(c.writeExpired)
-	if !c.native {
+	if !c.native || c.sending {
+		// Only the stream's context ends a send waiting in grpc-go;
+		// Monitor's sends wait there only when compressed (below), and a
+		// cancelled context would end a stream that finished cleanly with
+		// CANCELLED, so it is cancelled only for a send in progress.
 		c.ctl.cancel()
 	}
+}
+
+// sendMsg is ss.SendMsg, marked as in progress for the write deadline.
+func (c *nativeCall) sendMsg(m any) error {
+	c.mu.Lock()
+	c.sending = true
+	expired := c.expired
+	c.mu.Unlock()
+	if expired {
+		c.ctl.cancel()
+	}
+	err := c.ss.SendMsg(m)
+	c.mu.Lock()
+	c.sending = false
+	c.mu.Unlock()
+	return err
 }
 
 // writeDeadline is closed once the write deadline has passed.
@@ -275,7 +296,7 @@ func (s *nativeStream) Send(f *outFrame) error {
 	if mem.IsBelowBufferPoolingThreshold(cap(b)) {
 		// grpc-go would not give a buffer this small back: it cannot be
 		// followed, so it is sent as it is.
-		return s.call.ss.SendMsg(f)
+		return s.call.sendMsg(f)
 	}
 	if s.gate.written == nil {
 		s.gate.written = make(chan struct{}, 1)
@@ -285,7 +306,7 @@ func (s *nativeStream) Send(f *outFrame) error {
 	default:
 	}
 	s.gate.slice = b
-	if err := s.call.ss.SendMsg(gatedFrame{mem.NewBuffer(&s.gate.slice, &s.gate)}); err != nil {
+	if err := s.call.sendMsg(gatedFrame{mem.NewBuffer(&s.gate.slice, &s.gate)}); err != nil {
 		return err
 	}
 	select {
