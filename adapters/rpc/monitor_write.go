@@ -77,6 +77,10 @@ func (w *writer) kick() {
 func (w *writer) drain() {
 	defer w.drains.Done()
 	for {
+		if err := w.ready(); err != nil {
+			w.failed(err)
+			return
+		}
 		w.mu.Lock()
 		if w.closed {
 			w.running = false
@@ -106,15 +110,43 @@ func (w *writer) drain() {
 		err := w.st.Send(f)
 		w.stall.Disarm()
 		if err != nil {
-			if ended(w.sub) && w.sub.Err() != nil {
-				// Its last frame cannot reach a router that stopped
-				// reading, but the ending still counts, and is logged.
-				w.m.noteEnd(w.st, w.routerID, w.sub.Err())
-			}
-			w.finish(err)
+			w.failed(err)
 			return
 		}
 	}
+}
+
+// readier is a stream that holds one frame in flight after its Send
+// returns (the native one): ready waits until it is written.
+type readier interface{ ready() error }
+
+// ready waits, under the stall guard, until the stream can take a frame
+// without queueing it behind one not yet written, so the outbox, not the
+// transport, keeps what a router that stopped reading has not taken.
+func (w *writer) ready() error {
+	r, ok := w.st.(readier)
+	if !ok {
+		return nil
+	}
+	w.mu.Lock()
+	bound := w.claimBound(ended(w.sub))
+	w.mu.Unlock()
+	if bound {
+		w.bound()
+	}
+	w.stall.Arm()
+	defer w.stall.Disarm()
+	return r.ready()
+}
+
+// failed ends the writer on a send that failed.
+func (w *writer) failed(err error) {
+	if ended(w.sub) && w.sub.Err() != nil {
+		// Its last frame cannot reach a router that stopped reading, but
+		// the ending still counts, and is logged.
+		w.m.noteEnd(w.st, w.routerID, w.sub.Err())
+	}
+	w.finish(err)
 }
 
 // next takes what to send next: the ack, then the latest report, then,

@@ -237,13 +237,17 @@ func (c *nativeCall) stopTimers() {
 
 // nativeStream is a Monitor stream on the native server.
 //
-// Its Send returns once grpc-go has written the frame to the connection,
-// as a send on net/http's does: a router that stops reading holds one
-// frame in the server, never grpc-go's whole queue of 64 KiB a stream
-// (which at 10 000 stuck routers would pin hundreds of megabytes, and
-// would hand a slow router reports seconds old), and the session's
-// outbox keeps only the latest report meanwhile. grpc-go tells when it
-// is done with a buffer by giving it back to its pool: the gate.
+// It holds one frame in grpc-go at a time, as net/http holds one in the
+// stream's write: its writer waits (ready) until grpc-go has written the
+// frame in flight before it takes the next one from the session's outbox,
+// so a router that stops reading holds one frame in the server, never
+// grpc-go's whole queue of 64 KiB a stream (which at 10 000 stuck routers
+// would pin hundreds of megabytes and hand a slow router reports seconds
+// old), and the outbox keeps only the latest report meanwhile. grpc-go
+// tells when it is done with a buffer by giving it back to its pool: the
+// gate. A send returns once the frame is queued, so a router that reads
+// costs no wait: its last frame is long written when the next report
+// comes.
 type nativeStream struct {
 	call *nativeCall
 	gate sendGate
@@ -252,9 +256,12 @@ type nativeStream struct {
 
 // sendGate is the mem.BufferPool of one stream's frames: Put is grpc-go
 // done with the frame in flight (written, or dropped with the stream).
+// Only the stream's writer, one goroutine at a time, touches slice and
+// inflight.
 type sendGate struct {
-	slice   []byte
-	written chan struct{}
+	slice    []byte
+	inflight bool
+	written  chan struct{}
 }
 
 func (g *sendGate) Get(n int) *[]byte {
@@ -286,9 +293,29 @@ func (s *nativeStream) Receive() (*pb.RouterFrame, error) {
 	return f, nil
 }
 
-// Send writes f's shared encoding on the stream and waits until it is
-// written, within the write deadline.
+// ready waits until the frame in flight, if any, is written, within the
+// write deadline.
+func (s *nativeStream) ready() error {
+	if !s.gate.inflight {
+		return nil
+	}
+	select {
+	case <-s.gate.written:
+		s.gate.inflight = false
+		return nil
+	case <-s.call.writeDeadline():
+		return status.Error(codes.DeadlineExceeded, "the router took no frame within the write deadline")
+	case <-s.done:
+		return status.FromContextError(context.Cause(s.call.ss.Context())).Err()
+	}
+}
+
+// Send queues f's shared encoding on the stream, once the frame before it
+// is written.
 func (s *nativeStream) Send(f *outFrame) error {
+	if err := s.ready(); err != nil {
+		return err
+	}
 	b, err := f.Binary()
 	if err != nil {
 		return err
@@ -301,22 +328,14 @@ func (s *nativeStream) Send(f *outFrame) error {
 	if s.gate.written == nil {
 		s.gate.written = make(chan struct{}, 1)
 	}
-	select { // a send that failed gave its buffer back at once
-	case <-s.gate.written:
-	default:
-	}
-	s.gate.slice = b
+	// A compressed frame is grpc-go's own copy, and the gate opens as soon
+	// as it is made: a router whose channel compresses is bounded by
+	// grpc-go's queue and the write deadline instead.
+	s.gate.slice, s.gate.inflight = b, true
 	if err := s.call.sendMsg(gatedFrame{mem.NewBuffer(&s.gate.slice, &s.gate)}); err != nil {
 		return err
 	}
-	select {
-	case <-s.gate.written:
-		return nil
-	case <-s.call.writeDeadline():
-		return status.Error(codes.DeadlineExceeded, "the router took no frame within the write deadline")
-	case <-s.done:
-		return status.FromContextError(s.call.ss.Context().Err()).Err()
-	}
+	return nil
 }
 
 func (s *nativeStream) peerAddr() string {
