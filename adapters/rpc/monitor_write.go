@@ -77,6 +77,15 @@ func (w *writer) kick() {
 func (w *writer) drain() {
 	defer w.drains.Done()
 	for {
+		w.mu.Lock()
+		if w.closed || !w.pending() {
+			w.running = false
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
+		// Only with a frame to send: a drain that just sent must not wait
+		// for that frame to be written before it can end.
 		if err := w.ready(); err != nil {
 			w.failed(err)
 			return
@@ -147,6 +156,12 @@ func (w *writer) failed(err error) {
 		w.m.noteEnd(w.st, w.routerID, w.sub.Err())
 	}
 	w.finish(err)
+}
+
+// pending reports whether there is a frame to send: the ack, a report or,
+// once the session ended, its last frame. Called under mu.
+func (w *writer) pending() bool {
+	return w.ack != nil || len(w.sub.Reports()) > 0 || ended(w.sub)
 }
 
 // next takes what to send next: the ack, then the latest report, then,
