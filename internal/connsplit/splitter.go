@@ -244,6 +244,9 @@ func newListener(addr net.Addr) *listener {
 func (l *listener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.conns:
+		// Counted here, before the server sees c, so that Counts never
+		// lags behind what a server has answered.
+		l.accepted.Add(1)
 		return c, nil
 	case <-l.done:
 		return nil, &net.OpError{Op: "accept", Net: l.addr.Network(), Addr: l.addr, Err: net.ErrClosed}
@@ -265,7 +268,6 @@ func (l *listener) Addr() net.Addr { return l.addr }
 func (l *listener) hand(c net.Conn) bool {
 	select {
 	case l.conns <- c:
-		l.accepted.Add(1)
 		return true
 	case <-l.done:
 		_ = c.Close()
