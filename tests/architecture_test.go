@@ -350,6 +350,17 @@ var rules = []rule{
 		allows: func(_ layout, _ string, d dep, _ bool) bool { return d.std() },
 	},
 	{
+		// The port's sorting of connections between grpc-go and net/http:
+		// it knows HTTP/2's framing, nothing of the services.
+		folder: "internal/connsplit",
+		may: "internal/connsplit may import the standard library, domain, internal/loglimit and third-party modules; " +
+			"its test code also internal/sharedtest and " + strings.Join(testLibraries, ", "),
+		allows: func(_ layout, _ string, d dep, test bool) bool {
+			return d.std() || d.thirdParty() || d.in("domain") || d.in("internal/loglimit") ||
+				test && (d.sharedTest() || d.testLibrary())
+		},
+	},
+	{
 		folder: "ports/porttest",
 		may:    "ports/porttest may import the standard library, domain/..., ports/... and " + strings.Join(testLibraries, ", ") + "; never an adapter",
 		allows: func(_ layout, _ string, d dep, _ bool) bool {

@@ -99,6 +99,7 @@ type Monitor struct {
 	log    *slog.Logger
 	opts   MonitorOptions
 	frames *reportFrames
+	pump   *pump // the native streams' sends
 
 	// conns and peers are the frame budgets streams share.
 	conns, peers *sharedBudgets
@@ -123,7 +124,7 @@ func newMonitor(reg Registrar, o MonitorOptions) (*Monitor, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Monitor{reg: reg, log: o.Logger, opts: o, frames: newReportFrames(),
+	m := &Monitor{reg: reg, log: o.Logger, opts: o, frames: newReportFrames(), pump: newPump(),
 		conns: newSharedBudgets(o.MaxConnFramesPerSecond), peers: newSharedBudgets(o.MaxPeerFramesPerSecond)}
 	m.timeoutLog.Every = o.AbuseLogInterval
 	m.budgetLog.Every = o.AbuseLogInterval
@@ -224,6 +225,9 @@ func (m *Monitor) serve(ctx context.Context, st stream) error {
 	stall := m.opts.Stalls.Guard(ctx, loadmonitorv1connect.LoadMonitorServiceMonitorProcedure, st.peerAddr())
 	defer stall.Disarm()
 	w := newWriter(m, st, tr, sub.RouterID(), sub, newOutFrame(ackFrame(cfg)), stall)
+	if a, ok := st.(asyncStream); ok {
+		a.onWritten(w.written)
+	}
 	sub.Notify(w.kick)
 	w.kick()
 	return m.relay(ctx, st, tr, r, w, sub)

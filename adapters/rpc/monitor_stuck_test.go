@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -36,10 +37,15 @@ func stuckRouter(t *testing.T, proto []connect.ClientOption, sess *fakeSession) 
 
 // stuckRouterOn is stuckRouter, on the native server when native is set.
 func stuckRouterOn(t *testing.T, proto []connect.ClientOption, sess *fakeSession, native bool) (*monitorTest, *Monitor) {
+	return stuckRouterWith(t, proto, sess, native, MonitorOptions{FinalWriteTimeout: 100 * time.Millisecond})
+}
+
+// stuckRouterWith is stuckRouterOn with the Monitor's options o.
+func stuckRouterWith(t *testing.T, proto []connect.ClientOption, sess *fakeSession, native bool, o MonitorOptions) (*monitorTest, *Monitor) {
 	stopping, shutdown := context.WithCancel(context.Background())
 	t.Cleanup(shutdown)
 	reg := &fakeRegistrar{sess: sess, calls: make(chan string, 16), stopping: stopping}
-	mon := mustMonitor(t, reg, MonitorOptions{FinalWriteTimeout: 100 * time.Millisecond})
+	mon := mustMonitor(t, reg, o)
 	serve := serveH2C
 	if native {
 		serve = func(t *testing.T, h func(...connect.HandlerOption) (string, http.Handler), stopping context.Context, d time.Duration) (string, *http.Client) {
@@ -310,5 +316,20 @@ func TestNativeStuckRouterEndsWithItsSession(t *testing.T) {
 				t.Errorf("StreamErrors[%s] = %d, want 1", code, got)
 			}
 		})
+	}
+}
+
+// TestNativeStalledRouterEnds: a router whose keep_alives arrive but
+// which takes no report (its session lives) holds its native stream no
+// longer than the stall bound, as on net/http's.
+func TestNativeStalledRouterEnds(t *testing.T) {
+	t.Parallel()
+	stalls := NewStalls(200*time.Millisecond, slog.New(slog.DiscardHandler))
+	m, _ := stuckRouterWith(t, []connect.ClientOption{connect.WithGRPC()}, newFakeSession("r1"), true,
+		MonitorOptions{FinalWriteTimeout: 100 * time.Millisecond, Stalls: stalls})
+	m.deliver(sampleReport()) // waits behind the huge one, which is never taken
+	returnsWithin(t, m, 5*time.Second, "a router that takes nothing")
+	if got := stalls.Ended(); got != 1 {
+		t.Errorf("Stalls.Ended() = %d, want 1", got)
 	}
 }

@@ -33,7 +33,9 @@ type writer struct {
 	stall *StallGuard
 
 	mu      sync.Mutex
-	running bool // a drain goroutine owns the stream's sends
+	running bool // a drain goroutine, or the pump, owns the stream's sends
+	queued  bool // w waits in the pump's queue
+	kicked  bool // kicked while running: the pump looks again
 	closed  bool // no drain may start: the handler returns, or the writer finished
 	bounded bool // the send in progress has its final deadline
 	drains  sync.WaitGroup
@@ -56,6 +58,7 @@ func (w *writer) kick() {
 		return
 	}
 	if w.running {
+		w.kicked = true // a pump's send looks again once it is done
 		bound := w.claimBound(ended(w.sub))
 		w.mu.Unlock()
 		if bound {
@@ -65,10 +68,17 @@ func (w *writer) kick() {
 		}
 		return
 	}
-	w.running = true
-	w.drains.Add(1)
-	w.mu.Unlock()
-	go w.drain()
+	if _, async := w.st.(asyncStream); async {
+		if !w.queued {
+			w.queued = true
+			w.mu.Unlock()
+			w.m.pump.add(w)
+			return
+		}
+		w.mu.Unlock()
+		return
+	}
+	w.startDrain()
 }
 
 // drain sends the ack, then what the outbox holds until it is empty; a

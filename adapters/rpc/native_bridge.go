@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -118,6 +119,7 @@ type nativeCall struct {
 	writeExpired          chan struct{} // closed when the write deadline passed
 	expired               bool
 	sending               bool // a Monitor send is in grpc-go's SendMsg
+	onExpire              func()
 	bodyDone              bool // the body returned io.EOF: no read left to bound
 	done                  bool // the handler returned: timers do nothing
 }
@@ -130,7 +132,9 @@ func nativeCallFrom(ctx context.Context) *nativeCall {
 // serveNative serves the call with f on its gRPC stream.
 func (c *nativeCall) serveNative(f func(*nativeStream) error) {
 	c.native = true
-	c.result = f(&nativeStream{call: c, done: c.ss.Context().Done()})
+	st := &nativeStream{call: c, done: c.ss.Context().Done()}
+	st.gate.written = make(chan struct{}, 1)
+	c.result = f(st)
 }
 
 // setReadDeadline bounds the reads of a relayed call: past t, a read in
@@ -189,6 +193,9 @@ func (c *nativeCall) expireWriteLocked() {
 	}
 	c.expired = true
 	close(c.writeExpired)
+	if f := c.onExpire; f != nil {
+		go f() // the pump ends a stream whose frame is still in flight
+	}
 	if !c.native || c.sending {
 		// Only the stream's context ends a send waiting in grpc-go;
 		// Monitor's sends wait there only when compressed (below), and a
@@ -256,12 +263,13 @@ type nativeStream struct {
 
 // sendGate is the mem.BufferPool of one stream's frames: Put is grpc-go
 // done with the frame in flight (written, or dropped with the stream).
-// Only the stream's writer, one goroutine at a time, touches slice and
-// inflight.
+// Only the stream's writer, one goroutine at a time, sends; Put comes
+// from grpc-go's writing goroutine.
 type sendGate struct {
 	slice    []byte
-	inflight bool
-	written  chan struct{}
+	inflight atomic.Bool
+	written  chan struct{} // a signal after each Put, for ready
+	hook     atomic.Pointer[func()]
 }
 
 func (g *sendGate) Get(n int) *[]byte {
@@ -270,9 +278,13 @@ func (g *sendGate) Get(n int) *[]byte {
 }
 
 func (g *sendGate) Put(*[]byte) {
+	g.inflight.Store(false)
 	select {
 	case g.written <- struct{}{}:
 	default:
+	}
+	if f := g.hook.Load(); f != nil {
+		(*f)()
 	}
 }
 
@@ -296,18 +308,38 @@ func (s *nativeStream) Receive() (*pb.RouterFrame, error) {
 // ready waits until the frame in flight, if any, is written, within the
 // write deadline.
 func (s *nativeStream) ready() error {
-	if !s.gate.inflight {
-		return nil
+	for s.gate.inflight.Load() {
+		select {
+		case <-s.gate.written: // perhaps an earlier frame's: look again
+		case <-s.call.writeDeadline():
+			return errWriteDeadline
+		case <-s.done:
+			return status.FromContextError(context.Cause(s.call.ss.Context())).Err()
+		}
 	}
+	return nil
+}
+
+var errWriteDeadline = status.Error(codes.DeadlineExceeded, "the router took no frame within the write deadline")
+
+func (s *nativeStream) inFlight() bool { return s.gate.inflight.Load() }
+
+func (s *nativeStream) expired() bool {
 	select {
-	case <-s.gate.written:
-		s.gate.inflight = false
-		return nil
 	case <-s.call.writeDeadline():
-		return status.Error(codes.DeadlineExceeded, "the router took no frame within the write deadline")
-	case <-s.done:
-		return status.FromContextError(context.Cause(s.call.ss.Context())).Err()
+		return true
+	default:
+		return false
 	}
+}
+
+// onWritten makes f run after each frame is written and when the write
+// deadline passes.
+func (s *nativeStream) onWritten(f func()) {
+	s.gate.hook.Store(&f)
+	s.call.mu.Lock()
+	s.call.onExpire = f
+	s.call.mu.Unlock()
 }
 
 // Send queues f's shared encoding on the stream, once the frame before it
@@ -325,14 +357,13 @@ func (s *nativeStream) Send(f *outFrame) error {
 		// followed, so it is sent as it is.
 		return s.call.sendMsg(f)
 	}
-	if s.gate.written == nil {
-		s.gate.written = make(chan struct{}, 1)
-	}
 	// A compressed frame is grpc-go's own copy, and the gate opens as soon
 	// as it is made: a router whose channel compresses is bounded by
 	// grpc-go's queue and the write deadline instead.
-	s.gate.slice, s.gate.inflight = b, true
+	s.gate.slice = b
+	s.gate.inflight.Store(true) // before the send: grpc-go may write it before SendMsg returns
 	if err := s.call.sendMsg(gatedFrame{mem.NewBuffer(&s.gate.slice, &s.gate)}); err != nil {
+		s.gate.inflight.Store(false)
 		return err
 	}
 	return nil

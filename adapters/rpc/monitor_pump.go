@@ -1,0 +1,142 @@
+package rpc
+
+import (
+	"runtime"
+	"sync"
+)
+
+// The native stream's sends do not block (its writer holds one frame in
+// grpc-go at a time, and grpc-go queues a frame at once), so they need no
+// goroutine of their own: a fire's writers are queued to a pump, a few
+// goroutines that send each one's next frame and go on. A fire of a
+// hundred routers then wakes one or two goroutines, not a hundred, and the
+// fire loop, which only queues, keeps its time. What can block (the last
+// frame, which waits for the one in flight within FinalWriteTimeout) goes
+// to the writer's own drain as on the connect way in.
+
+// asyncStream is a stream whose frame, once queued, is in flight until
+// the transport says it is written (the native one).
+type asyncStream interface {
+	stream
+	// inFlight reports whether a frame is not written yet.
+	inFlight() bool
+	// expired reports whether the write deadline has passed.
+	expired() bool
+	// onWritten makes the stream call f, which must not block, when the
+	// frame in flight is written and when the write deadline passes.
+	onWritten(f func())
+}
+
+// pump runs the queued writers' sends on at most its size of goroutines,
+// each running while the queue holds something.
+type pump struct {
+	mu      sync.Mutex
+	queue   []*writer
+	running int
+	size    int
+}
+
+func newPump() *pump { return &pump{size: max(runtime.GOMAXPROCS(0), 1)} }
+
+// add queues w, starting a goroutine if fewer than size run.
+func (p *pump) add(w *writer) {
+	p.mu.Lock()
+	p.queue = append(p.queue, w)
+	start := p.running < p.size
+	if start {
+		p.running++
+	}
+	p.mu.Unlock()
+	if start {
+		go p.run()
+	}
+}
+
+func (p *pump) run() {
+	for {
+		p.mu.Lock()
+		if len(p.queue) == 0 {
+			p.running--
+			p.queue = p.queue[:0:0] // a burst's backing array goes with it
+			p.mu.Unlock()
+			return
+		}
+		w := p.queue[0]
+		p.queue[0] = nil
+		p.queue = p.queue[1:]
+		p.mu.Unlock()
+		w.pumpOnce()
+	}
+}
+
+// pumpOnce sends w's next frame if it can without waiting, or hands w to
+// its own drain where a wait is due.
+func (w *writer) pumpOnce() {
+	st := w.st.(asyncStream)
+	w.mu.Lock()
+	w.queued = false
+	if w.closed || w.running {
+		w.mu.Unlock()
+		return
+	}
+	if st.inFlight() && st.expired() {
+		// The router took nothing within the bound (the stall guard's,
+		// or the last frame's).
+		w.mu.Unlock()
+		w.failed(errWriteDeadline)
+		return
+	}
+	if ended(w.sub) {
+		// Its last frame, after a pending report: the drain bounds it.
+		w.startDrain()
+		return
+	}
+	if st.inFlight() {
+		w.mu.Unlock()
+		return // onWritten queues w again
+	}
+	ack, rep, _ := w.next()
+	if ack == nil && rep == nil {
+		w.mu.Unlock()
+		return
+	}
+	w.running = true
+	w.drains.Add(1)
+	w.mu.Unlock()
+	defer w.drains.Done()
+	f := ack
+	if f == nil {
+		f = w.m.frames.Get(rep)
+	}
+	w.stall.Arm() // disarmed once written (written)
+	if err := w.st.Send(f); err != nil {
+		w.stall.Disarm()
+		w.failed(err)
+		return
+	}
+	w.mu.Lock()
+	w.running = false
+	again := w.kicked
+	w.kicked = false
+	w.mu.Unlock()
+	if again {
+		w.kick()
+	}
+}
+
+// written is the native stream's frame written, or its deadline passed.
+func (w *writer) written() {
+	if !w.st.(asyncStream).inFlight() {
+		w.stall.Disarm()
+	}
+	w.kick()
+}
+
+// startDrain hands w's sends to a drain goroutine; called under mu, which
+// it releases.
+func (w *writer) startDrain() {
+	w.running = true
+	w.drains.Add(1)
+	w.mu.Unlock()
+	go w.drain()
+}
