@@ -30,7 +30,7 @@ type preciseTimer struct {
 	mu      sync.Mutex
 	stopped bool
 	coarse  *time.Timer
-	fine    *os.File // while the last stretch waits on a timerfd
+	fine    *timerfd // while the last stretch waits on it
 }
 
 func newPreciseTimer(at time.Time) ports.Timer {
@@ -44,14 +44,15 @@ func newPreciseTimer(at time.Time) ports.Timer {
 func (t *preciseTimer) C() <-chan time.Time { return t.c }
 
 // Stop prevents the timer from firing: once it returns, nothing more is
-// sent on C, and a fine wait in progress ends (closing its timerfd).
+// sent on C, and a fine wait in progress ends (its timerfd goes back to
+// the pool).
 func (t *preciseTimer) Stop() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.stopped = true
 	t.coarse.Stop()
 	if t.fine != nil {
-		t.fine.Close() // the blocked Read returns os.ErrClosed
+		t.fine.interrupt() // the blocked read returns
 	}
 }
 
@@ -63,44 +64,96 @@ func (t *preciseTimer) waitFine() {
 		return
 	}
 	d := time.Until(t.at)
-	var f *os.File
+	var f *timerfd
 	if d > 0 {
-		f = openTimerfd(d)
+		f = takeTimerfd(d)
 		t.fine = f
 	}
 	t.mu.Unlock()
 
+	var err error
 	switch {
 	case f != nil:
-		var expirations [8]byte
-		_, err := f.Read(expirations[:])
-		f.Close()
-		if err != nil {
-			return // closed by Stop
-		}
+		err = f.wait()
 	case d > 0:
 		time.Sleep(d)
 	}
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.fine = nil
-	if !t.stopped {
+	if f != nil {
+		t.fine = nil // Stop touches it no more: it may go back
+		f.release()
+	}
+	if err == nil && !t.stopped {
 		t.c <- time.Now() // buffered, and sent at most once
 	}
 }
 
-// openTimerfd returns a non-blocking timerfd, in Go's netpoller, that
-// expires once after d, or nil when the kernel refuses one.
-func openTimerfd(d time.Duration) *os.File {
-	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
-	if err != nil {
-		return nil
+// timerfd is a non-blocking timerfd in Go's netpoller. A fire loop with
+// phases waits on one several times an interval, so they are kept for
+// the next wait rather than opened and closed each time (opening one is a
+// tenth of the CPU of a fire of a hundred routers).
+type timerfd struct {
+	f  *os.File
+	fd int // f's, for the timer calls (f.Fd would make it blocking)
+}
+
+// The timerfds kept: one per concurrent fine wait, and there are few.
+var idleTimerfds = struct {
+	sync.Mutex
+	free []*timerfd
+}{}
+
+const maxIdleTimerfds = 2
+
+// takeTimerfd returns a timerfd that expires once after d, kept or new,
+// or nil when the kernel refuses one.
+func takeTimerfd(d time.Duration) *timerfd {
+	idleTimerfds.Lock()
+	var t *timerfd
+	if n := len(idleTimerfds.free); n > 0 {
+		t = idleTimerfds.free[n-1]
+		idleTimerfds.free = idleTimerfds.free[:n-1]
+	}
+	idleTimerfds.Unlock()
+	if t == nil {
+		fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+		if err != nil {
+			return nil
+		}
+		t = &timerfd{f: os.NewFile(uintptr(fd), "timerfd"), fd: fd}
 	}
 	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d))}
-	if err := unix.TimerfdSettime(fd, 0, &spec, nil); err != nil {
-		unix.Close(fd)
+	if err := unix.TimerfdSettime(t.fd, 0, &spec, nil); err != nil {
+		t.f.Close()
 		return nil
 	}
-	return os.NewFile(uintptr(fd), "timerfd")
+	return t
+}
+
+// wait blocks until the timerfd expires (nil) or interrupt ends it.
+func (t *timerfd) wait() error {
+	var expirations [8]byte
+	_, err := t.f.Read(expirations[:])
+	return err
+}
+
+// interrupt ends a wait in progress, and the next one, at once.
+func (t *timerfd) interrupt() { _ = t.f.SetReadDeadline(time.Unix(1, 0)) }
+
+// release disarms the timerfd, drops an expiry nobody read, and keeps it
+// for the next wait (or closes it when enough are kept).
+func (t *timerfd) release() {
+	_ = unix.TimerfdSettime(t.fd, 0, &unix.ItimerSpec{}, nil)
+	var expirations [8]byte
+	_, _ = unix.Read(t.fd, expirations[:]) // EAGAIN when none: non-blocking
+	_ = t.f.SetReadDeadline(time.Time{})
+	idleTimerfds.Lock()
+	defer idleTimerfds.Unlock()
+	if len(idleTimerfds.free) < maxIdleTimerfds {
+		idleTimerfds.free = append(idleTimerfds.free, t)
+		return
+	}
+	t.f.Close()
 }

@@ -52,13 +52,35 @@ func stretchFineLead(t *testing.T) {
 	t.Cleanup(func() { fineLead = old })
 }
 
+// closeIdleTimerfds closes the timerfds kept for later waits, so a test
+// counts only what its timers hold.
+func closeIdleTimerfds() {
+	idleTimerfds.Lock()
+	defer idleTimerfds.Unlock()
+	for _, f := range idleTimerfds.free {
+		f.f.Close()
+	}
+	idleTimerfds.free = nil
+}
+
+// kept is how many timerfds wait for the next fine wait.
+func kept() int {
+	idleTimerfds.Lock()
+	defer idleTimerfds.Unlock()
+	return len(idleTimerfds.free)
+}
+
 func TestTheLastStretchWaitsOnATimerfdThatStopCloses(t *testing.T) {
 	stretchFineLead(t)
+	closeIdleTimerfds()
 	before := timerfds(t)
 	tm := Precise{}.NewTimer(time.Now().Add(30 * time.Minute))
 	waitFor(t, "a timerfd open for the fine wait", func() bool { return timerfds(t) == before+1 })
 	tm.Stop()
-	waitFor(t, "the timerfd closed by Stop", func() bool { return timerfds(t) == before })
+	waitFor(t, "the timerfd kept by Stop", func() bool { return kept() == 1 })
+	if n := timerfds(t); n != before+1 {
+		t.Fatalf("timerfds: %d, want the one kept (%d)", n, before+1)
+	}
 	select {
 	case v := <-tm.C():
 		t.Fatalf("a stopped timer fired at %v", v)
@@ -66,8 +88,9 @@ func TestTheLastStretchWaitsOnATimerfdThatStopCloses(t *testing.T) {
 	}
 }
 
-func TestAFineWaitFiresOnceAtItsTimeAndClosesItsTimerfd(t *testing.T) {
+func TestAFineWaitFiresOnceAtItsTimeAndKeepsItsTimerfd(t *testing.T) {
 	stretchFineLead(t)
+	closeIdleTimerfds()
 	before := timerfds(t)
 	at := time.Now().Add(30 * time.Millisecond)
 	tm := Precise{}.NewTimer(at)
@@ -75,7 +98,7 @@ func TestAFineWaitFiresOnceAtItsTimeAndClosesItsTimerfd(t *testing.T) {
 	if got.Before(at) {
 		t.Fatalf("fired %v early", at.Sub(got))
 	}
-	waitFor(t, "the timerfd closed after firing", func() bool { return timerfds(t) == before })
+	waitFor(t, "the timerfd kept after firing", func() bool { return kept() == 1 && timerfds(t) == before+1 })
 	tm.Stop() // after firing: a no-op
 	select {
 	case v := <-tm.C():
@@ -132,6 +155,7 @@ func TestTimersFireNeverEarlyAndEachOnce(t *testing.T) {
 }
 
 func TestStopRacingTheFineWaitNeverLeaksAFileOrFiresAfterwards(t *testing.T) {
+	closeIdleTimerfds()
 	before := timerfds(t)
 	type stopped struct {
 		c   <-chan time.Time
@@ -144,7 +168,7 @@ func TestStopRacingTheFineWaitNeverLeaksAFileOrFiresAfterwards(t *testing.T) {
 		tm.Stop()
 		all = append(all, stopped{tm.C(), time.Now()})
 	}
-	waitFor(t, "every timerfd closed", func() bool { return timerfds(t) == before })
+	waitFor(t, "every timerfd closed or kept", func() bool { return timerfds(t) <= before+maxIdleTimerfds })
 	time.Sleep(10 * time.Millisecond)
 	for i, s := range all {
 		select {
@@ -198,6 +222,29 @@ func BenchmarkTimerLateness(b *testing.B) {
 		b.ReportMetric(p(preciseLate, q), fmt.Sprintf("precise-p%.0f-µs", q*100))
 	}
 	b.ReportMetric(p(goLate, 0.9)/max(1, p(preciseLate, 0.9)), "p90-ratio")
+}
+
+// TestAKeptTimerfdNeverFiresEarly: a timerfd whose wait was stopped just
+// before it expired goes back disarmed and drained, so the next timer to
+// take it waits its own time.
+func TestAKeptTimerfdNeverFiresEarly(t *testing.T) {
+	stretchFineLead(t)
+	closeIdleTimerfds()
+	for i := range 40 {
+		tm := Precise{}.NewTimer(time.Now().Add(2 * time.Millisecond))
+		time.Sleep(time.Duration(i%5) * 500 * time.Microsecond) // before, around and after its expiry
+		tm.Stop()
+		at := time.Now().Add(10 * time.Millisecond)
+		next := Precise{}.NewTimer(at)
+		select {
+		case got := <-next.C():
+			if got.Before(at) {
+				t.Fatalf("round %d: a timer on a kept timerfd fired %v early", i, at.Sub(got))
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("round %d: a timer on a kept timerfd never fired", i)
+		}
+	}
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
