@@ -18,6 +18,14 @@
 //   - HistoryClient is ports.HistoryQuery over a remote HistoryService, so
 //     the audit command asks a running reporter what its dashboard asks.
 //
+// NewNativeServer is the same services on grpc-go's own transport, for
+// the port's native gRPC connections: every call is handed to the port's
+// HTTP handler as an HTTP/2 request (so its checks and bounds are the
+// same), and Monitor, finding the call in the request's context, serves
+// the grpc-go stream itself: one Monitor, two ways in. Its writer holds
+// one frame in flight per stream there too (grpc-go says when it is done
+// with a buffer), and a pump of a few goroutines does those sends.
+//
 // Alongside them: the mapping between domain reports and wire messages; the
 // one table between domain error codes and Connect codes, which servers
 // and HistoryClient both read; the codecs every handler uses, which refuse
