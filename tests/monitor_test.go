@@ -18,16 +18,53 @@ import (
 
 // TestMonitorProtocol runs every rule of the stream protocol with each of
 // the clients, side by side: each has a service of its own.
+//
+// Native gRPC clients reach grpc-go's server on the port, the others
+// net/http's; the gRPC clients run once more against a port with
+// --native-grpc=false, so every rule holds on both servers, and the
+// port's counts show which one each client met.
 func TestMonitorProtocol(t *testing.T) {
 	t.Parallel()
+	type way struct {
+		d      dialer
+		native bool
+	}
+	var ways []way
 	for _, d := range dialers {
-		t.Run(d.name, func(t *testing.T) {
+		ways = append(ways, way{d, true})
+		if d.name == "grpc-go" || d.name == "connect-grpc" {
+			ways = append(ways, way{d, false})
+		}
+	}
+	for _, w := range ways {
+		d, name := w.d, w.d.name
+		if !w.native {
+			name += "-on-net-http"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			c := testConfig()
 			c.Sessions.MinLease = 100 * time.Millisecond
+			c.Server.NativeGRPC = w.native
 			engine := &countingEngine{ranks: 4}
 			m := startMain(t, c, engine)
 			addr := m.Addr()
+			t.Cleanup(func() {
+				if t.Failed() {
+					return
+				}
+				// On the port: which server the streams met.
+				fams, err := scrapeFamilies("http://" + addr + "/metrics")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got := byLabel(fams["loadreporter_port_connections_total"], "server", nil)
+				wantGRPC := w.native && (d.name == "grpc-go" || d.name == "connect-grpc")
+				if (got["grpc-go"] > 0) != wantGRPC || !w.native && len(got) != 0 {
+					t.Errorf("port connections by server %v; want grpc-go's used: %v (native port: %v)", got, wantGRPC, w.native)
+				}
+			})
 
 			t.Run("handshake then reports at the interval", func(t *testing.T) {
 				ctx := testCtx(t, 10*time.Second)
