@@ -346,23 +346,35 @@ func TestGrpcioRouter(t *testing.T) {
 }
 
 // TestGrpcioRouterGzip: a grpcio channel with gzip compression sends its
-// frames compressed, and grpcio decompresses the reports the service
-// compresses (those over fanout.MinBytes: 64 ranks); a tap between them
-// shows the compressed flag of every message.
+// frames compressed, which both of the port's servers read. On net/http's
+// grpcio decompresses the reports the service compresses (those over
+// fanout.MinBytes: 64 ranks); on grpc-go's the reports come as their one
+// shared encoding (grpc-encoding identity, which gRPC allows whatever the
+// request used). A tap between them shows the compressed flag of every
+// message.
 func TestGrpcioRouterGzip(t *testing.T) {
 	t.Parallel()
 	needGrpcio(t)
 	for _, algorithm := range []string{"gzip", "deflate"} {
-		t.Run(algorithm, func(t *testing.T) { grpcioCompressed(t, algorithm) })
+		for _, native := range []bool{true, false} {
+			name := algorithm + "/grpc-go"
+			if !native {
+				name = algorithm + "/net-http"
+			}
+			t.Run(name, func(t *testing.T) { grpcioCompressed(t, algorithm, native) })
+		}
 	}
 }
 
 // grpcioCompressed runs a grpcio router whose channel compresses with
 // algorithm: its register arrives compressed and every report goes back
-// compressed the same way (deflate routers could not connect before).
-func grpcioCompressed(t *testing.T, algorithm string) {
+// compressed the same way on net/http's server, as it is on grpc-go's
+// (deflate routers could not connect before).
+func grpcioCompressed(t *testing.T, algorithm string, native bool) {
 	const ranks = 64
-	m := startMain(t, testConfig(), &countingEngine{ranks: ranks})
+	c := testConfig()
+	c.Server.NativeGRPC = native
+	m := startMain(t, c, &countingEngine{ranks: ranks})
 	tap := startWireTap(t, m.Addr())
 	r := startGrpcioRouter(t, tap.addr, algorithm)
 	id := "grpcio-" + algorithm + "-" + strings.Repeat("x", 200) // compresses well: grpcio sends it compressed
@@ -382,6 +394,14 @@ func grpcioCompressed(t *testing.T, algorithm string) {
 		t.Errorf("grpcio's request: grpc-encoding %q, messages %v; want %s, the register compressed (flag 1)", reqHeaders["grpc-encoding"], reqs, algorithm)
 	}
 	// The ack, then the reports (a report after stop may follow).
+	if native {
+		if enc := respHeaders["grpc-encoding"]; enc != "" && enc != "identity" || len(resps) < 4 ||
+			slices.ContainsFunc(resps, func(m wireMsg) bool { return m.flag != 0 }) {
+			t.Errorf("grpc-go's response: grpc-encoding %q, messages %v; want identity, every frame as it is (flag 0)",
+				respHeaders["grpc-encoding"], resps)
+		}
+		return
+	}
 	if respHeaders["grpc-encoding"] != algorithm || len(resps) < 4 ||
 		slices.ContainsFunc(resps[1:], func(m wireMsg) bool { return m.flag != 1 }) {
 		t.Errorf("the service's response: grpc-encoding %q, messages %v; want %s, every report compressed (flag 1)",

@@ -25,6 +25,8 @@ type asyncStream interface {
 	// onWritten makes the stream call f, which must not block, when the
 	// frame in flight is written and when the write deadline passes.
 	onWritten(f func())
+	// writtenCount is how many of its frames the transport has written.
+	writtenCount() uint64
 }
 
 // pump runs the queued writers' sends on at most its size of goroutines,
@@ -81,7 +83,8 @@ func (w *writer) pumpOnce() {
 	}
 	if st.inFlight() && st.expired() {
 		// The router took nothing within the bound (the stall guard's,
-		// or the last frame's).
+		// or the last frame's). Claimed under mu: nothing else starts.
+		w.closed = true
 		w.mu.Unlock()
 		w.failed(errWriteDeadline)
 		return
@@ -102,15 +105,18 @@ func (w *writer) pumpOnce() {
 	}
 	w.running = true
 	w.drains.Add(1)
+	w.sent++
+	w.stall.Arm() // disarmed once written (written), both under mu
 	w.mu.Unlock()
 	defer w.drains.Done()
 	f := ack
 	if f == nil {
 		f = w.m.frames.Get(rep)
 	}
-	w.stall.Arm() // disarmed once written (written)
 	if err := w.st.Send(f); err != nil {
+		w.mu.Lock()
 		w.stall.Disarm()
+		w.mu.Unlock()
 		w.failed(err)
 		return
 	}
@@ -126,9 +132,13 @@ func (w *writer) pumpOnce() {
 
 // written is the native stream's frame written, or its deadline passed.
 func (w *writer) written() {
-	if !w.st.(asyncStream).inFlight() {
+	w.mu.Lock()
+	if w.st.(asyncStream).writtenCount() >= w.sent {
+		// The pump's last frame is out; a later one would have counted
+		// itself in sent and armed its own bound first.
 		w.stall.Disarm()
 	}
+	w.mu.Unlock()
 	w.kick()
 }
 

@@ -36,6 +36,10 @@ type writer struct {
 	running bool // a drain goroutine, or the pump, owns the stream's sends
 	queued  bool // w waits in the pump's queue
 	kicked  bool // kicked while running: the pump looks again
+	over    bool // finish ran
+	// sent counts the frames the pump put in flight; the stall guard of
+	// the last is disarmed once the stream has written that many.
+	sent    uint64
 	closed  bool // no drain may start: the handler returns, or the writer finished
 	bounded bool // the send in progress has its final deadline
 	drains  sync.WaitGroup
@@ -190,10 +194,16 @@ func (w *writer) next() (ack *outFrame, rep *domain.Report, last bool) {
 }
 
 // finish records how the stream ends and wakes the handler from its read.
+// Only the first call counts: the pump and a drain may both find the
+// stream over.
 func (w *writer) finish(result error) {
 	w.mu.Lock()
-	w.closed, w.running = true, false
+	first := !w.over
+	w.closed, w.running, w.over = true, false, true
 	w.mu.Unlock()
+	if !first {
+		return
+	}
 	w.result = result
 	close(w.finished)
 	w.tr.interruptRead()

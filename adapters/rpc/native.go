@@ -67,8 +67,6 @@ func NewNativeServer(h http.Handler, o NativeOptions) (*grpc.Server, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	// Routers may compress; a report is then compressed once a fire.
-	fanout.RegisterGRPCCompressors()
 	b := &bridge{h: h, log: o.Logger}
 	if b.log == nil {
 		b.log = slog.Default()

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -51,12 +53,37 @@ func (b *bridge) serve(_ any, ss grpc.ServerStream) error {
 	call := &nativeCall{ss: ss, ctl: ctl}
 	req := newBridgeRequest(context.WithValue(ctl.outer, nativeCallKey{}, call), method, ss)
 	w := &bridgeWriter{call: call, header: http.Header{}}
-	b.h.ServeHTTP(w, req)
+	if err := b.serveHTTP(w, req, method); err != nil {
+		call.stopTimers()
+		return err
+	}
 	call.stopTimers()
-	if call.native {
+	if call.isNative() {
 		return grpcStatus(call.result)
 	}
 	return w.finish()
+}
+
+// serveHTTP runs the port's handler as net/http does, a panic ending the
+// call (INTERNAL, logged with its stack) and not the process, and
+// http.ErrAbortHandler ending it quietly.
+func (b *bridge) serveHTTP(w http.ResponseWriter, r *http.Request, method string) (err error) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		err = status.Error(codes.Internal, "the handler failed")
+		if v == http.ErrAbortHandler {
+			err = status.Error(codes.Aborted, "the handler aborted the call")
+			return
+		}
+		buf := make([]byte, 16<<10)
+		buf = buf[:runtime.Stack(buf, false)]
+		b.log.Error("a handler panicked serving a native gRPC call", "method", method, "panic", fmt.Sprint(v), "stack", string(buf))
+	}()
+	b.h.ServeHTTP(w, r)
+	return nil
 }
 
 // newBridgeRequest is the HTTP/2 request the port's handler sees for a
@@ -124,6 +151,12 @@ type nativeCall struct {
 	done                  bool // the handler returned: timers do nothing
 }
 
+func (c *nativeCall) isNative() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.native
+}
+
 func nativeCallFrom(ctx context.Context) *nativeCall {
 	c, _ := ctx.Value(nativeCallKey{}).(*nativeCall)
 	return c
@@ -131,9 +164,17 @@ func nativeCallFrom(ctx context.Context) *nativeCall {
 
 // serveNative serves the call with f on its gRPC stream.
 func (c *nativeCall) serveNative(f func(*nativeStream) error) {
+	c.mu.Lock()
 	c.native = true
+	c.mu.Unlock()
+	// Frames go out as their one shared encoding, never compressed by
+	// grpc-go: its compressed copy is one the gate cannot follow, so a
+	// router that stopped reading could pin grpc-go's whole queue and
+	// block the pump. A router may compress what it sends; the reports it
+	// reads come as they are (grpc-encoding identity), which gRPC allows.
+	_ = grpc.SetSendCompressor(c.ss.Context(), encoding.Identity)
 	st := &nativeStream{call: c, done: c.ss.Context().Done()}
-	st.gate.written = make(chan struct{}, 1)
+	st.gate.signal = make(chan struct{}, 1)
 	c.result = f(st)
 }
 
@@ -268,7 +309,8 @@ type nativeStream struct {
 type sendGate struct {
 	slice    []byte
 	inflight atomic.Bool
-	written  chan struct{} // a signal after each Put, for ready
+	signal   chan struct{} // a signal after each Put, for ready
+	written  atomic.Uint64 // Puts so far
 	hook     atomic.Pointer[func()]
 }
 
@@ -278,9 +320,10 @@ func (g *sendGate) Get(n int) *[]byte {
 }
 
 func (g *sendGate) Put(*[]byte) {
+	g.written.Add(1)
 	g.inflight.Store(false)
 	select {
-	case g.written <- struct{}{}:
+	case g.signal <- struct{}{}:
 	default:
 	}
 	if f := g.hook.Load(); f != nil {
@@ -310,7 +353,7 @@ func (s *nativeStream) Receive() (*pb.RouterFrame, error) {
 func (s *nativeStream) ready() error {
 	for s.gate.inflight.Load() {
 		select {
-		case <-s.gate.written: // perhaps an earlier frame's: look again
+		case <-s.gate.signal: // perhaps an earlier frame's: look again
 		case <-s.call.writeDeadline():
 			return errWriteDeadline
 		case <-s.done:
@@ -323,6 +366,8 @@ func (s *nativeStream) ready() error {
 var errWriteDeadline = status.Error(codes.DeadlineExceeded, "the router took no frame within the write deadline")
 
 func (s *nativeStream) inFlight() bool { return s.gate.inflight.Load() }
+
+func (s *nativeStream) writtenCount() uint64 { return s.gate.written.Load() }
 
 func (s *nativeStream) expired() bool {
 	select {
@@ -487,7 +532,7 @@ func (w *bridgeWriter) Flush() {}
 // Monitor's last frame must be followed by status OK. Monitor then reads
 // in a goroutine of its own, which ends with the stream.
 func (w *bridgeWriter) SetReadDeadline(t time.Time) error {
-	if w.call.native {
+	if w.call.isNative() {
 		return http.ErrNotSupported
 	}
 	w.call.setReadDeadline(t)

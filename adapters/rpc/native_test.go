@@ -198,3 +198,26 @@ func TestNativeBridgeBoundsARequestBody(t *testing.T) {
 		t.Errorf("the client's stream: %v, want the stream ended with an error", err)
 	}
 }
+
+// TestNativeBridgeSurvivesAPanic: a handler that panics ends its call
+// with INTERNAL, as net/http would reset its stream, and the server goes
+// on serving; one that aborts (http.ErrAbortHandler) ends it quietly.
+func TestNativeBridgeSurvivesAPanic(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/test.Echo/Panic", func(http.ResponseWriter, *http.Request) { panic("a bug") })
+	mux.HandleFunc("/test.Echo/Abort", func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) })
+	checker := grpchealth.NewStaticChecker("test.Echo")
+	mux.Handle(grpchealth.NewHandler(checker))
+	cc := nativeBridge(t, mux)
+	ctx := testContext(t)
+	if err := cc.Invoke(ctx, "/test.Echo/Panic", &emptypb.Empty{}, &emptypb.Empty{}); status.Code(err) != codes.Internal {
+		t.Errorf("Panic: %v, want INTERNAL", err)
+	}
+	if err := cc.Invoke(ctx, "/test.Echo/Abort", &emptypb.Empty{}, &emptypb.Empty{}); status.Code(err) != codes.Aborted {
+		t.Errorf("Abort: %v, want ABORTED", err)
+	}
+	if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{Service: "test.Echo"}); err != nil {
+		t.Errorf("the server after the panics: %v", err)
+	}
+}

@@ -57,7 +57,11 @@ func (s *Splitter) look(c net.Conn) {
 // sort reads from p until it knows where the connection goes. An error
 // means the connection failed or closed and must be closed.
 func (s *Splitter) sort(p *peeker) (verdict, error) {
-	if err := p.conn.SetDeadline(time.Now().Add(s.opt.FirstRequestTimeout)); err != nil {
+	// A connection gets FirstBytesTimeout to show it is HTTP/2, the long
+	// wait only once it is: a silent or trickling one is net/http's as
+	// soon as net/http would have cut it.
+	start := time.Now()
+	if err := p.conn.SetDeadline(start.Add(s.opt.FirstBytesTimeout)); err != nil {
 		return verdict{}, err
 	}
 	// The preface, byte by byte as they come: an HTTP/1 request leaves at
@@ -75,6 +79,9 @@ func (s *Splitter) sort(p *peeker) (verdict, error) {
 		}
 	}
 	p.pos = len(clientPreface)
+	if err := p.conn.SetDeadline(start.Add(s.opt.FirstRequestTimeout)); err != nil {
+		return verdict{}, err
+	}
 
 	fr := http2.NewFramer(p.conn, p)
 	// grpc-go's client sends no request before it has read the server's
@@ -137,8 +144,11 @@ func nativeGRPC(h *http2.MetaHeadersFrame) bool {
 		if f.Name != "content-type" {
 			continue
 		}
-		rest, ok := strings.CutPrefix(f.Value, "application/grpc")
-		return ok && (rest == "" || rest[0] == '+' || rest[0] == ';')
+		// Protobuf only: grpc-go's server here has one codec, and
+		// net/http's (connect) also serves +json.
+		ct, _, _ := strings.Cut(f.Value, ";")
+		ct = strings.TrimSpace(ct)
+		return ct == "application/grpc" || ct == "application/grpc+proto"
 	}
 	return false
 }

@@ -23,6 +23,10 @@ const (
 	// it costs is one goroutine and the bytes read so far per silent
 	// connection, which net/http's own timeouts take over afterwards.
 	DefaultFirstRequestTimeout = 2 * time.Minute
+	// DefaultFirstBytesTimeout is net/http's header timeout as the port
+	// sets it: a connection that sends nothing is let go no later than
+	// net/http alone would have.
+	DefaultFirstBytesTimeout = 10 * time.Second
 	// DefaultMaxPeekBytes bounds what is buffered while looking: far more
 	// than a client preface, its SETTINGS and a gRPC request's HEADERS.
 	DefaultMaxPeekBytes = 64 << 10
@@ -39,6 +43,12 @@ type Options struct {
 	// to Other() as it is, and net/http applies its own timeouts. 0 takes
 	// DefaultFirstRequestTimeout.
 	FirstRequestTimeout time.Duration
+	// FirstBytesTimeout is how long a new connection may take to send its
+	// first bytes, up to the whole HTTP/2 preface; past it, it goes to
+	// Other() as it is (net/http's ReadHeaderTimeout then bounds an HTTP/1
+	// request). 0 takes DefaultFirstBytesTimeout; it must not exceed
+	// FirstRequestTimeout.
+	FirstBytesTimeout time.Duration
 	// MaxPeekBytes bounds what is buffered while looking; a connection
 	// that needs more goes to Other(). 0 takes DefaultMaxPeekBytes;
 	// otherwise within [MinMaxPeekBytes, MaxMaxPeekBytes].
@@ -60,6 +70,14 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.FirstRequestTimeout == 0 {
 		o.FirstRequestTimeout = DefaultFirstRequestTimeout
+	}
+	if o.FirstBytesTimeout == 0 {
+		o.FirstBytesTimeout = min(DefaultFirstBytesTimeout, o.FirstRequestTimeout)
+	}
+	if o.FirstBytesTimeout < 0 || o.FirstBytesTimeout > o.FirstRequestTimeout {
+		return o, domain.Errorf(domain.CodeInvalidArgument,
+			"connsplit: Options.FirstBytesTimeout must be > 0 and at most FirstRequestTimeout %s (0 takes the default %s), got %s",
+			o.FirstRequestTimeout, DefaultFirstBytesTimeout, o.FirstBytesTimeout)
 	}
 	if o.MaxPeekBytes == 0 {
 		o.MaxPeekBytes = DefaultMaxPeekBytes

@@ -612,6 +612,8 @@ func TestNativeGRPC(t *testing.T) {
 		{"POST", "application/grpc", true},
 		{"POST", "application/grpc+proto", true},
 		{"POST", "application/grpc;charset=utf-8", true},
+		{"POST", "application/grpc+json", false}, // one codec, protobuf: connect serves JSON
+		{"POST", "application/grpc+json; charset=utf-8", false},
 		{"POST", "application/grpc-web", false},
 		{"POST", "application/grpc-web+proto", false},
 		{"POST", "application/grpc-web-text", false},
@@ -640,6 +642,8 @@ func TestOptionsValidation(t *testing.T) {
 		{Options{MaxPeekBytes: -1}, "Options.MaxPeekBytes"},
 		{Options{MaxPeekBytes: 100}, "Options.MaxPeekBytes"},
 		{Options{MaxPeekBytes: MaxMaxPeekBytes + 1}, "Options.MaxPeekBytes"},
+		{Options{FirstBytesTimeout: -time.Second}, "Options.FirstBytesTimeout"},
+		{Options{FirstRequestTimeout: time.Second, FirstBytesTimeout: 2 * time.Second}, "Options.FirstBytesTimeout"},
 	} {
 		_, err := New(fakeListener{}, tc.o)
 		if err == nil || !strings.Contains(err.Error(), tc.field) || domain.ErrorCode(err) != domain.CodeInvalidArgument {
@@ -650,7 +654,7 @@ func TestOptionsValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.opt.FirstRequestTimeout != DefaultFirstRequestTimeout || s.opt.MaxPeekBytes != DefaultMaxPeekBytes || s.opt.Logger == nil {
+	if s.opt.FirstRequestTimeout != DefaultFirstRequestTimeout || s.opt.FirstBytesTimeout != DefaultFirstBytesTimeout || s.opt.MaxPeekBytes != DefaultMaxPeekBytes || s.opt.Logger == nil {
 		t.Errorf("defaults: %+v", s.opt)
 	}
 	if _, err := New(nil, Options{}); err == nil {
@@ -741,4 +745,23 @@ func TestTemporaryAcceptErrorIsRetried(t *testing.T) {
 
 func newLogger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// TestSilentConnectionGoesAtTheFirstBytesTimeout: a connection that has
+// not shown the whole HTTP/2 preface reaches Other() at the short bound,
+// not the long one kept for a gRPC channel's first call.
+func TestSilentConnectionGoesAtTheFirstBytesTimeout(t *testing.T) {
+	s := startSplitter(t, Options{FirstRequestTimeout: time.Hour, FirstBytesTimeout: 50 * time.Millisecond})
+	ctx := testContext(t)
+	for _, sent := range []string{"", "PRI * HTTP/2", "GET / HTT"} {
+		rc := dialRaw(t, ctx, s.Other().Addr().String())
+		_, err := io.WriteString(rc.conn, sent)
+		rc.check(err)
+		got := acceptOne(t, ctx, s.Other()) // the test's 10 s bound, not the hour
+		buf := make([]byte, len(sent))
+		if _, err := io.ReadFull(got, buf); err != nil || string(buf) != sent {
+			t.Fatalf("%q: read %q, %v", sent, buf, err)
+		}
+		got.Close()
+	}
 }

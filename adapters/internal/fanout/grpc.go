@@ -4,27 +4,22 @@ import (
 	"compress/gzip"
 	"compress/zlib"
 	"io"
-	"sync"
 
 	"google.golang.org/grpc/encoding"
 )
 
-// RegisterGRPCCompressors makes grpc-go's "gzip" and "deflate" (the zlib
-// format, which grpc-go lacks and grpcio routers may use) compress a
-// message once for every stream that sends the same bytes, as Options
-// does for connect. grpc-go keeps one compressor per name for the whole
-// process, so this replaces its own gzip everywhere, with the same
-// format; it is done once whatever the calls.
-func RegisterGRPCCompressors() {
-	registerOnce.Do(func() {
-		encoding.RegisterCompressor(&grpcCompressor{name: "gzip", c: newGzip(),
-			reader: func(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) }})
-		encoding.RegisterCompressor(&grpcCompressor{name: "deflate", c: newDeflate(),
-			reader: func(r io.Reader) (io.Reader, error) { return zlib.NewReader(r) }})
-	})
+// grpc-go's "gzip" and "deflate" (the zlib format, which grpc-go lacks
+// and grpcio routers may use) compress a message once for every stream
+// that sends the same bytes, as Options does for connect. grpc-go keeps
+// one compressor per name for the whole process and wants them
+// registered at init, so importing this package replaces its own gzip
+// everywhere, with the same format.
+func init() {
+	encoding.RegisterCompressor(&grpcCompressor{name: "gzip", c: newGzip(),
+		reader: func(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) }})
+	encoding.RegisterCompressor(&grpcCompressor{name: "deflate", c: newDeflate(),
+		reader: func(r io.Reader) (io.Reader, error) { return zlib.NewReader(r) }})
 }
-
-var registerOnce sync.Once
 
 // grpcCompressor is a fan-out compression as grpc-go's encoding.Compressor.
 // grpc-go bounds what a decompressed message may grow to (the server's

@@ -144,7 +144,11 @@ func (m *Main) Start() error {
 		}
 		m.split, httpLn = split, split.Other()
 		m.p.Metrics.WatchPortConnections(split.Counts)
-		go func() { _ = split.Serve() }()
+		go func() {
+			if err := split.Serve(); err != nil {
+				m.p.Log.Error("the port stopped accepting connections", "err", err)
+			}
+		}()
 		m.nativeDone = serveNative(m.p.Native.srv, split.GRPC())
 	}
 	m.serveDone = serve(m.p.HTTP, httpLn, useTLS)
@@ -182,6 +186,8 @@ func (m *Main) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case serveErr = <-m.serveDone:
 		m.serveDone <- serveErr // Close reads it again
+	case serveErr = <-m.nativeDone: // nil without a native port: never ready
+		m.nativeDone <- serveErr
 	}
 	return errors.Join(serveErr, m.Close())
 }
@@ -266,19 +272,22 @@ func (m *Main) shutdownPort(ctx context.Context) error {
 	if m.p.Native == nil {
 		return m.p.HTTP.Shutdown(ctx)
 	}
+	// The listener first: a connection that comes now is refused, not
+	// taken and then dropped after its first request went out; those
+	// still being looked at go with it.
+	err := ignoreClosed(m.split.Close())
 	native := make(chan struct{})
 	go func() {
 		defer close(native)
 		m.p.Native.srv.GracefulStop()
 	}()
-	err := m.p.HTTP.Shutdown(ctx)
+	err = errors.Join(err, m.p.HTTP.Shutdown(ctx))
 	select {
 	case <-native:
 	case <-ctx.Done():
 		err = cmp.Or(err, ctx.Err())
 	}
-	// Connections still being looked at go with the listener.
-	return errors.Join(err, ignoreClosed(m.split.Close()))
+	return err
 }
 
 // closePort closes every connection of the port.
@@ -345,8 +354,8 @@ func serve(srv *http.Server, ln net.Listener, useTLS bool) chan error {
 		} else {
 			err = srv.Serve(ln)
 		}
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
+		if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+			err = nil // shut down (a split port's listener closes first)
 		}
 		done <- err
 	}()
