@@ -157,10 +157,12 @@ func (r *runningRouter) send(t *testing.T, n int) (map[string]int, map[int]int) 
 
 // polled waits until the router has polled w's front at least n more times
 // while its report had status: with no session open, every report the
-// reporter builds answers one poll.
+// reporter builds answers one poll. The bound is liveness, not speed: a
+// router starting beside the whole suite on two cores took over 15 s to
+// poll its first worker twice.
 func (r *runningRouter) polled(t *testing.T, w *peerWorker, status string, from, n int) {
 	t.Helper()
-	waitUntil(t, 15*time.Second, func() string {
+	waitUntil(t, 40*time.Second, func() string {
 		r.proc.alive(t)
 		return fmt.Sprintf("%s polling worker %s: %d %s reports, want %d", r.spec.name, w.name, w.reports(t, status), status, from+n)
 	}, func() bool { return w.reports(t, status) >= from+n })
