@@ -50,7 +50,7 @@ func (b *bridge) serve(_ any, ss grpc.ServerStream) error {
 	if ctl == nil { // served without tapStream: nothing can bound it
 		return status.Error(codes.Internal, "the stream has no control")
 	}
-	call := &nativeCall{ss: ss, ctl: ctl}
+	call := &nativeCall{ss: ss, ctl: ctl, log: b.log}
 	req := newBridgeRequest(context.WithValue(ctl.outer, nativeCallKey{}, call), method, ss)
 	w := &bridgeWriter{call: call, header: http.Header{}}
 	if err := b.serveHTTP(w, req, method); err != nil {
@@ -135,6 +135,7 @@ type nativeCallKey struct{}
 type nativeCall struct {
 	ss  grpc.ServerStream
 	ctl *streamControl
+	log *slog.Logger
 
 	// native is set when a handler served the call on its stream itself
 	// (Monitor), result then being what it returned.
@@ -172,7 +173,9 @@ func (c *nativeCall) serveNative(f func(*nativeStream) error) {
 	// router that stopped reading could pin grpc-go's whole queue and
 	// block the pump. A router may compress what it sends; the reports it
 	// reads come as they are (grpc-encoding identity), which gRPC allows.
-	_ = grpc.SetSendCompressor(c.ss.Context(), encoding.Identity)
+	if err := grpc.SetSendCompressor(c.ss.Context(), encoding.Identity); err != nil {
+		c.log.Warn("a native Monitor stream may compress its reports: their frames are then not held to one", "err", err)
+	}
 	st := &nativeStream{call: c, done: c.ss.Context().Done()}
 	st.gate.signal = make(chan struct{}, 1)
 	c.result = f(st)
@@ -238,8 +241,8 @@ func (c *nativeCall) expireWriteLocked() {
 		go f() // the pump ends a stream whose frame is still in flight
 	}
 	if !c.native || c.sending {
-		// Only the stream's context ends a send waiting in grpc-go;
-		// Monitor's sends wait there only when compressed (below), and a
+		// Only the stream's context ends a send waiting in grpc-go's
+		// queue; Monitor's do not wait there (one frame in flight), and a
 		// cancelled context would end a stream that finished cleanly with
 		// CANCELLED, so it is cancelled only for a send in progress.
 		c.ctl.cancel()
@@ -402,9 +405,8 @@ func (s *nativeStream) Send(f *outFrame) error {
 		// followed, so it is sent as it is.
 		return s.call.sendMsg(f)
 	}
-	// A compressed frame is grpc-go's own copy, and the gate opens as soon
-	// as it is made: a router whose channel compresses is bounded by
-	// grpc-go's queue and the write deadline instead.
+	// Never compressed (serveNative): grpc-go sends this very buffer and
+	// gives it back once written.
 	s.gate.slice = b
 	s.gate.inflight.Store(true) // before the send: grpc-go may write it before SendMsg returns
 	if err := s.call.sendMsg(gatedFrame{mem.NewBuffer(&s.gate.slice, &s.gate)}); err != nil {

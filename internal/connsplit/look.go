@@ -124,7 +124,7 @@ func (s *Splitter) sort(p *peeker) (verdict, error) {
 func giveUp(err error, h2 bool) (verdict, bool) {
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return verdict{h2: h2, reason: "FirstRequestTimeout passed"}, true
+		return verdict{h2: h2, reason: "its time to show what it is passed"}, true
 	case errors.Is(err, errPeekLimit):
 		return verdict{h2: h2, reason: "MaxPeekBytes reached"}, true
 	}

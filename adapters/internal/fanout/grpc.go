@@ -9,8 +9,9 @@ import (
 )
 
 // grpc-go's "gzip" and "deflate" (the zlib format, which grpc-go lacks
-// and grpcio routers may use) compress a message once for every stream
-// that sends the same bytes, as Options does for connect. grpc-go keeps
+// and grpcio routers may use): what a client compresses is read, and a
+// message several streams send alike (ORCA's, Watch's) is compressed
+// once, as Options does for connect. grpc-go keeps
 // one compressor per name for the whole process and wants them
 // registered at init, so importing this package replaces its own gzip
 // everywhere, with the same format.

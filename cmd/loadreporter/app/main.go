@@ -39,6 +39,7 @@ type Main struct {
 	serveDone     chan error
 	split         *connsplit.Splitter // nil without a native port
 	nativeDone    chan error
+	splitDone     chan error // the splitter's accept loop ended, and why
 	closeOnce     sync.Once
 	closeErr      error
 }
@@ -144,10 +145,13 @@ func (m *Main) Start() error {
 		}
 		m.split, httpLn = split, split.Other()
 		m.p.Metrics.WatchPortConnections(split.Counts)
+		m.splitDone = make(chan error, 1)
 		go func() {
-			if err := split.Serve(); err != nil {
+			err := split.Serve()
+			if err != nil {
 				m.p.Log.Error("the port stopped accepting connections", "err", err)
 			}
+			m.splitDone <- err
 		}()
 		m.nativeDone = serveNative(m.p.Native.srv, split.GRPC())
 	}
@@ -188,6 +192,7 @@ func (m *Main) Run(ctx context.Context) error {
 		m.serveDone <- serveErr // Close reads it again
 	case serveErr = <-m.nativeDone: // nil without a native port: never ready
 		m.nativeDone <- serveErr
+	case serveErr = <-m.splitDone: // the listener failed: the servers' nil says nothing
 	}
 	return errors.Join(serveErr, m.Close())
 }

@@ -116,10 +116,11 @@ const (
 	idleTimeout     = 2 * time.Minute
 	sendPingTimeout = 30 * time.Second
 	pingTimeout     = 15 * time.Second
-	// FirstRequestTimeout is how long a new connection of the port may
-	// take to show what it is (its first bytes, and over h2c its first
-	// request) before the HTTP server gets it as it is: the idle timeout,
-	// as a gRPC channel connects ahead of its first call.
+	// FirstRequestTimeout is how long a new h2c connection of the port
+	// may take to send its first request before the HTTP server gets it
+	// as it is: the idle timeout, as a gRPC channel connects ahead of its
+	// first call. Its first bytes get the splitter's default, net/http's
+	// header timeout.
 	FirstRequestTimeout = idleTimeout
 )
 
