@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -78,9 +77,6 @@ func NewNativeServer(h http.Handler, o NativeOptions) (*grpc.Server, error) {
 		grpc.MaxConcurrentStreams(uint32(o.MaxStreamsPerConn)),
 		grpc.MaxRecvMsgSize(o.MaxRecvMsgBytes),
 		grpc.MaxHeaderListSize(uint32(o.MaxHeaderBytes)),
-		// The write buffer goes back to a pool between writes: a fleet of
-		// idle connections holds none.
-		grpc.SharedWriteBuffer(true),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionIdle: o.IdleTimeout, Time: o.PingAfter, Timeout: o.PingTimeout}),
 		// net/http refuses no PING that is answered in turn; routers that
@@ -153,7 +149,3 @@ func (nativeCodec) Unmarshal(data mem.BufferSlice, v any) error {
 type rawMessage []byte
 
 var _ encoding.CodecV2 = nativeCodec{}
-
-// errNotNative is what nativeStream's methods return outside the native
-// server.
-var errNotNative = errors.New("not a native gRPC stream")
