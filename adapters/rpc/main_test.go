@@ -60,7 +60,21 @@ func serveNativeH2C(t testing.TB, handler func(...connect.HandlerOption) (string
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle(handler())
-	srv, err := NewNativeServer(WithTransportInfo(BoundWritesAtShutdown(stopping, finalWrite, mux)), testNativeOptions())
+	addr := startNative(t, WithTransportInfo(BoundWritesAtShutdown(stopping, finalWrite, mux)))
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &protocols, HTTP2: &http.HTTP2Config{
+		MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10,
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	return "http://" + addr, &http.Client{Transport: tr}
+}
+
+// startNative serves h on the native server on 127.0.0.1, stopped when
+// the test ends, and returns its address.
+func startNative(t testing.TB, h http.Handler) string {
+	t.Helper()
+	srv, err := NewNativeServer(h, testNativeOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,17 +87,11 @@ func serveNativeH2C(t testing.TB, handler func(...connect.HandlerOption) (string
 		defer close(done)
 		_ = srv.Serve(ln)
 	}()
-	var protocols http.Protocols
-	protocols.SetUnencryptedHTTP2(true)
-	tr := &http.Transport{Protocols: &protocols, HTTP2: &http.HTTP2Config{
-		MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10,
-	}}
 	t.Cleanup(func() {
-		tr.CloseIdleConnections()
 		srv.Stop()
 		<-done
 	})
-	return "http://" + ln.Addr().String(), &http.Client{Transport: tr}
+	return ln.Addr().String()
 }
 
 func testNativeOptions() NativeOptions {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -26,28 +25,11 @@ import (
 // client connection to it.
 func nativeBridge(t *testing.T, h http.Handler) *grpc.ClientConn {
 	t.Helper()
-	srv, err := NewNativeServer(WithTransportInfo(h), testNativeOptions())
+	cc, err := grpc.NewClient(startNative(t, WithTransportInfo(h)), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
-	cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cc.Close()
-		srv.Stop()
-		<-done
-	})
+	t.Cleanup(func() { _ = cc.Close() })
 	return cc
 }
 
