@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"bytes"
+	"errors"
 	"context"
 	"runtime/pprof"
 	"strings"
@@ -58,5 +59,24 @@ func TestMonitorStreamHoldsOneGoroutine(t *testing.T) {
 			m.sess.end(nil)
 			m.endsOK()
 		})
+	}
+}
+
+// TestWriterFinishesOnce: the pump and a drain may both find a native
+// stream over (its frame in flight past the deadline, its session ended);
+// the first ending is the stream's, and the second is no panic.
+func TestWriterFinishesOnce(t *testing.T) {
+	t.Parallel()
+	w := newWriter(nil, nil, nil, "r1", newFakeSession("r1"), nil, nil)
+	first, second := errors.New("the router took no frame"), errors.New("the session ended")
+	w.finish(first)
+	w.finish(second)
+	select {
+	case <-w.finished:
+	default:
+		t.Fatal("finished is still open")
+	}
+	if w.result != first {
+		t.Fatalf("result %v, want the first ending's %v", w.result, first)
 	}
 }
