@@ -2,8 +2,8 @@ package rpc
 
 import (
 	"bytes"
-	"errors"
 	"context"
+	"errors"
 	"runtime/pprof"
 	"strings"
 	"testing"
