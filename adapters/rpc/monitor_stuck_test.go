@@ -110,14 +110,18 @@ func TestMonitorStuckReaderEndsWithItsSession(t *testing.T) {
 	t.Parallel()
 	for _, code := range []string{domain.CodeLeaseExpired, domain.CodeReplaced} {
 		t.Run(code, func(t *testing.T) {
-			eachClient(t, func(t *testing.T, proto []connect.ClientOption) {
-				m, mon := stuckRouter(t, proto, newFakeSession("r1"))
+			endsWithItsSession := func(t *testing.T, proto []connect.ClientOption, native bool) {
+				m, mon := stuckRouterOn(t, proto, newFakeSession("r1"), native)
 				m.sess.end(domain.Errorf(code, "ended"))
 				returnsWithin(t, m, 3*time.Second, code)
 				// Its last frame could not be sent; the ending still counts.
 				if got := mon.StreamErrors()[code]; got != 1 {
 					t.Errorf("StreamErrors[%s] = %d, want 1", code, got)
 				}
+			}
+			eachClient(t, func(t *testing.T, proto []connect.ClientOption) { endsWithItsSession(t, proto, false) })
+			t.Run("grpc-native", func(t *testing.T) {
+				endsWithItsSession(t, []connect.ClientOption{connect.WithGRPC()}, true)
 			})
 		})
 	}
@@ -301,22 +305,6 @@ func TestNativeStuckRouterHoldsOneFrame(t *testing.T) {
 	m.deliver(latest)
 	m.sess.end(domain.Errorf(domain.CodeLeaseExpired, "ended"))
 	returnsWithin(t, m, 3*time.Second, "the session's end")
-}
-
-// TestNativeStuckRouterEndsWithItsSession is
-// TestMonitorStuckReaderEndsWithItsSession on the native server.
-func TestNativeStuckRouterEndsWithItsSession(t *testing.T) {
-	t.Parallel()
-	for _, code := range []string{domain.CodeLeaseExpired, domain.CodeReplaced} {
-		t.Run(code, func(t *testing.T) {
-			m, mon := stuckRouterOn(t, []connect.ClientOption{connect.WithGRPC()}, newFakeSession("r1"), true)
-			m.sess.end(domain.Errorf(code, "ended"))
-			returnsWithin(t, m, 3*time.Second, code)
-			if got := mon.StreamErrors()[code]; got != 1 {
-				t.Errorf("StreamErrors[%s] = %d, want 1", code, got)
-			}
-		})
-	}
 }
 
 // TestNativeStalledRouterEnds: a router whose keep_alives arrive but

@@ -92,19 +92,6 @@ func (w *writer) drain() {
 	defer w.drains.Done()
 	for {
 		w.mu.Lock()
-		if w.closed || !w.pending() {
-			w.running = false
-			w.mu.Unlock()
-			return
-		}
-		w.mu.Unlock()
-		// Only with a frame to send: a drain that just sent must not wait
-		// for that frame to be written before it can end.
-		if err := w.ready(); err != nil {
-			w.failed(err)
-			return
-		}
-		w.mu.Lock()
 		if w.closed {
 			w.running = false
 			w.mu.Unlock()
@@ -139,29 +126,6 @@ func (w *writer) drain() {
 	}
 }
 
-// readier is a stream that holds one frame in flight after its Send
-// returns (the native one): ready waits until it is written.
-type readier interface{ ready() error }
-
-// ready waits, under the stall guard, until the stream can take a frame
-// without queueing it behind one not yet written, so the outbox, not the
-// transport, keeps what a router that stopped reading has not taken.
-func (w *writer) ready() error {
-	r, ok := w.st.(readier)
-	if !ok {
-		return nil
-	}
-	w.mu.Lock()
-	bound := w.claimBound(ended(w.sub))
-	w.mu.Unlock()
-	if bound {
-		w.bound()
-	}
-	w.stall.Arm()
-	defer w.stall.Disarm()
-	return r.ready()
-}
-
 // failed ends the writer on a send that failed.
 func (w *writer) failed(err error) {
 	if ended(w.sub) && w.sub.Err() != nil {
@@ -170,12 +134,6 @@ func (w *writer) failed(err error) {
 		w.m.noteEnd(w.st, w.routerID, w.sub.Err())
 	}
 	w.finish(err)
-}
-
-// pending reports whether there is a frame to send: the ack, a report or,
-// once the session ended, its last frame. Called under mu.
-func (w *writer) pending() bool {
-	return w.ack != nil || len(w.sub.Reports()) > 0 || ended(w.sub)
 }
 
 // next takes what to send next: the ack, then the latest report, then,

@@ -13,9 +13,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/tap"
-	"google.golang.org/protobuf/proto"
-
-	"github.com/loadreporter/loadreporter/adapters/internal/fanout"
 )
 
 // NativeOptions are the bounds of the native gRPC server, the same the
@@ -111,18 +108,16 @@ func controlFrom(ctx context.Context) *streamControl {
 	return c
 }
 
-// nativeCodec is the native server's one codec: the bridge relays
-// messages as bytes, Monitor receives router frames and sends its frames'
-// shared encoding as it is.
+// nativeCodec is the native server's one codec: messages are received as
+// bytes (the bridge relays them, Monitor decodes its router frames with
+// its own checks), and Monitor's frames are sent as their shared
+// encoding.
 type nativeCodec struct{}
 
 func (nativeCodec) Name() string { return "proto" }
 
 func (nativeCodec) Marshal(v any) (mem.BufferSlice, error) {
 	switch m := v.(type) {
-	case *fanout.Message:
-		b, err := m.Binary() // shared by every stream of a fire: never written to
-		return mem.BufferSlice{mem.SliceBuffer(b)}, err
 	case gatedFrame:
 		return mem.BufferSlice{m.buf}, nil
 	case rawMessage:
@@ -136,11 +131,6 @@ func (nativeCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	case *rawMessage:
 		*m = data.Materialize()
 		return nil
-	case proto.Message:
-		if len(data) == 1 {
-			return unmarshalBinary(data[0].ReadOnlyData(), m)
-		}
-		return unmarshalBinary(data.Materialize(), m)
 	}
 	return fmt.Errorf("native codec cannot receive into %T", v)
 }

@@ -51,7 +51,7 @@ func (b *bridge) serve(_ any, ss grpc.ServerStream) error {
 		return status.Error(codes.Internal, "the stream has no control")
 	}
 	call := &nativeCall{ss: ss, ctl: ctl, log: b.log}
-	req := newBridgeRequest(context.WithValue(ctl.outer, nativeCallKey{}, call), method, ss)
+	req := newBridgeRequest(context.WithValue(ctl.outer, nativeCallKey{}, call), call, method)
 	w := &bridgeWriter{call: call, header: http.Header{}}
 	if err := b.serveHTTP(w, req, method); err != nil {
 		call.stopTimers()
@@ -88,7 +88,8 @@ func (b *bridge) serveHTTP(w http.ResponseWriter, r *http.Request, method string
 
 // newBridgeRequest is the HTTP/2 request the port's handler sees for a
 // call: its metadata as headers, its messages as the body.
-func newBridgeRequest(ctx context.Context, method string, ss grpc.ServerStream) *http.Request {
+func newBridgeRequest(ctx context.Context, call *nativeCall, method string) *http.Request {
+	ss := call.ss
 	md, _ := metadata.FromIncomingContext(ss.Context())
 	h := make(http.Header, len(md)+1)
 	host := ""
@@ -123,7 +124,7 @@ func newBridgeRequest(ctx context.Context, method string, ss grpc.ServerStream) 
 	r := &http.Request{
 		Method: http.MethodPost, URL: &url.URL{Path: method}, RequestURI: method,
 		Proto: "HTTP/2.0", ProtoMajor: 2, Header: h, Host: host, RemoteAddr: remote,
-		ContentLength: -1, Body: &bridgeBody{call: nativeCallFrom(ctx)},
+		ContentLength: -1, Body: &bridgeBody{call: call},
 	}
 	return r.WithContext(ctx)
 }
@@ -146,7 +147,6 @@ type nativeCall struct {
 	readTimer, writeTimer *time.Timer
 	writeExpired          chan struct{} // closed when the write deadline passed
 	expired               bool
-	sending               bool // a Monitor send is in grpc-go's SendMsg
 	onExpire              func()
 	bodyDone              bool // the body returned io.EOF: no read left to bound
 	done                  bool // the handler returned: timers do nothing
@@ -240,29 +240,13 @@ func (c *nativeCall) expireWriteLocked() {
 	if f := c.onExpire; f != nil {
 		go f() // the pump ends a stream whose frame is still in flight
 	}
-	if !c.native || c.sending {
+	if !c.native {
 		// Only the stream's context ends a send waiting in grpc-go's
-		// queue; Monitor's do not wait there (one frame in flight), and a
-		// cancelled context would end a stream that finished cleanly with
-		// CANCELLED, so it is cancelled only for a send in progress.
+		// queue. Monitor's never wait there (one frame in flight, whose
+		// wait Send watches), and a cancelled context would end a stream
+		// that finished cleanly with CANCELLED.
 		c.ctl.cancel()
 	}
-}
-
-// sendMsg is ss.SendMsg, marked as in progress for the write deadline.
-func (c *nativeCall) sendMsg(m any) error {
-	c.mu.Lock()
-	c.sending = true
-	expired := c.expired
-	c.mu.Unlock()
-	if expired {
-		c.ctl.cancel()
-	}
-	err := c.ss.SendMsg(m)
-	c.mu.Lock()
-	c.sending = false
-	c.mu.Unlock()
-	return err
 }
 
 // writeDeadline is closed once the write deadline has passed.
@@ -289,8 +273,9 @@ func (c *nativeCall) stopTimers() {
 // nativeStream is a Monitor stream on the native server.
 //
 // It holds one frame in grpc-go at a time, as net/http holds one in the
-// stream's write: its writer waits (ready) until grpc-go has written the
-// frame in flight before it takes the next one from the session's outbox,
+// stream's write: the pump takes the next report from the session's
+// outbox only once grpc-go has written the frame in flight (and Send
+// waits for it, within the write deadline, when a drain sends),
 // so a router that stops reading holds one frame in the server, never
 // grpc-go's whole queue of 64 KiB a stream (which at 10 000 stuck routers
 // would pin hundreds of megabytes and hand a slow router reports seconds
@@ -401,15 +386,15 @@ func (s *nativeStream) Send(f *outFrame) error {
 		return err
 	}
 	if mem.IsBelowBufferPoolingThreshold(cap(b)) {
-		// grpc-go would not give a buffer this small back: it cannot be
-		// followed, so it is sent as it is.
-		return s.call.sendMsg(f)
+		// grpc-go gives back only buffers over its pooling threshold; the
+		// fan-out's encodings have the room, this copy is for any other.
+		b = append(make([]byte, 0, 2<<10+len(b)), b...)
 	}
 	// Never compressed (serveNative): grpc-go sends this very buffer and
 	// gives it back once written.
 	s.gate.slice = b
 	s.gate.inflight.Store(true) // before the send: grpc-go may write it before SendMsg returns
-	if err := s.call.sendMsg(gatedFrame{mem.NewBuffer(&s.gate.slice, &s.gate)}); err != nil {
+	if err := s.call.ss.SendMsg(gatedFrame{mem.NewBuffer(&s.gate.slice, &s.gate)}); err != nil {
 		s.gate.inflight.Store(false)
 		return err
 	}

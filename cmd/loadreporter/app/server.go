@@ -265,7 +265,6 @@ func (t *TLS) Config() *tls.Config {
 // with --native-grpc=false.
 type NativePort struct {
 	srv *grpc.Server
-	log *slog.Logger
 	// firstRequest bounds how long a new connection may take to show
 	// what it is before it goes to the HTTP server as it is.
 	firstRequest time.Duration
@@ -283,5 +282,5 @@ func NewNativePort(c ServerConfig, streams StreamsConfig, h http.Handler, t *TLS
 	if err != nil {
 		return nil, err
 	}
-	return &NativePort{srv: srv, log: log, firstRequest: serving.FirstRequestTimeout}, nil
+	return &NativePort{srv: srv, firstRequest: serving.FirstRequestTimeout}, nil
 }
