@@ -21,8 +21,14 @@ var fineLead = 2 * time.Millisecond // a variable only so tests can stretch the 
 
 // preciseTimer waits on Go's timer until fineLead before at, then on a
 // timerfd (CLOCK_MONOTONIC, nanosecond resolution) registered with Go's
-// netpoller. Without timerfd (seccomp, no file descriptors left) the last
-// stretch is a plain sleep: as late as Go's timer, never early.
+// netpoller, and on a read deadline at the same time, whichever is first.
+// An idle process wakes on the timerfd: its netpoller sleeps in whole
+// milliseconds, but a timerfd's expiry ends that sleep. A busy one wakes
+// on the deadline: its processors, with goroutines to run, look at the
+// netpoller only when they run out of work (or every 10 ms, from the
+// runtime's monitor), but at Go's timers each time they switch goroutines.
+// Without timerfd (seccomp, no file descriptors left) the last stretch is
+// a plain sleep: as late as Go's timer, never early.
 type preciseTimer struct {
 	at time.Time
 	c  chan time.Time
@@ -66,17 +72,17 @@ func (t *preciseTimer) waitFine() {
 	d := time.Until(t.at)
 	var f *timerfd
 	if d > 0 {
-		f = takeTimerfd(d)
+		f = takeTimerfd(d + timerfdDelay)
+	}
+	if f != nil {
+		// Set under mu: a Stop from now on moves it to the past.
+		_ = f.f.SetReadDeadline(t.at)
 		t.fine = f
 	}
 	t.mu.Unlock()
 
-	var err error
-	switch {
-	case f != nil:
-		err = f.wait()
-	case d > 0:
-		time.Sleep(d)
+	if f != nil {
+		f.wait() // expired, the deadline passed, or Stop
 	}
 
 	t.mu.Lock()
@@ -85,10 +91,22 @@ func (t *preciseTimer) waitFine() {
 		t.fine = nil // Stop touches it no more: it may go back
 		f.release()
 	}
-	if err == nil && !t.stopped {
-		t.c <- time.Now() // buffered, and sent at most once
+	for !t.stopped {
+		rest := time.Until(t.at)
+		if rest <= 0 {
+			t.c <- time.Now() // buffered, and sent at most once
+			return
+		}
+		// No timerfd, or a read that failed early: never fire early.
+		t.mu.Unlock()
+		time.Sleep(rest)
+		t.mu.Lock()
 	}
 }
+
+// timerfdDelay delays every timerfd's expiry; only tests set it, to see
+// the read deadline fire a fine wait alone.
+var timerfdDelay time.Duration
 
 // timerfd is a non-blocking timerfd in Go's netpoller. A fire loop with
 // phases waits on one several times an interval, so they are kept for
@@ -132,11 +150,11 @@ func takeTimerfd(d time.Duration) *timerfd {
 	return t
 }
 
-// wait blocks until the timerfd expires (nil) or interrupt ends it.
-func (t *timerfd) wait() error {
+// wait blocks until the timerfd expires, its read deadline passes or
+// interrupt ends it.
+func (t *timerfd) wait() {
 	var expirations [8]byte
-	_, err := t.f.Read(expirations[:])
-	return err
+	_, _ = t.f.Read(expirations[:])
 }
 
 // interrupt ends a wait in progress, and the next one, at once.

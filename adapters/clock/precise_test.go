@@ -107,6 +107,35 @@ func TestAFineWaitFiresOnceAtItsTimeAndKeepsItsTimerfd(t *testing.T) {
 	}
 }
 
+// TestAFineWaitAlsoEndsAtItsReadDeadline: the last stretch ends at its
+// time even if the timerfd says nothing, as when the netpoller is not
+// looked at (every processor busy): the read deadline, one of Go's
+// timers, ends the wait then.
+func TestAFineWaitAlsoEndsAtItsReadDeadline(t *testing.T) {
+	stretchFineLead(t)
+	closeIdleTimerfds()
+	timerfdDelay = time.Hour
+	t.Cleanup(func() { timerfdDelay = 0 })
+	at := time.Now().Add(30 * time.Millisecond)
+	tm := Precise{}.NewTimer(at)
+	select {
+	case got := <-tm.C():
+		if got.Before(at) {
+			t.Fatalf("fired %v early", at.Sub(got))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a fine wait whose timerfd had not expired never ended at its deadline")
+	}
+	waitFor(t, "the timerfd kept, disarmed", func() bool { return kept() == 1 })
+	timerfdDelay = 0
+	// The timerfd kept is disarmed: the next wait on it is its own.
+	at = time.Now().Add(10 * time.Millisecond)
+	next := Precise{}.NewTimer(at)
+	if got := <-next.C(); got.Before(at) {
+		t.Fatalf("the next timer on the kept timerfd fired %v early", at.Sub(got))
+	}
+}
+
 func TestATimerStoppedBeforeItsLastStretchNeverOpensATimerfd(t *testing.T) {
 	before := timerfds(t)
 	tm := Precise{}.NewTimer(time.Now().Add(time.Hour))

@@ -33,15 +33,18 @@ type asyncStream interface {
 // each running while the queue holds something.
 type pump struct {
 	mu      sync.Mutex
-	queue   []*writer
+	queue   []pumpJob
 	running int
 	size    int
 }
 
+// pumpJob is what the pump runs: a writer's next send.
+type pumpJob interface{ pumpOnce() }
+
 func newPump() *pump { return &pump{size: max(runtime.GOMAXPROCS(0), 1)} }
 
 // add queues w, starting a goroutine if fewer than size run.
-func (p *pump) add(w *writer) {
+func (p *pump) add(w pumpJob) {
 	p.mu.Lock()
 	p.queue = append(p.queue, w)
 	start := p.running < p.size
@@ -54,8 +57,17 @@ func (p *pump) add(w *writer) {
 	}
 }
 
+// yieldEvery is how many sends a pump goroutine makes before it lets a
+// waiting goroutine run: a fire loop woken at its deadline waits for the
+// processor a burst holds, and would otherwise wait until the burst ends
+// or the runtime preempts it (10 ms).
+const yieldEvery = 16
+
 func (p *pump) run() {
-	for {
+	for n := 1; ; n++ {
+		if n%yieldEvery == 0 {
+			runtime.Gosched()
+		}
 		p.mu.Lock()
 		if len(p.queue) == 0 {
 			p.running--
