@@ -26,16 +26,12 @@ import (
 // gone, the stream must be gone within FinalWriteTimeout too, or a router
 // could hold streams and goroutines past its lease, outside MaxSessions.
 
-// stuckRouter registers over proto, then stops reading while a report too
-// large for its window is being sent to it, and returns its test harness
-// and its Monitor once the handler is blocked in that send: the client
-// has taken a window's worth of it, so encoding it (a second or more
-// under the race detector, which no write deadline bounds) is over.
-func stuckRouter(t *testing.T, proto []connect.ClientOption, sess *fakeSession) (*monitorTest, *Monitor) {
-	return stuckRouterOn(t, proto, sess, false)
-}
-
-// stuckRouterOn is stuckRouter, on the native server when native is set.
+// stuckRouterOn registers over proto, then stops reading while a report
+// too large for its window is being sent to it, and returns its test
+// harness and its Monitor once the handler is blocked in that send: the
+// client has taken a window's worth of it, so encoding it (a second or
+// more under the race detector, which no write deadline bounds) is over.
+// It serves on the native server when native is set, else on net/http.
 func stuckRouterOn(t *testing.T, proto []connect.ClientOption, sess *fakeSession, native bool) (*monitorTest, *Monitor) {
 	return stuckRouterWith(t, proto, sess, native, MonitorOptions{FinalWriteTimeout: 100 * time.Millisecond})
 }
