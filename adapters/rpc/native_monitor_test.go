@@ -178,13 +178,14 @@ func TestNativeMonitorStreamHoldsOneGoroutine(t *testing.T) {
 		r.send(keepAliveFrame) // read by the stream's one goroutine
 		waitCall(t, ctx, sessions[i], "keep_alive")
 	}
-	// Each stream: the server's handler goroutine, and the one grpc-go's
-	// client keeps for each stream it opens (grpc-go v1.85.0 stream.go,
-	// newClientStreamWithParams).
-	monitor, all := settle(t, ctx, func(m, a int) bool { return m-baseMonitor <= n && a-baseAll <= 2*n })
-	if monitor-baseMonitor != n || all-baseAll != 2*n {
-		t.Fatalf("%d registered native streams hold %d goroutines running Monitor's code and %d in all, want %d and %d (%d a stream on the server)",
-			n, monitor-baseMonitor, all-baseAll, n, 2*n, 1)
+	// In all, each stream may hold the server's handler goroutine and the
+	// one grpc-go's client keeps for each stream it opens (grpc-go v1.85.0
+	// stream.go, newClientStreamWithParams); what earlier tests left
+	// winding down only lowers the count.
+	ok := func(m, a int) bool { return m-baseMonitor == n && a-baseAll <= 2*n }
+	if monitor, all := settle(t, ctx, ok); !ok(monitor, all) {
+		t.Fatalf("%d registered native streams hold %d goroutines running Monitor's code and %d in all, want %d and at most %d (one a stream on the server)",
+			n, monitor-baseMonitor, all-baseAll, n, 2*n)
 	}
 
 	for _, s := range sessions {
@@ -197,21 +198,28 @@ func TestNativeMonitorStreamHoldsOneGoroutine(t *testing.T) {
 }
 
 // settle waits, within ctx, until the goroutines running Monitor's code
-// and those of the whole process, as counted, satisfy done and stay so
-// for a few looks (a report's writer or a timer's goroutine comes and
-// goes); it returns the counts then, or the last ones seen at ctx's end.
+// and those of the whole process satisfy done, unchanged over a few looks
+// (a report's writer or a timer's goroutine comes and goes); it returns
+// the counts then, or the last ones seen within half of ctx's time left
+// (the rest is the test's, whose streams then still live).
 func settle(t *testing.T, ctx context.Context, done func(monitor, all int) bool) (int, int) {
 	t.Helper()
-	calm := 0
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Until(deadline)/2)
+		defer cancel()
+	}
+	calm, lastM, lastA := 0, -1, -1
 	for {
 		m, a := monitorGoroutines(), runtime.NumGoroutine()
-		if done(m, a) {
+		if done(m, a) && m == lastM && a == lastA {
 			if calm++; calm == 5 {
 				return m, a
 			}
 		} else {
 			calm = 0
 		}
+		lastM, lastA = m, a
 		select {
 		case <-ctx.Done():
 			return m, a
