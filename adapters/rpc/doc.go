@@ -38,10 +38,13 @@
 // router's lease lives on when only its reports are lost).
 //
 // A registered Monitor stream holds one goroutine, its handler's, which
-// reads the router's frames; its reports are written by a goroutine that
-// runs only while the session's outbox holds something, and the handler's
-// read is woken (a read deadline in the past) when that goroutine ended
-// the stream.
+// reads the router's frames, on both ways in; its reports are written by a
+// goroutine that runs only while the session's outbox holds something,
+// and the handler's read is woken when that goroutine ended the stream:
+// on net/http by a read deadline in the past, on grpc-go's server by
+// ending the stream with the status the handler returns (a failed read
+// there would end it with its own, and the last frame must be followed by
+// OK).
 //
 // A Monitor stream costs the reporter a bounded amount whatever the router
 // does (MonitorOptions): it must register within FirstFrameTimeout, it may

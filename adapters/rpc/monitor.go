@@ -169,6 +169,38 @@ type stream interface {
 	peerAddr() string
 }
 
+// selfEnding is a stream that can end itself with a status, which wakes
+// a read of it in progress: the native one, where no read deadline can
+// (bridgeWriter.SetReadDeadline says why).
+type selfEnding interface {
+	// canEnd reports whether endWith works on this stream.
+	canEnd() bool
+	// endWith ends the stream with err's status (nil is OK) behind the
+	// frames already sent, and fails a read in progress and every later
+	// one. Only the first ending of the stream counts.
+	endWith(err error)
+}
+
+// canWakeRead reports whether wakeRead works on st.
+func canWakeRead(st stream, tr *transport) bool {
+	if e, ok := st.(selfEnding); ok && e.canEnd() {
+		return true
+	}
+	return tr.canInterruptRead()
+}
+
+// wakeRead makes the handler's read of st fail at once, and every later
+// one: a native stream ends with result's status, the status the handler
+// is about to return; any other is given a read deadline in the past,
+// after which the handler can still send.
+func wakeRead(st stream, tr *transport, result error) {
+	if e, ok := st.(selfEnding); ok && e.canEnd() {
+		e.endWith(result)
+		return
+	}
+	tr.interruptRead()
+}
+
 // connectStream is a Monitor stream connect serves.
 type connectStream struct {
 	*connect.BidiStream[pb.RouterFrame, outFrame]
@@ -235,15 +267,19 @@ func (m *Monitor) serve(ctx context.Context, st stream) error {
 
 // relay reads the router's frames in the handler's own goroutine until
 // the stream ends, from either side. The writer wakes the read when it
-// ended the stream; where nothing can (no WithTransportInfo, or a
-// transport without read deadlines), the read runs in a goroutine of its
-// own, as a stream ends once its handler returns.
+// ended the stream (wakeRead): on net/http with a read deadline in the
+// past, on grpc-go's server by writing the stream's status, which the
+// handler then returns. Where nothing can (no WithTransportInfo on
+// net/http, or a grpc-go whose stream has no WriteStatus), the read runs
+// in a goroutine of its own, as a stream ends once its handler returns.
 func (m *Monitor) relay(ctx context.Context, st stream, tr *transport, r *receiver, w *writer, sub RouterSession) error {
 	read := make(chan error, 1)
-	if tr.canInterruptRead() {
+	if canWakeRead(st, tr) {
 		// The stream's deadline (grpc-timeout, connect-timeout-ms) or
-		// cancellation wakes the read as the writer's end does.
-		stop := context.AfterFunc(ctx, func() { tr.interruptRead() })
+		// cancellation wakes the read as the writer's end does; the
+		// handler then returns the context's error, whose status a native
+		// stream ends with.
+		stop := context.AfterFunc(ctx, func() { wakeRead(st, tr, ctx.Err()) })
 		defer stop()
 		read <- r.relay(sub)
 	} else {
@@ -287,7 +323,11 @@ func (m *Monitor) relay(ctx context.Context, st stream, tr *transport, r *receiv
 			}
 			return m.endRead(st, tr, sub.RouterID(), err)
 		case <-ctx.Done():
-			w.close()
+			if !w.close() {
+				// Ended by the writer: a native stream's status, once
+				// written, ends its context too.
+				return w.result
+			}
 			return ctx.Err()
 		}
 	}

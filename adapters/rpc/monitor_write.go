@@ -151,7 +151,8 @@ func (w *writer) next() (ack *outFrame, rep *domain.Report, last bool) {
 	return nil, nil, ended(w.sub)
 }
 
-// finish records how the stream ends and wakes the handler from its read.
+// finish records how the stream ends and wakes the handler from its read;
+// a native stream ends there, with the status the handler will return.
 // Only the first call counts: the pump and a drain may both find the
 // stream over.
 func (w *writer) finish(result error) {
@@ -163,8 +164,8 @@ func (w *writer) finish(result error) {
 		return
 	}
 	w.result = result
-	close(w.finished)
-	w.tr.interruptRead()
+	close(w.finished) // before the wake: it is why the read failed
+	wakeRead(w.st, w.tr, result)
 }
 
 // close stops the writer and waits until no drain touches the stream. It

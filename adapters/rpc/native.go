@@ -86,10 +86,13 @@ func NewNativeServer(h http.Handler, o NativeOptions) (*grpc.Server, error) {
 
 // tapStream gives each stream a context of its own that the stream's
 // handler can cancel: grpc-go has no read or write deadline per stream,
-// and a cancelled stream context is what ends its blocked read
-// (interruptRead) and its send waiting for a router that stopped reading
-// (setWriteDeadline). The context the call's handler sees is the one
-// before it, which ends only when the stream does.
+// and a cancelled stream context is what ends a relayed call's blocked
+// read (its read deadline) and its send waiting for a client that
+// stopped reading (its write deadline). The context the call's handler
+// sees is the one before it, which ends only when the stream does.
+// Monitor's stream never cancels it (grpc-go would end the stream with
+// CANCELLED): it ends itself with its own status instead
+// (nativeStream.endWith).
 func tapStream(ctx context.Context, _ *tap.Info) (context.Context, error) {
 	inner, cancel := context.WithCancel(ctx)
 	return context.WithValue(inner, streamControlKey{}, &streamControl{outer: ctx, cancel: cancel}), nil

@@ -178,7 +178,18 @@ func (c *nativeCall) serveNative(f func(*nativeStream) error) {
 	}
 	st := &nativeStream{call: c, done: c.ss.Context().Done()}
 	st.gate.signal = make(chan struct{}, 1)
+	// grpc-go's transport stream (*transport.ServerStream in v1.85.0)
+	// writes a status at once, from any goroutine; without it (another
+	// grpc-go), nothing but the stream's end wakes a read, and Monitor
+	// reads in a goroutine of its own.
+	st.status, _ = grpc.ServerTransportStreamFromContext(c.ss.Context()).(statusWriter)
 	c.result = f(st)
+}
+
+// statusWriter is what grpc-go's transport stream offers to end a stream
+// before its handler returns.
+type statusWriter interface {
+	WriteStatus(*status.Status) error
 }
 
 // setReadDeadline bounds the reads of a relayed call: past t, a read in
@@ -285,9 +296,10 @@ func (c *nativeCall) stopTimers() {
 // costs no wait: its last frame is long written when the next report
 // comes.
 type nativeStream struct {
-	call *nativeCall
-	gate sendGate
-	done <-chan struct{} // the stream's context's, read once: its chain of values is deep
+	call   *nativeCall
+	gate   sendGate
+	done   <-chan struct{} // the stream's context's, read once: its chain of values is deep
+	status statusWriter    // nil: the stream cannot end itself (endWith)
 }
 
 // sendGate is the mem.BufferPool of one stream's frames: Put is grpc-go
@@ -399,6 +411,23 @@ func (s *nativeStream) Send(f *outFrame) error {
 		return err
 	}
 	return nil
+}
+
+func (s *nativeStream) canEnd() bool { return s.status != nil }
+
+// endWith ends the stream with err's status, as the handler's return
+// would: grpc-go queues the trailers behind the frames already sent (its
+// writer keeps a stream's frames in order), marks the stream done and
+// cancels its context, which fails the handler's read in progress. The
+// status that read's failure would write (grpc-go's serverStream.RecvMsg
+// writes one for any error but io.EOF), and the one grpc-go writes when
+// the handler returns, are then no-ops: the stream is done (grpc-go
+// v1.85.0 internal/transport/http2_server.go, writeStatus).
+func (s *nativeStream) endWith(err error) {
+	// It fails only when the connection is closing, or the trailers are
+	// over the peer's header list limit (grpc-go then resets the stream):
+	// either way the stream ends and the read with it.
+	_ = s.status.WriteStatus(status.Convert(grpcStatus(err)))
 }
 
 func (s *nativeStream) peerAddr() string {
@@ -516,8 +545,9 @@ func (w *bridgeWriter) Flush() {}
 //
 // A stream Monitor serves itself has no read deadline: grpc-go ends a
 // stream whose read fails with that failure's status at once, and
-// Monitor's last frame must be followed by status OK. Monitor then reads
-// in a goroutine of its own, which ends with the stream.
+// Monitor's last frame must be followed by status OK. Monitor instead
+// wakes its read by ending the stream with the status it returns
+// (nativeStream.endWith).
 func (w *bridgeWriter) SetReadDeadline(t time.Time) error {
 	if w.call.isNative() {
 		return http.ErrNotSupported

@@ -66,12 +66,18 @@ func hugeReport() *domain.Report {
 // BoundWritesAtShutdown, mounted as the reporter mounts them.
 func TestMonitorStuckReaderOnShutdown(t *testing.T) {
 	t.Parallel()
-	eachClient(t, func(t *testing.T, proto []connect.ClientOption) {
+	onShutdown := func(t *testing.T, proto []connect.ClientOption, native bool) {
 		stopping, shutdown := context.WithCancel(context.Background())
 		defer shutdown()
 		reg := &fakeRegistrar{sess: newFakeSession("r1"), calls: make(chan string, 16), stopping: stopping}
 		mon := mustMonitor(t, reg, MonitorOptions{FinalWriteTimeout: 100 * time.Millisecond})
-		url, hc := serveH2C(t, mon.Handler, stopping, 100*time.Millisecond)
+		var url string
+		var hc *http.Client
+		if native {
+			url, hc = serveNativeH2C(t, mon.Handler, stopping, 100*time.Millisecond)
+		} else {
+			url, hc = serveH2C(t, mon.Handler, stopping, 100*time.Millisecond)
+		}
 		ctx, cancel := context.WithCancel(testContext(t))
 		defer cancel()
 		client := loadmonitorv1connect.NewLoadMonitorServiceClient(hc, url, proto...)
@@ -83,7 +89,9 @@ func TestMonitorStuckReaderOnShutdown(t *testing.T) {
 		shutdown()
 		m.sess.end(domain.Errorf(domain.CodeShuttingDown, "the reporter is shutting down"))
 		m.waitClosed() // the handler returned
-	})
+	}
+	eachClient(t, func(t *testing.T, proto []connect.ClientOption) { onShutdown(t, proto, false) })
+	t.Run("grpc-native", func(t *testing.T) { onShutdown(t, []connect.ClientOption{connect.WithGRPC()}, true) })
 }
 
 // TestTransportInfo: the handler behind WithTransportInfo finds the
