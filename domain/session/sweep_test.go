@@ -74,40 +74,64 @@ func TestSweepDueAtIsTheEarliestDueDeadline(t *testing.T) {
 // ./domain/session -run '^$' -bench FireLook`): look is a Sweep with
 // nothing due, what the loop does when its timer wakes early or a router
 // joins; fire is one fire's share, the Sweep that finds it due, the
-// Deliver to the due routers and the Sweep for the next wake.
+// Deliver to the due routers and the Sweep for the next wake. The walk
+// variants run the plain walks the index replaced (walkSweep,
+// walkDeliver) on the same table.
 func BenchmarkFireLook(b *testing.B) {
 	const phases = 10
+	type ways struct {
+		sweep   func(*Table, time.Time) Sweep
+		deliver func(*Table, *domain.Report, time.Time) (PerKind, PerKind)
+	}
 	for _, n := range []int{1000, 10000} {
-		tb, now := fireLookTable(b, n, phases)
-		b.Run(fmt.Sprintf("sessions=%d/look", n), func(b *testing.B) {
-			for b.Loop() {
-				if tb.Sweep(now).Due {
-					b.Fatal("due")
-				}
-			}
-		})
-		b.Run(fmt.Sprintf("sessions=%d/fire", n), func(b *testing.B) {
-			tb, now := fireLookTable(b, n, phases)
-			r := report(2)
-			i := 0
-			for b.Loop() {
-				now = now.Add(time.Second / phases)
-				sw := tb.Sweep(now)
-				if !sw.Due || !sw.DueAt.Equal(now) {
-					b.Fatalf("at %v: due %v at %v", now.Sub(epoch), sw.Due, sw.DueAt.Sub(epoch))
-				}
-				if d, _ := tb.Deliver(r, now); d[KindMonitor] != n/phases {
-					b.Fatalf("delivered %d, want %d", d[KindMonitor], n/phases)
-				}
-				if sw := tb.Sweep(now); sw.Due || len(sw.Expired) != 0 {
-					b.Fatal("due after the fire")
-				}
-				if i++; i%1000 == 0 { // the routers' keep-alives, off the clock
-					b.StopTimer()
-					for _, s := range tb.ordered {
-						s.Renew(now)
+		for _, way := range []struct {
+			name string
+			ways
+		}{
+			{"", ways{(*Table).Sweep, (*Table).Deliver}},
+			{"-walk", ways{(*Table).walkSweep, (*Table).walkDeliver}},
+		} {
+			b.Run(fmt.Sprintf("sessions=%d/look%s", n, way.name), func(b *testing.B) {
+				tb, now := fireLookTable(b, n, phases)
+				for b.Loop() {
+					if way.sweep(tb, now).Due {
+						b.Fatal("due")
 					}
-					b.StartTimer()
+				}
+			})
+			b.Run(fmt.Sprintf("sessions=%d/fire%s", n, way.name), func(b *testing.B) {
+				tb, now := fireLookTable(b, n, phases)
+				r := report(2)
+				i := 0
+				for b.Loop() {
+					now = now.Add(time.Second / phases)
+					sw := way.sweep(tb, now)
+					if !sw.Due || !sw.DueAt.Equal(now) {
+						b.Fatalf("at %v: due %v at %v", now.Sub(epoch), sw.Due, sw.DueAt.Sub(epoch))
+					}
+					if d, _ := way.deliver(tb, r, now); d[KindMonitor] != n/phases {
+						b.Fatalf("delivered %d, want %d", d[KindMonitor], n/phases)
+					}
+					if sw := way.sweep(tb, now); sw.Due || len(sw.Expired) != 0 {
+						b.Fatal("due after the fire")
+					}
+					if i++; i%1000 == 0 { // the routers' keep-alives, off the clock
+						b.StopTimer()
+						for _, s := range tb.ordered {
+							s.Renew(now)
+						}
+						b.StartTimer()
+					}
+				}
+			})
+		}
+		// What the look costs once a lease, when the leases' bound comes
+		// before the next deadline (and, with a lease run out, at it).
+		b.Run(fmt.Sprintf("sessions=%d/lease-walk", n), func(b *testing.B) {
+			tb, now := fireLookTable(b, n, phases)
+			for b.Loop() {
+				if len(tb.leasePass(now)) != 0 {
+					b.Fatal("expired")
 				}
 			}
 		})
