@@ -349,9 +349,9 @@ type Sweep struct {
 // Wake is exactly the earliest deadline or expiry. The look before a
 // fire, whose deadline is due, thus walks only when a lease may have run
 // out, and the look after one about once a lease. At 1 000 and 10 000
-// routers on ten phases a look takes about 50 ns where a walk of the
-// table took 30 and 260-390 µs, and a walk of the leases 20 and 200 µs
-// (BenchmarkFireLook).
+// routers on ten phases a look takes 40-50 ns where a walk of the table
+// took 30-35 and 260-390 µs, and a walk of the leases 13-20 and 140-210
+// µs (BenchmarkFireLook, on a shared 2-core machine).
 func (t *Table) Sweep(now time.Time) Sweep {
 	var out Sweep
 	walked := false
@@ -387,8 +387,8 @@ func (t *Table) Sweep(now time.Time) Sweep {
 // It looks at the due sessions only: those of the earliest deadline first,
 // the sessions of one deadline in registration order. A fire's share at
 // 1 000 and 10 000 routers on ten phases (the look that finds it due,
-// Deliver to the tenth due, the look after) takes 13 and 175 µs where
-// walks took 80 µs and 1.1 ms (BenchmarkFireLook).
+// Deliver to the tenth due, the look after) takes 10-13 and 105-175 µs
+// where walks took 70-90 µs and 0.9-1.1 ms (BenchmarkFireLook).
 func (t *Table) Deliver(r *domain.Report, at time.Time) (delivered, dropped PerKind) {
 	var served []*Session // one-shots, removed after the pass
 	due := t.takeDue(at)
