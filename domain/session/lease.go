@@ -27,13 +27,19 @@ func (l *lease) set(ttl time.Duration, now time.Time) {
 	l.expiry.Store(l.offset(now) + int64(ttl))
 }
 
-// renew moves the expiry to now + ttl unless the lease was swept.
+// renew moves the expiry to now + ttl unless the lease was swept. It
+// never moves it earlier: a renewal that lands after a later one (two
+// goroutines, each with its own now) keeps the later expiry, so the
+// table's lower bound on every expiry (Table.Sweep) holds whoever renews.
 func (l *lease) renew(now time.Time) bool {
 	next := l.offset(now) + l.ttl.Load()
 	for {
 		old := l.expiry.Load()
 		if old == swept {
 			return false
+		}
+		if old >= next {
+			return true
 		}
 		if l.expiry.CompareAndSwap(old, next) {
 			return true

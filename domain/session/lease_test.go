@@ -76,3 +76,24 @@ func TestRenewRacesTheSweep(t *testing.T) {
 		t.Fatal("the lease never expired")
 	}
 }
+
+// TestRenewNeverShortensTheLease: a renewal that lands after a later one
+// (two goroutines, each with its own now) keeps the later expiry. The
+// table watches leases through a lower bound on their expiries that only
+// Add and Update lower; a renewal that moved an expiry earlier would run
+// out unseen until the bound.
+func TestRenewNeverShortensTheLease(t *testing.T) {
+	t.Parallel()
+	tb := NewTable(DefaultLimits(), Grid{Schedule: Anchored}, epoch)
+	s := mustAdd(t, tb, monitor("r", time.Minute, time.Second), ms(0))
+	tb.Deliver(report(1), ms(0))
+	if !s.Renew(ms(900)) || !s.Renew(ms(500)) {
+		t.Fatal("a live session refused a renewal")
+	}
+	if sw := tb.Sweep(ms(1600)); len(sw.Expired) != 0 || !sw.Wake.Equal(ms(1900)) {
+		t.Fatalf("at 1.6 s: %d expired, wake %v; want the lease to 1.9 s kept", len(sw.Expired), sw.Wake.Sub(epoch))
+	}
+	if got := tb.Sweep(ms(1900)).Expired; len(got) != 1 {
+		t.Fatalf("at 1.9 s: %d expired, want the session", len(got))
+	}
+}

@@ -69,67 +69,87 @@ func TestSweepDueAtIsTheEarliestDueDeadline(t *testing.T) {
 	}
 }
 
-// threePasses is how the fire loop looked at the table before Sweep: one
-// pass to expire leases, one for a due session, one for the next wake. It
-// is the baseline BenchmarkFireLook compares with.
-func (t *Table) threePasses(now time.Time) (due bool, wake time.Time, ok bool) {
-	var expired []*Session
-	for _, s := range t.ordered {
-		if s.leased && s.lease.sweep(now) {
-			expired = append(expired, s)
-		}
+// The fire loop's look at the table, at 1 000 and 10 000 routers at 1 s
+// on 10 phases, so that each fire serves a tenth of them (`go test
+// ./domain/session -run '^$' -bench FireLook`): look is a Sweep with
+// nothing due, what the loop does when its timer wakes early or a router
+// joins; fire is one fire's share, the Sweep that finds it due, the
+// Deliver to the due routers and the Sweep for the next wake. The walk
+// variants run the plain walks the index replaced (walkSweep,
+// walkDeliver) on the same table.
+func BenchmarkFireLook(b *testing.B) {
+	const phases = 10
+	type ways struct {
+		sweep   func(*Table, time.Time) Sweep
+		deliver func(*Table, *domain.Report, time.Time) (PerKind, PerKind)
 	}
-	for _, s := range expired {
-		t.remove(s, domain.Errorf(domain.CodeLeaseExpired,
-			"no keep_alive within the %d ms lease", s.cfg.Lease.Milliseconds()))
-	}
-	for _, s := range t.ordered {
-		if !s.next.After(now) {
-			due = true
-			break
+	for _, n := range []int{1000, 10000} {
+		for _, way := range []struct {
+			name string
+			ways
+		}{
+			{"", ways{(*Table).Sweep, (*Table).Deliver}},
+			{"-walk", ways{(*Table).walkSweep, (*Table).walkDeliver}},
+		} {
+			b.Run(fmt.Sprintf("sessions=%d/look%s", n, way.name), func(b *testing.B) {
+				tb, now := fireLookTable(b, n, phases)
+				for b.Loop() {
+					if way.sweep(tb, now).Due {
+						b.Fatal("due")
+					}
+				}
+			})
+			b.Run(fmt.Sprintf("sessions=%d/fire%s", n, way.name), func(b *testing.B) {
+				tb, now := fireLookTable(b, n, phases)
+				r := report(2)
+				i := 0
+				for b.Loop() {
+					now = now.Add(time.Second / phases)
+					sw := way.sweep(tb, now)
+					if !sw.Due || !sw.DueAt.Equal(now) {
+						b.Fatalf("at %v: due %v at %v", now.Sub(epoch), sw.Due, sw.DueAt.Sub(epoch))
+					}
+					if d, _ := way.deliver(tb, r, now); d[KindMonitor] != n/phases {
+						b.Fatalf("delivered %d, want %d", d[KindMonitor], n/phases)
+					}
+					if sw := way.sweep(tb, now); sw.Due || len(sw.Expired) != 0 {
+						b.Fatal("due after the fire")
+					}
+					if i++; i%1000 == 0 { // the routers' keep-alives, off the clock
+						b.StopTimer()
+						for _, s := range tb.ordered {
+							s.Renew(now)
+						}
+						b.StartTimer()
+					}
+				}
+			})
 		}
-	}
-	for _, s := range t.ordered {
-		if !ok || s.next.Before(wake) {
-			wake, ok = s.next, true
-		}
-		if s.leased {
-			if e := s.lease.expires(); e.Before(wake) {
-				wake = e
+		// What the look costs once a lease, when the leases' bound comes
+		// before the next deadline (and, with a lease run out, at it).
+		b.Run(fmt.Sprintf("sessions=%d/lease-walk", n), func(b *testing.B) {
+			tb, now := fireLookTable(b, n, phases)
+			for b.Loop() {
+				if len(tb.leasePass(now)) != 0 {
+					b.Fatal("expired")
+				}
 			}
-		}
+		})
 	}
-	return due, wake, ok
 }
 
-// The fire loop's look at the table before and after each fire: the three
-// passes it made against one Sweep, side by side at 1 000 and 10 000
-// routers on 100 phases (`go test ./domain/session -run '^$' -bench
-// FireLook`).
-func BenchmarkFireLook(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
-		tb := NewTable(Limits{MaxSessions: n, MinInterval: time.Millisecond, MaxInterval: time.Hour, MinLease: time.Second, MaxLease: time.Hour},
-			Grid{Schedule: Aligned, PhaseSlots: 100}, epoch)
-		for i := range n {
-			mustAddB(b, tb, monitor(fmt.Sprint("r", i), time.Second, time.Minute), ms(0))
-		}
-		tb.Deliver(report(1), ms(0))
-		now := ms(5)
-		b.Run(fmt.Sprintf("sessions=%d/three-passes", n), func(b *testing.B) {
-			for b.Loop() {
-				if due, _, _ := tb.threePasses(now); due {
-					b.Fatal("due")
-				}
-			}
-		})
-		b.Run(fmt.Sprintf("sessions=%d/sweep", n), func(b *testing.B) {
-			for b.Loop() {
-				if tb.Sweep(now).Due {
-					b.Fatal("due")
-				}
-			}
-		})
+// fireLookTable is n routers at 1 s on phases phases, each had its first
+// report at 0, and the moment just before the first fire of the next
+// phase due (each phase's first deadline is at least half an interval
+// after the first report).
+func fireLookTable(b *testing.B, n, phases int) (*Table, time.Time) {
+	tb := NewTable(Limits{MaxSessions: n, MinInterval: time.Millisecond, MaxInterval: time.Hour, MinLease: time.Second, MaxLease: time.Hour},
+		Grid{Schedule: Aligned, PhaseSlots: phases}, epoch)
+	for i := range n {
+		mustAddB(b, tb, monitor(fmt.Sprint("r", i), time.Second, time.Hour), ms(0))
 	}
+	tb.Deliver(report(1), ms(0))
+	return tb, ms(400)
 }
 
 func mustAddB(b *testing.B, tb *Table, o Options, now time.Time) {

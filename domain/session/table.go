@@ -58,6 +58,8 @@ type Session struct {
 	oneShot  bool      // ends after its first report
 	slot     int       // the session's phase slot (Grid.PhaseSlots)
 	outbox   *Outbox
+	bucket   *bucket // its deadline's in the index, nil while out of it
+	gen      uint32  // its entry in bucket is current while it carries gen
 }
 
 // ID is unique among all sessions a table ever held.
@@ -90,9 +92,11 @@ type Table struct {
 	epoch  time.Time
 	lastID uint64
 	byID   map[uint64]*Session
-	// ordered holds the live sessions by ID, i.e. in registration order, so
-	// every fire serves them in the same order: a router's place in the
-	// fan-out, and so its report spacing, stays steady from fire to fire.
+	// ordered holds the live sessions by ID, i.e. in registration order,
+	// the order every fire serves a deadline's sessions in (the index
+	// sorts by it): a router's place in the fan-out, and so its report
+	// spacing, stays steady from fire to fire. Lease walks, RemoveAll and
+	// DeliverBetween walk it.
 	ordered  []*Session
 	byRouter map[string]*Session // Monitor sessions by router_id
 	counts   [numKinds]int
@@ -105,6 +109,15 @@ type Table struct {
 	// fraction of it), so counting intervals together would open phases
 	// of a minority interval on pull times of their own.
 	placed map[time.Duration][]int
+	// idx indexes the sessions by deadline, and leaseBound (an offset
+	// from epoch, as leases keep expiries, or noLeaseBound) lies at or
+	// before every live lease's expiry: a look finds what is due, and
+	// whether a lease may have run out, without a walk (index.go).
+	idx        deadlines
+	leaseBound int64
+	// visited counts the sessions Sweep and Deliver looked at, stale
+	// index entries included: what the tests check a look costs.
+	visited int
 }
 
 // NewTable returns an empty table whose aligned grid starts at epoch. The
@@ -114,6 +127,7 @@ func NewTable(limits Limits, grid Grid, epoch time.Time) *Table {
 		limits: limits, grid: grid, epoch: epoch,
 		byID: map[uint64]*Session{}, byRouter: map[string]*Session{},
 		inSlot: make([]int, grid.slots()), placed: map[time.Duration][]int{},
+		leaseBound: noLeaseBound,
 	}
 }
 
@@ -200,7 +214,9 @@ func (t *Table) Add(o Options, now time.Time) (s, replaced *Session, err error) 
 	}
 	if s.leased {
 		s.lease.set(o.Config.Lease, now)
+		t.lowerLeaseBound(s)
 	}
+	t.index(s)
 	t.byID[s.id] = s
 	t.ordered = append(t.ordered, s) // IDs only grow: stays sorted
 	if o.Kind == KindMonitor {
@@ -232,8 +248,10 @@ func (t *Table) remove(s *Session, err error) {
 }
 
 // removeMany ends every session of list with errOf's error in one pass
-// over the order, where one remove each would shift it once each: a fleet
-// whose leases all ran out together (a partition) or a shutdown.
+// over the order from the first of them, where one remove each would
+// shift it once each: a fleet whose leases all ran out together (a
+// partition), a shutdown, or a burst of polls (the newest sessions: the
+// pass covers little more than them).
 func (t *Table) removeMany(list []*Session, errOf func(*Session) error) {
 	if len(list) <= removeOneByOne { // a poll or two a fire: a search and a shift each beat a pass
 		for _, s := range list {
@@ -241,10 +259,14 @@ func (t *Table) removeMany(list []*Session, errOf func(*Session) error) {
 		}
 		return
 	}
+	first := list[0].id
 	for _, s := range list {
+		first = min(first, s.id)
 		t.forget(s, errOf(s))
 	}
-	t.ordered = slices.DeleteFunc(t.ordered, func(s *Session) bool { return t.byID[s.id] != s })
+	i, _ := slices.BinarySearchFunc(t.ordered, first, func(x *Session, id uint64) int { return cmp.Compare(x.id, id) })
+	kept := slices.DeleteFunc(t.ordered[i:], func(s *Session) bool { return t.byID[s.id] != s })
+	t.ordered = t.ordered[:i+len(kept)]
 }
 
 // removeOneByOne is how many sessions removeMany removes one at a time
@@ -254,6 +276,10 @@ const removeOneByOne = 16
 // forget ends s and drops it from everything but the order.
 func (t *Table) forget(s *Session, err error) {
 	delete(t.byID, s.id)
+	t.unindex(s)
+	if len(t.byID) == 0 {
+		t.leaseBound = noLeaseBound // the bound of leases that are gone
+	}
 	if t.byRouter[s.routerID] == s {
 		delete(t.byRouter, s.routerID)
 	}
@@ -295,9 +321,11 @@ func (t *Table) Update(s *Session, cfg Config, now time.Time, moveDeadline bool)
 	s.cfg = cfg
 	if s.leased {
 		s.lease.set(cfg.Lease, now)
+		t.lowerLeaseBound(s)
 	}
 	if moveDeadline && !s.first {
 		s.next = t.grid.Schedule.afterUpdate(t.sessionEpoch(s), cfg.Interval, now)
+		t.index(s)
 	}
 	return true
 }
@@ -311,34 +339,44 @@ type Sweep struct {
 	HasWake bool       // false when no session lives
 }
 
-// Sweep looks at the table once: it ends every session whose lease ran out
-// at or before now, then reports, over the sessions left, whether one is
-// due and when the next deadline or expiry is. The fire loop looks before
-// and after each fire, so it walks the table once per look instead of three
-// times (expiry, due, next wake): 8-13 % less time per look at 1 000-10 000
-// sessions (BenchmarkFireLook).
+// Sweep looks at the table: it ends every session whose lease ran out at
+// or before now, then reports, over the sessions left, whether one is due
+// and when the next deadline or expiry is. It costs what it finds, not
+// what the table holds: the deadlines are indexed (index.go), and the
+// leases, which renew without the table, are walked only when a lower
+// bound on their expiries says that one may have run out by now or may
+// run out before the next deadline; that walk makes the bound exact, so
+// Wake is exactly the earliest deadline or expiry. The look before a
+// fire, whose deadline is due, thus walks only when a lease may have run
+// out, and the look after one about once a lease. At 1 000 and 10 000
+// routers on ten phases a look takes 40-50 ns where a walk of the table
+// took 30-35 and 260-390 µs, and a walk of the leases 13-20 and 140-210
+// µs (BenchmarkFireLook, on a shared 2-core machine).
 func (t *Table) Sweep(now time.Time) Sweep {
 	var out Sweep
-	for _, s := range t.ordered {
-		if s.leased && s.lease.sweep(now) {
-			out.Expired = append(out.Expired, s)
-			continue
-		}
-		if !s.next.After(now) && (!out.Due || s.next.Before(out.DueAt)) {
-			out.Due, out.DueAt = true, s.next
-		}
-		if !out.HasWake || s.next.Before(out.Wake) {
-			out.Wake, out.HasWake = s.next, true
-		}
-		if s.leased {
-			if e := s.lease.expires(); e.Before(out.Wake) {
-				out.Wake = e
-			}
+	walked := false
+	if t.mayExpire(now) {
+		out.Expired, walked = t.leasePass(now), true
+		t.removeMany(out.Expired, func(s *Session) error {
+			return domain.Errorf(domain.CodeLeaseExpired, "no keep_alive within the %d ms lease", s.cfg.Lease.Milliseconds())
+		})
+	}
+	b := t.earliest()
+	if b == nil {
+		return out
+	}
+	if !walked && t.leaseBound < int64(b.key) {
+		t.leasePass(now) // ends nothing: no lease ran out by now
+	}
+	out.Wake, out.HasWake = b.at, true
+	if b.key <= t.offset(now) {
+		out.Due, out.DueAt = true, b.at
+	}
+	if t.leaseBound != noLeaseBound {
+		if e := t.epoch.Add(time.Duration(t.leaseBound)); e.Before(out.Wake) {
+			out.Wake = e
 		}
 	}
-	t.removeMany(out.Expired, func(s *Session) error {
-		return domain.Errorf(domain.CodeLeaseExpired, "no keep_alive within the %d ms lease", s.cfg.Lease.Milliseconds())
-	})
 	return out
 }
 
@@ -346,12 +384,15 @@ func (t *Table) Sweep(now time.Time) Sweep {
 // time, so sessions that registered during the pull share it), advances
 // their deadlines, removes one-shot sessions, and returns how many sessions
 // received r per kind and how many of them had to drop an unread report.
+// It looks at the due sessions only: those of the earliest deadline first,
+// the sessions of one deadline in registration order. A fire's share at
+// 1 000 and 10 000 routers on ten phases (the look that finds it due,
+// Deliver to the tenth due, the look after) takes 10-13 and 105-175 µs
+// where walks took 70-90 µs and 0.9-1.1 ms (BenchmarkFireLook).
 func (t *Table) Deliver(r *domain.Report, at time.Time) (delivered, dropped PerKind) {
 	var served []*Session // one-shots, removed after the pass
-	for _, s := range t.ordered {
-		if s.next.After(at) {
-			continue
-		}
+	due := t.takeDue(at)
+	for _, s := range due {
 		if s.outbox.Offer(r) {
 			dropped[s.kind]++
 		}
@@ -362,7 +403,9 @@ func (t *Table) Deliver(r *domain.Report, at time.Time) (delivered, dropped PerK
 		}
 		s.next = t.grid.Schedule.afterReport(t.sessionEpoch(s), s.cfg.Interval, s.next, at, s.first)
 		s.first = false
+		t.index(s)
 	}
+	clear(due) // the table's scratch holds no session past the call
 	t.removeMany(served, func(*Session) error { return nil })
 	return delivered, dropped
 }
