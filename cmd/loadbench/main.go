@@ -42,6 +42,7 @@ type options struct {
 	suite    bool     // run every scenario of suiteScenarios
 	child    string   // internal: run as the server child ("ours", "orca", "perstream" or "grpcfanout")
 	profile  string   // write a CPU profile of our server's measured window here
+	before   string   // an earlier build's loadbench binary, whose ours is the before peer
 	// clientBDP keeps grpc-go's bandwidth probing on the client (a PING
 	// after data arrives, as grpc-go and grpcio clients do by default);
 	// false fixes the windows, which turns it off, as tonic's default does.
@@ -58,12 +59,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.measure, "measure", 10*time.Second, "measured time")
 	fs.IntVar(&o.conns, "conns", 1, "HTTP/2 connections the streams are spread over")
 	fs.IntVar(&o.ranks, "ranks", 8, "DP ranks of the instant engine")
-	peers := fs.String("peers", orcaRef+","+floorRef, "what ours is compared with, comma-separated, each measured in turn: orca (grpc-go server shaped like ORCA's service: the targets' first reference), grpcfanout (a bare grpc-go server sending one encoded report per fire to every stream: the transport's floor, the second), perstream (ORCA's shape on connect and net/http), nethttp (loadreporter with --native-grpc=false: every connection on net/http)")
+	peers := fs.String("peers", orcaRef+","+floorRef, "what ours is compared with, comma-separated, each measured in turn: orca (grpc-go server shaped like ORCA's service: the targets' first reference), grpcfanout (a bare grpc-go server sending one encoded report per fire to every stream: the transport's floor, the second), perstream (ORCA's shape on connect and net/http), nethttp (loadreporter with --native-grpc=false: every connection on net/http), before (loadreporter as the --before binary ships it)")
 	slots := fs.String("phase-slots", "default", "loadreporter's --phase-slots, comma-separated: ours is measured once for each; default is as shipped (auto), per100 one phase per 100 routers of the scenario (10 at 1 000, 100 at 10 000)")
 	fs.BoolVar(&o.suite, "suite", false, "run every scenario (1 and 100 × 100 ms; 1 000 × 100 ms over 1, 10 and 1 000 connections; 10 000 × 1 s over 100) and print the targets met and not")
 	fs.StringVar(&o.profile, "profile", "", "write a CPU profile of loadreporter's measured window to this file, and its heap profile and memory statistics just before the window to FILE.heap and FILE.mem (with --suite: one set per scenario, suffixed)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "the same as --profile")
 	fs.BoolVar(&o.clientBDP, "client-bdp", true, "the client probes each connection's bandwidth with a PING after data arrives (grpc-go's and grpcio's default); false fixes its windows at 64 KiB, which turns the probing off (tonic's default)")
+	fs.StringVar(&o.before, "before", "", "an earlier build's loadbench binary: with the peer before, its loadreporter as shipped is measured beside this one's (a step's before and after in one run)")
 	fs.StringVar(&o.child, "child", "", "internal: serve as the child process (ours, orca, grpcfanout or perstream)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -76,6 +78,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return serveChild(ctx, o)
 	}
 	if o.peers, err = parsePeers(*peers); err != nil {
+		return err
+	}
+	if err := checkBefore(o); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "loadbench %s, load average %s\n", time.Now().Format(time.DateTime), machine.LoadAvg())
@@ -165,12 +170,29 @@ func parsePeers(s string) ([]string, error) {
 	var out []string
 	for f := range strings.SplitSeq(s, ",") {
 		f = strings.TrimSpace(f)
-		if f != orcaRef && f != floorRef && f != "perstream" && f != netHTTPRef || slices.Contains(out, f) {
-			return nil, fmt.Errorf("--peers %q: want orca, grpcfanout, perstream or nethttp, each at most once, separated by commas", s)
+		if f != orcaRef && f != floorRef && f != "perstream" && f != netHTTPRef && f != beforeRef || slices.Contains(out, f) {
+			return nil, fmt.Errorf("--peers %q: want orca, grpcfanout, perstream, nethttp or before, each at most once, separated by commas", s)
 		}
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// checkBefore refuses the before peer without --before, and --before
+// without the peer or naming no program that can run.
+func checkBefore(o options) error {
+	asked := slices.Contains(o.peers, beforeRef)
+	switch {
+	case asked && o.before == "":
+		return errors.New("--peers before needs --before, an earlier build's loadbench binary")
+	case !asked && o.before != "":
+		return fmt.Errorf("--before %q is measured only with before in --peers", o.before)
+	case asked:
+		if _, err := exec.LookPath(o.before); err != nil {
+			return fmt.Errorf("--before %q: %w", o.before, err)
+		}
+	}
+	return nil
 }
 
 // parseSlots reads --phase-slots: a comma-separated list of settings
@@ -220,6 +242,9 @@ func startChild(ctx context.Context, o options, kind string, slots int) (*exec.C
 	slotsArg := fmt.Sprint(slots)
 	if slots == defaultSlots {
 		slotsArg = "default"
+	}
+	if kind == beforeRef { // the earlier build serves as it shipped
+		self, kind = o.before, "ours"
 	}
 	cmd := exec.CommandContext(ctx, self, "--child", kind, "--ranks", fmt.Sprint(o.ranks),
 		"--routers", fmt.Sprint(o.routers), "--interval", o.interval.String(), "--phase-slots", slotsArg)

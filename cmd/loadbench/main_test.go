@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -58,6 +60,37 @@ func TestPhaseSlotsRefusesWhatLoadreporterRefuses(t *testing.T) {
 	}
 	if got, err := parsePeers("orca, grpcfanout"); err != nil || !slices.Equal(got, []string{"orca", "grpcfanout"}) {
 		t.Errorf("--peers orca,grpcfanout = %v, %v", got, err)
+	}
+}
+
+// The before peer is an earlier build's binary: asked for without one, or
+// one given but not asked for, or one that cannot run, is refused before
+// anything is measured.
+func TestTheBeforePeerNeedsABinary(t *testing.T) {
+	t.Parallel()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		peers, before, want string
+	}{
+		{"orca,before", "", "needs --before"},
+		{"orca", self, "only with before in --peers"},
+		{"before", filepath.Join(t.TempDir(), "missing"), "--before"},
+	} {
+		peers, err := parsePeers(c.peers)
+		if err != nil {
+			t.Fatalf("--peers %q: %v", c.peers, err)
+		}
+		err = checkBefore(options{peers: peers, before: c.before})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--peers %s --before %q: error %v, want one saying %q", c.peers, c.before, err, c.want)
+		}
+	}
+	peers, _ := parsePeers("orca,before")
+	if err := checkBefore(options{peers: peers, before: self}); err != nil {
+		t.Errorf("--peers orca,before --before %s: %v", self, err)
 	}
 }
 

@@ -72,13 +72,14 @@ func pulls(statsAddr string) int64 {
 // peer) or when /metrics fails.
 type counters struct{ dropped, fires, firesLate int64 }
 
-// serverCounters reads counters from loadreporter's /metrics. A peer serves
-// no /metrics; it is not asked, since an HTTP/1 request to a gRPC-only peer
-// draws its HTTP/2 SETTINGS, which net/http's client logs as an unsolicited
+// serverCounters reads counters from loadreporter's /metrics (ours, and
+// the peers that are loadreporter too). Another peer serves no /metrics;
+// it is not asked, since an HTTP/1 request to a gRPC-only peer draws its
+// HTTP/2 SETTINGS, which net/http's client logs as an unsolicited
 // response.
 func serverCounters(kind, addr string) counters {
 	c := counters{-1, -1, -1}
-	if kind != "ours" {
+	if kind != "ours" && kind != netHTTPRef && kind != beforeRef {
 		return c
 	}
 	b, err := fetch("http://" + addr + "/metrics")

@@ -17,6 +17,9 @@ const (
 	floorRef = "grpcfanout"
 	// netHTTPRef is loadreporter with every connection on net/http.
 	netHTTPRef = "nethttp"
+	// beforeRef is loadreporter as an earlier build shipped it (--before),
+	// for a step's before and after in one run.
+	beforeRef = "before"
 )
 
 // scenarioResult is one scenario: every reference and ours with one
