@@ -28,7 +28,7 @@ require (
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/time v0.16.0
-	google.golang.org/grpc v1.85.0
+	google.golang.org/grpc v1.85.0 // native Monitor streams end through its transport stream's WriteStatus: an upgrade must pass TestNativeMonitorEndings
 	google.golang.org/protobuf v1.36.12
 	gopkg.in/yaml.v3 v3.0.1
 )

@@ -181,7 +181,10 @@ func (c *nativeCall) serveNative(f func(*nativeStream) error) {
 	// grpc-go's transport stream (*transport.ServerStream in v1.85.0)
 	// writes a status at once, from any goroutine; without it (another
 	// grpc-go), nothing but the stream's end wakes a read, and Monitor
-	// reads in a goroutine of its own.
+	// reads in a goroutine of its own. The method is exported on a type
+	// of grpc-go's internal package, not a promised API: what it must do
+	// (end the stream, cancel its context) is what TestNativeMonitorEndings
+	// checks, and a grpc-go upgrade must pass it.
 	st.status, _ = grpc.ServerTransportStreamFromContext(c.ss.Context()).(statusWriter)
 	c.result = f(st)
 }

@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.profile, "profile", "", "write a CPU profile of loadreporter's measured window to this file, and its heap profile and memory statistics just before the window to FILE.heap and FILE.mem (with --suite: one set per scenario, suffixed)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "the same as --profile")
 	fs.BoolVar(&o.clientBDP, "client-bdp", true, "the client probes each connection's bandwidth with a PING after data arrives (grpc-go's and grpcio's default); false fixes its windows at 64 KiB, which turns the probing off (tonic's default)")
-	fs.StringVar(&o.before, "before", "", "an earlier build's loadbench binary: with the peer before, its loadreporter as shipped is measured beside this one's (a step's before and after in one run)")
+	fs.StringVar(&o.before, "before", "", "an earlier build's loadbench binary: with the peer before, its loadreporter as shipped is measured beside this one's (a step's before and after in one run); it must accept this build's --child, --ranks, --routers, --interval and --phase-slots")
 	fs.StringVar(&o.child, "child", "", "internal: serve as the child process (ours, orca, grpcfanout or perstream)")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -125,6 +125,11 @@ func TestServerCountersReadOursMetricsOnly(t *testing.T) {
 	if got := serverCounters("orca", addr(peer)); got != (counters{-1, -1, -1}) || peerAsked.Load() != 0 {
 		t.Errorf("a peer: %+v after %d requests, want all -1 without asking (a gRPC-only peer answers HTTP/1 with SETTINGS)", got, peerAsked.Load())
 	}
+	for _, kind := range []string{netHTTPRef, beforeRef} { // loadreporter too
+		if got := serverCounters(kind, addr(ours)); got != (counters{dropped: 42, fires: 100, firesLate: 5}) {
+			t.Errorf("%s: %+v, want its /metrics read as ours are", kind, got)
+		}
+	}
 	if got := counted(40, 42); got != 2 {
 		t.Errorf("counted(40, 42) = %d", got)
 	}

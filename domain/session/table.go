@@ -348,10 +348,8 @@ type Sweep struct {
 // run out before the next deadline; that walk makes the bound exact, so
 // Wake is exactly the earliest deadline or expiry. The look before a
 // fire, whose deadline is due, thus walks only when a lease may have run
-// out, and the look after one about once a lease. At 1 000 and 10 000
-// routers on ten phases a look takes 40-50 ns where a walk of the table
-// took 30-35 and 260-390 µs, and a walk of the leases 13-20 and 140-210
-// µs (BenchmarkFireLook, on a shared 2-core machine).
+// out, and the look after one about once a lease (BenchmarkFireLook
+// measures both against a walk; docs/performance.md has the figures).
 func (t *Table) Sweep(now time.Time) Sweep {
 	var out Sweep
 	walked := false
@@ -385,10 +383,7 @@ func (t *Table) Sweep(now time.Time) Sweep {
 // their deadlines, removes one-shot sessions, and returns how many sessions
 // received r per kind and how many of them had to drop an unread report.
 // It looks at the due sessions only: those of the earliest deadline first,
-// the sessions of one deadline in registration order. A fire's share at
-// 1 000 and 10 000 routers on ten phases (the look that finds it due,
-// Deliver to the tenth due, the look after) takes 10-13 and 105-175 µs
-// where walks took 70-90 µs and 0.9-1.1 ms (BenchmarkFireLook).
+// the sessions of one deadline in registration order.
 func (t *Table) Deliver(r *domain.Report, at time.Time) (delivered, dropped PerKind) {
 	var served []*Session // one-shots, removed after the pass
 	due := t.takeDue(at)
