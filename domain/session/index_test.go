@@ -44,19 +44,9 @@ func (t *Table) walkSweep(now time.Time) Sweep {
 func (t *Table) walkDeliver(r *domain.Report, at time.Time) (delivered, dropped PerKind) {
 	var served []*Session
 	for _, s := range t.ordered {
-		if s.next.After(at) {
-			continue
-		}
-		if s.outbox.Offer(r) {
-			dropped[s.kind]++
-		}
-		delivered[s.kind]++
-		if s.oneShot {
+		if !s.next.After(at) && t.serve(s, r, at, &delivered, &dropped) {
 			served = append(served, s)
-			continue
 		}
-		s.next = t.grid.Schedule.afterReport(t.sessionEpoch(s), s.cfg.Interval, s.next, at, s.first)
-		s.first = false
 	}
 	t.removeMany(served, func(*Session) error { return nil })
 	return delivered, dropped

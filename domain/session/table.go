@@ -388,21 +388,30 @@ func (t *Table) Deliver(r *domain.Report, at time.Time) (delivered, dropped PerK
 	var served []*Session // one-shots, removed after the pass
 	due := t.takeDue(at)
 	for _, s := range due {
-		if s.outbox.Offer(r) {
-			dropped[s.kind]++
-		}
-		delivered[s.kind]++
-		if s.oneShot {
+		if t.serve(s, r, at, &delivered, &dropped) {
 			served = append(served, s)
 			continue
 		}
-		s.next = t.grid.Schedule.afterReport(t.sessionEpoch(s), s.cfg.Interval, s.next, at, s.first)
-		s.first = false
 		t.index(s)
 	}
 	clear(due) // the table's scratch holds no session past the call
 	t.removeMany(served, func(*Session) error { return nil })
 	return delivered, dropped
+}
+
+// serve offers r to s, due at or before at, counts it, and moves s's
+// deadline; it reports whether s was a one-shot, which the caller removes.
+func (t *Table) serve(s *Session, r *domain.Report, at time.Time, delivered, dropped *PerKind) (oneShot bool) {
+	if s.outbox.Offer(r) {
+		dropped[s.kind]++
+	}
+	delivered[s.kind]++
+	if s.oneShot {
+		return true
+	}
+	s.next = t.grid.Schedule.afterReport(t.sessionEpoch(s), s.cfg.Interval, s.next, at, s.first)
+	s.first = false
+	return false
 }
 
 // DeliverBetween offers r to every Monitor session that has had its first
