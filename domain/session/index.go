@@ -215,20 +215,32 @@ const noLeaseBound = math.MaxInt64
 
 // lowerLeaseBound makes sure the bound lies at or before s's expiry,
 // after its lease was set (Add, Update): only set moves an expiry earlier;
-// a renewal only moves it later (lease.renew).
+// a renewal only moves it later (lease.renew). A lease that expires at
+// the bound holds it.
 func (t *Table) lowerLeaseBound(s *Session) {
-	t.leaseBound = min(t.leaseBound, s.lease.expiry.Load())
+	if e := s.lease.expiry.Load(); e <= t.leaseBound {
+		t.leaseBound, t.boundHolder = e, s
+	}
 }
 
 // mayExpire reports whether a lease may have run out at or before now.
 func (t *Table) mayExpire(now time.Time) bool { return int64(t.offset(now)) >= t.leaseBound }
 
+// boundExact reports whether the bound is the earliest expiry of the live
+// leases: every lease expires at or after it, and its holder's still at
+// it. A renewal of the holder (which the table is not told of), an
+// update of its lease or its end leave the bound merely a bound.
+func (t *Table) boundExact() bool {
+	return t.boundHolder != nil && t.boundHolder.lease.expiry.Load() == t.leaseBound
+}
+
 // leasePass walks the leases: it ends (returns, in registration order)
 // every session whose lease ran out at or before now, as lease.sweep
 // decides against racing renewals, and sets the bound to the earliest
-// expiry left, which is then exact.
+// expiry left, which is then exact, and its holder to that lease.
 func (t *Table) leasePass(now time.Time) (expired []*Session) {
 	bound := int64(noLeaseBound)
+	var holder *Session
 	t.visited += len(t.ordered)
 	for _, s := range t.ordered {
 		if !s.leased {
@@ -239,8 +251,10 @@ func (t *Table) leasePass(now time.Time) (expired []*Session) {
 			continue
 		}
 		// Renewals since the sweep only moved it later: still a bound.
-		bound = min(bound, s.lease.expiry.Load())
+		if e := s.lease.expiry.Load(); e < bound {
+			bound, holder = e, s
+		}
 	}
-	t.leaseBound = bound
+	t.leaseBound, t.boundHolder = bound, holder
 	return expired
 }

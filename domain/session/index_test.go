@@ -395,6 +395,9 @@ func checkIndex(t *testing.T, step int, what string, tb *Table) {
 			fail("session %d's lease expires at %v, before the bound %v", s.id, s.lease.expires().Sub(epoch), time.Duration(tb.leaseBound))
 		}
 	}
+	if h := tb.boundHolder; h != nil && (!tb.Live(h) || !h.leased) {
+		fail("the bound's holder, session %d, is gone or has no lease", h.id)
+	}
 }
 
 // TestALookCostsWhatIsDue: 10 000 routers at 1 s on ten phases, renewing
@@ -460,6 +463,64 @@ func TestALookCostsWhatIsDue(t *testing.T) {
 	if walks != 3 {
 		t.Fatalf("the leases were walked %d times in 6 s, want 3 (once per lease)", walks)
 	}
+}
+
+// TestLooksBeforeAnExactBoundDoNotWalk: routers at 10 s on 2 s leases,
+// the leases' bound before the next deadline. The looks before the bound
+// (joins, early wakes) walk the leases only when the lease that set the
+// bound moved (renewed, updated, ended), once; renewals of the others
+// leave it exact. Every look's result is the plain walk's.
+func TestLooksBeforeAnExactBoundDoNotWalk(t *testing.T) {
+	t.Parallel()
+	const n = 100
+	tb := NewTable(Limits{MaxSessions: n, MinInterval: time.Millisecond, MaxInterval: time.Hour, MinLease: time.Millisecond, MaxLease: time.Hour},
+		Grid{Schedule: Anchored}, epoch)
+	ss := make([]*Session, n)
+	for i := range n { // session i's lease runs out at i ms + 2 s
+		ss[i] = mustAdd(t, tb, monitor(fmt.Sprint("r", i), 10*time.Second, 2*time.Second), ms(i))
+	}
+	tb.Deliver(report(1), ms(n))
+	step := 0
+	look := func(what string, now time.Time, wantWake time.Time, wantWalks int) {
+		t.Helper()
+		step++
+		walks := 0
+		for range 5 {
+			before := tb.visited
+			got := tb.Sweep(now)
+			switch c := tb.visited - before; c {
+			case 0:
+			case tb.Len():
+				walks++
+			default:
+				t.Fatalf("%s: a look visited %d of %d sessions", what, c, tb.Len())
+			}
+			compareSweeps(t, step, what, now, tb.walkSweep(now), got) // nothing runs out: the walk changes nothing
+			if got.Due || !got.Wake.Equal(wantWake) {
+				t.Fatalf("%s: due %v, wake %v; want the lease expiry at %v", what, got.Due, got.Wake.Sub(epoch), wantWake.Sub(epoch))
+			}
+		}
+		if walks != wantWalks {
+			t.Fatalf("%s: five looks walked the leases %d times, want %d", what, walks, wantWalks)
+		}
+	}
+	look("the bound set by the joins", ms(200), ms(2000), 0)
+	for _, s := range ss[1:] {
+		s.Renew(ms(1000))
+	}
+	look("the others renewed", ms(1000), ms(2000), 0)
+	ss[0].Renew(ms(1100))
+	look("the bound's lease renewed", ms(1100), ms(3000), 1) // the others', renewed at 1 s
+	tb.Remove(ss[1], nil)
+	look("the bound's session removed", ms(1200), ms(3000), 1)
+	tb.Update(ss[2], Config{Interval: 10 * time.Second, Lease: 5 * time.Second}, ms(1300), false)
+	look("the bound's lease updated", ms(1300), ms(3000), 1)
+	tb.Update(ss[3], Config{Interval: 10 * time.Second, Lease: 500 * time.Millisecond}, ms(1400), false)
+	look("a lease shortened below the bound", ms(1400), ms(1900), 0)
+	late := monitor("late", 10*time.Second, 300*time.Millisecond)
+	late.FirstDue = ms(5000)
+	mustAdd(t, tb, late, ms(1500))
+	look("a join with a shorter lease", ms(1500), ms(1800), 0)
 }
 
 // TestIndexStaysBounded: a router that sends update_config in a loop, a

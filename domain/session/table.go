@@ -113,8 +113,11 @@ type Table struct {
 	// from epoch, as leases keep expiries, or noLeaseBound) lies at or
 	// before every live lease's expiry: a look finds what is due, and
 	// whether a lease may have run out, without a walk (index.go).
-	idx        deadlines
-	leaseBound int64
+	// boundHolder, when not nil, is the live session whose lease set the
+	// bound: while that lease still expires at it, the bound is exact.
+	idx         deadlines
+	leaseBound  int64
+	boundHolder *Session
 	// visited counts the sessions Sweep and Deliver looked at, stale
 	// index entries included: what the tests check a look costs.
 	visited int
@@ -280,6 +283,9 @@ func (t *Table) forget(s *Session, err error) {
 	if len(t.byID) == 0 {
 		t.leaseBound = noLeaseBound // the bound of leases that are gone
 	}
+	if t.boundHolder == s { // the bound stays one, no longer known exact
+		t.boundHolder = nil
+	}
 	if t.byRouter[s.routerID] == s {
 		delete(t.byRouter, s.routerID)
 	}
@@ -344,12 +350,14 @@ type Sweep struct {
 // and when the next deadline or expiry is. It costs what it finds, not
 // what the table holds: the deadlines are indexed (index.go), and the
 // leases, which renew without the table, are walked only when a lower
-// bound on their expiries says that one may have run out by now or may
-// run out before the next deadline; that walk makes the bound exact, so
-// Wake is exactly the earliest deadline or expiry. The look before a
-// fire, whose deadline is due, thus walks only when a lease may have run
-// out, and the look after one about once a lease (BenchmarkFireLook
-// measures both against a walk; docs/performance.md has the figures).
+// bound on their expiries says that one may have run out by now, or may
+// run out before the next deadline and is not known to be the earliest
+// expiry (boundExact); that walk makes the bound exact, so Wake is
+// exactly the earliest deadline or expiry. The look before a fire, whose
+// deadline is due, thus walks only when a lease may have run out, the
+// look after one about once a lease (BenchmarkFireLook measures both
+// against a walk; docs/performance.md has the figures), and the looks
+// between fires only once the lease that set the bound moved.
 func (t *Table) Sweep(now time.Time) Sweep {
 	var out Sweep
 	walked := false
@@ -363,7 +371,7 @@ func (t *Table) Sweep(now time.Time) Sweep {
 	if b == nil {
 		return out
 	}
-	if !walked && t.leaseBound < int64(b.key) {
+	if !walked && t.leaseBound < int64(b.key) && !t.boundExact() {
 		t.leasePass(now) // ends nothing: no lease ran out by now
 	}
 	out.Wake, out.HasWake = b.at, true
