@@ -17,9 +17,16 @@ import (
 // whose expiry wakes the netpoller at once: enough that Go's lateness never
 // eats into the fine wait, short enough that a timer stopped early (a pull
 // budget, a wake replaced because a router registered) never opens a file.
-var fineLead = 2 * time.Millisecond // a variable only so tests can stretch the last stretch
+const fineLead = 2 * time.Millisecond
 
-// preciseTimer waits on Go's timer until fineLead before at, then on a
+// fineWait is how a precise timer's last stretch goes: it starts lead
+// before the timer's time, on a timerfd that expires timerfdLate after
+// it. Precise's timers start it fineLead before, on a timerfd that
+// expires on time; a test gives its own timers a wait on the timerfd for
+// all of their time, to watch it, or one that only the read deadline ends.
+type fineWait struct{ lead, timerfdLate time.Duration }
+
+// preciseTimer waits on Go's timer until wait.lead before at, then on a
 // timerfd (CLOCK_MONOTONIC, nanosecond resolution) registered with Go's
 // netpoller, and on a read deadline at the same time, whichever is first.
 // An idle process wakes on the timerfd: its netpoller sleeps in whole
@@ -30,8 +37,9 @@ var fineLead = 2 * time.Millisecond // a variable only so tests can stretch the 
 // Without timerfd (seccomp, no file descriptors left) the last stretch is
 // a plain sleep: as late as Go's timer, never early.
 type preciseTimer struct {
-	at time.Time
-	c  chan time.Time
+	at   time.Time
+	c    chan time.Time
+	wait fineWait
 
 	mu      sync.Mutex
 	stopped bool
@@ -39,11 +47,14 @@ type preciseTimer struct {
 	fine    *timerfd // while the last stretch waits on it
 }
 
-func newPreciseTimer(at time.Time) ports.Timer {
-	t := &preciseTimer{at: at, c: make(chan time.Time, 1)}
+func newPreciseTimer(at time.Time) ports.Timer { return fineWait{lead: fineLead}.newTimer(at) }
+
+// newTimer starts a precise timer for at whose last stretch goes as w says.
+func (w fineWait) newTimer(at time.Time) *preciseTimer {
+	t := &preciseTimer{at: at, c: make(chan time.Time, 1), wait: w}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.coarse = time.AfterFunc(time.Until(at)-fineLead, t.waitFine)
+	t.coarse = time.AfterFunc(time.Until(at)-w.lead, t.waitFine)
 	return t
 }
 
@@ -72,7 +83,7 @@ func (t *preciseTimer) waitFine() {
 	d := time.Until(t.at)
 	var f *timerfd
 	if d > 0 {
-		f = takeTimerfd(d + timerfdDelay)
+		f = takeTimerfd(d + t.wait.timerfdLate)
 	}
 	if f != nil {
 		// Set under mu: a Stop from now on moves it to the past.
@@ -103,10 +114,6 @@ func (t *preciseTimer) waitFine() {
 		t.mu.Lock()
 	}
 }
-
-// timerfdDelay delays every timerfd's expiry; only tests set it, to see
-// the read deadline fire a fine wait alone.
-var timerfdDelay time.Duration
 
 // timerfd is a non-blocking timerfd in Go's netpoller. A fire loop with
 // phases waits on one several times an interval, so they are kept for

@@ -15,7 +15,7 @@ import (
 )
 
 // These tests run one at a time (no t.Parallel): they count the process's
-// timerfds, and stretchFineLead changes a package variable.
+// timerfds, and the ones kept for the next wait.
 
 // timerfds counts this process's open timerfds.
 func timerfds(t *testing.T) int {
@@ -44,13 +44,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("after 5 s: %s", what)
 }
 
-// stretchFineLead makes every timer of the test wait on its timerfd for
-// all of its time, so the fine wait can be watched.
-func stretchFineLead(t *testing.T) {
-	old := fineLead
-	fineLead = time.Hour
-	t.Cleanup(func() { fineLead = old })
-}
+// watched is a fine wait that lasts all of its timer's time, so that it
+// can be watched.
+var watched = fineWait{lead: time.Hour}
 
 // closeIdleTimerfds closes the timerfds kept for later waits, so a test
 // counts only what its timers hold.
@@ -71,10 +67,9 @@ func kept() int {
 }
 
 func TestTheLastStretchWaitsOnATimerfdThatStopCloses(t *testing.T) {
-	stretchFineLead(t)
 	closeIdleTimerfds()
 	before := timerfds(t)
-	tm := Precise{}.NewTimer(time.Now().Add(30 * time.Minute))
+	tm := watched.newTimer(time.Now().Add(30 * time.Minute))
 	waitFor(t, "a timerfd open for the fine wait", func() bool { return timerfds(t) == before+1 })
 	tm.Stop()
 	waitFor(t, "the timerfd kept by Stop", func() bool { return kept() == 1 })
@@ -89,11 +84,10 @@ func TestTheLastStretchWaitsOnATimerfdThatStopCloses(t *testing.T) {
 }
 
 func TestAFineWaitFiresOnceAtItsTimeAndKeepsItsTimerfd(t *testing.T) {
-	stretchFineLead(t)
 	closeIdleTimerfds()
 	before := timerfds(t)
 	at := time.Now().Add(30 * time.Millisecond)
-	tm := Precise{}.NewTimer(at)
+	tm := watched.newTimer(at)
 	got := <-tm.C()
 	if got.Before(at) {
 		t.Fatalf("fired %v early", at.Sub(got))
@@ -112,12 +106,9 @@ func TestAFineWaitFiresOnceAtItsTimeAndKeepsItsTimerfd(t *testing.T) {
 // looked at (every processor busy): the read deadline, one of Go's
 // timers, ends the wait then.
 func TestAFineWaitAlsoEndsAtItsReadDeadline(t *testing.T) {
-	stretchFineLead(t)
 	closeIdleTimerfds()
-	timerfdDelay = time.Hour
-	t.Cleanup(func() { timerfdDelay = 0 })
 	at := time.Now().Add(30 * time.Millisecond)
-	tm := Precise{}.NewTimer(at)
+	tm := fineWait{lead: time.Hour, timerfdLate: time.Hour}.newTimer(at)
 	select {
 	case got := <-tm.C():
 		if got.Before(at) {
@@ -127,10 +118,9 @@ func TestAFineWaitAlsoEndsAtItsReadDeadline(t *testing.T) {
 		t.Fatal("a fine wait whose timerfd had not expired never ended at its deadline")
 	}
 	waitFor(t, "the timerfd kept, disarmed", func() bool { return kept() == 1 })
-	timerfdDelay = 0
 	// The timerfd kept is disarmed: the next wait on it is its own.
 	at = time.Now().Add(10 * time.Millisecond)
-	next := Precise{}.NewTimer(at)
+	next := watched.newTimer(at)
 	if got := <-next.C(); got.Before(at) {
 		t.Fatalf("the next timer on the kept timerfd fired %v early", at.Sub(got))
 	}
@@ -257,14 +247,13 @@ func BenchmarkTimerLateness(b *testing.B) {
 // before it expired goes back disarmed and drained, so the next timer to
 // take it waits its own time.
 func TestAKeptTimerfdNeverFiresEarly(t *testing.T) {
-	stretchFineLead(t)
 	closeIdleTimerfds()
 	for i := range 40 {
-		tm := Precise{}.NewTimer(time.Now().Add(2 * time.Millisecond))
+		tm := watched.newTimer(time.Now().Add(2 * time.Millisecond))
 		time.Sleep(time.Duration(i%5) * 500 * time.Microsecond) // before, around and after its expiry
 		tm.Stop()
 		at := time.Now().Add(10 * time.Millisecond)
-		next := Precise{}.NewTimer(at)
+		next := watched.newTimer(at)
 		select {
 		case got := <-next.C():
 			if got.Before(at) {
