@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -64,20 +65,27 @@ func TestPhaseSlotsRefusesWhatLoadreporterRefuses(t *testing.T) {
 }
 
 // The before peer is an earlier build's binary: asked for without one, or
-// one given but not asked for, or one that cannot run, is refused before
-// anything is measured.
+// one given but not asked for, or one that cannot run (missing, not
+// executable: the file's own error, wrapped), is refused before anything
+// is measured.
 func TestTheBeforePeerNeedsABinary(t *testing.T) {
 	t.Parallel()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
+	notExecutable := filepath.Join(t.TempDir(), "loadbench")
+	if err := os.WriteFile(notExecutable, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		peers, before, want string
+		cause               error // wrapped, when the file is at fault
 	}{
-		{"orca,before", "", "needs --before"},
-		{"orca", self, "only with before in --peers"},
-		{"before", filepath.Join(t.TempDir(), "missing"), "--before"},
+		{"orca,before", "", "needs --before", nil},
+		{"orca", self, "only with before in --peers", nil},
+		{"before", filepath.Join(t.TempDir(), "missing"), "--before", fs.ErrNotExist},
+		{"before", notExecutable, "--before", fs.ErrPermission},
 	} {
 		peers, err := parsePeers(c.peers)
 		if err != nil {
@@ -86,6 +94,9 @@ func TestTheBeforePeerNeedsABinary(t *testing.T) {
 		err = checkBefore(options{peers: peers, before: c.before})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("--peers %s --before %q: error %v, want one saying %q", c.peers, c.before, err, c.want)
+		}
+		if c.cause != nil && !errors.Is(err, c.cause) {
+			t.Errorf("--peers %s --before %q: error %v, want it to wrap %v", c.peers, c.before, err, c.cause)
 		}
 	}
 	peers, _ := parsePeers("orca,before")
