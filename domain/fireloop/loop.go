@@ -97,6 +97,9 @@ type Loop struct {
 	between          Recounter
 	window           Window
 	betweenDelivered atomic.Uint64
+	// waitingFor is the time, in Unix nanoseconds, of the timer the loop
+	// waits on, or 0 while it runs (Behind).
+	waitingFor atomic.Int64
 
 	mu         sync.Mutex
 	table      *session.Table
@@ -274,11 +277,13 @@ func (l *Loop) Run(ctx context.Context) error {
 		var timerC <-chan time.Time
 		var timer ports.Timer
 		if hasWake {
+			l.waitingFor.Store(wake.UnixNano())
 			timer = l.clock.NewTimer(wake)
 			timerC = timer.C()
 		}
 		select {
 		case <-ctx.Done():
+			l.waitingFor.Store(0)
 			if timer != nil {
 				timer.Stop()
 			}
@@ -290,10 +295,20 @@ func (l *Loop) Run(ctx context.Context) error {
 				l.publishBetween(now)
 			}
 		}
+		l.waitingFor.Store(0)
 		if timer != nil {
 			timer.Stop()
 		}
 	}
+}
+
+// Behind reports whether, at now, the loop's timer is due and the loop
+// has not taken it up yet: it waits for a processor. Whoever holds one
+// through a long run of work (the writers' pump) yields it then, and
+// only then.
+func (l *Loop) Behind(now time.Time) bool {
+	w := l.waitingFor.Load()
+	return w != 0 && now.UnixNano() >= w
 }
 
 // publishBetween delivers Options.Between's recount, built now, to the

@@ -699,3 +699,27 @@ func TestASourceIgnoringCancellationLeavesOnePullBehind(t *testing.T) {
 		t.Fatalf("once the pull returned: %v %q after %d pulls, want a new pull, healthy", r.Status, r.LastError, h.engine.count())
 	}
 }
+
+func TestBehindOnlyWhileItsTimerIsDueAndNotTakenUp(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	if h.loop.Behind(t0.Add(time.Hour)) {
+		t.Fatal("behind with no timer to wait on")
+	}
+	sub := h.register("r1", 100, 60000)
+	report(t, sub)
+	h.waitIdle()
+	now := h.clock.Now()
+	if h.loop.Behind(now) {
+		t.Fatal("behind before its timer's time")
+	}
+	if !h.loop.Behind(now.Add(time.Hour)) {
+		t.Fatal("not behind at a time past its timer's, which it has not taken up")
+	}
+	h.clock.Advance(150 * ms)
+	report(t, sub)
+	h.waitIdle()
+	if h.loop.Behind(h.clock.Now()) {
+		t.Fatal("behind once it took up its timer and armed the next")
+	}
+}
