@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
 	"time"
 
@@ -14,7 +15,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(heapClientEnv); spec != "" {
+		os.Exit(runHeapClient(spec))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // serve mounts what handler returns (a service's Handler method) on an
 // HTTP/2 (TLS) test server, closed when the test ends; the server's Client
