@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,7 +81,9 @@ func serveNativeH2C(t testing.TB, handler func(...connect.HandlerOption) (string
 // the test ends, and returns its address.
 func startNative(t testing.TB, h http.Handler) string {
 	t.Helper()
-	srv, err := NewNativeServer(h, testNativeOptions())
+	o := testNativeOptions()
+	o.withoutWriteStatus = onFallback(t)
+	srv, err := NewNativeServer(h, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +101,20 @@ func startNative(t testing.TB, h http.Handler) string {
 		<-done
 	})
 	return ln.Addr().String()
+}
+
+// fallbackWay names the tests, and their subtests, that startNative
+// serves as a grpc-go whose streams cannot end themselves would.
+const fallbackWay = "grpc-native-fallback"
+
+func onFallback(t testing.TB) bool { return strings.Contains(t.Name()+"/", "/"+fallbackWay+"/") }
+
+// eachNativeWay runs f on the native server as it ends streams: through
+// their status ("grpc-native"), and through the fallback, a stream
+// context of its own it cancels (fallbackWay).
+func eachNativeWay(t *testing.T, f func(t *testing.T)) {
+	t.Run("grpc-native", f)
+	t.Run(fallbackWay, f)
 }
 
 func testNativeOptions() NativeOptions {

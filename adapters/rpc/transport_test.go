@@ -93,7 +93,7 @@ func TestMonitorStuckReaderOnShutdown(t *testing.T) {
 		m.waitClosed() // the handler returned
 	}
 	eachClient(t, func(t *testing.T, proto []connect.ClientOption) { onShutdown(t, proto, false) })
-	t.Run("grpc-native", func(t *testing.T) { onShutdown(t, []connect.ClientOption{connect.WithGRPC()}, true) })
+	eachNativeWay(t, func(t *testing.T) { onShutdown(t, []connect.ClientOption{connect.WithGRPC()}, true) })
 }
 
 // TestTransportInfo: the handler behind WithTransportInfo finds the
