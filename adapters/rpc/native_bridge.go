@@ -285,7 +285,6 @@ func (c *nativeCall) serveNative(f func(*nativeStream) error) {
 		c.log.Warn("a native Monitor stream may compress its reports: their frames are then not held to one", "err", err)
 	}
 	st := &nativeStream{call: c, done: c.ss.Context().Done()}
-	st.gate.signal = make(chan struct{}, 1)
 	// Without a status writer, nothing but the stream's end wakes a read,
 	// and Monitor reads in a goroutine of its own.
 	st.status = c.status
@@ -445,11 +444,13 @@ type nativeStream struct {
 // Only the stream's writer, one goroutine at a time, sends; Put comes
 // from grpc-go's writing goroutine.
 type sendGate struct {
-	slice    []byte
+	slice    []byte // the frame in flight; nil once written, so no stream pins a frame
 	inflight atomic.Bool
-	signal   chan struct{} // a signal after each Put, for ready
-	written  atomic.Uint64 // Puts so far
-	hook     atomic.Pointer[func()]
+	// signal is a signal after each Put, for ready; made by the first
+	// send that waits (the pump's never do).
+	signal  atomic.Pointer[chan struct{}]
+	written atomic.Uint64 // Puts so far
+	hook    atomic.Pointer[func()]
 }
 
 func (g *sendGate) Get(n int) *[]byte {
@@ -457,12 +458,15 @@ func (g *sendGate) Get(n int) *[]byte {
 	return &b
 }
 
-func (g *sendGate) Put(*[]byte) {
+func (g *sendGate) Put(b *[]byte) {
+	*b = nil // &g.slice: written before the gate opens, after which the writer may fill it
 	g.written.Add(1)
 	g.inflight.Store(false)
-	select {
-	case g.signal <- struct{}{}:
-	default:
+	if p := g.signal.Load(); p != nil {
+		select {
+		case *p <- struct{}{}:
+		default:
+		}
 	}
 	if f := g.hook.Load(); f != nil {
 		(*f)()
@@ -490,8 +494,17 @@ func (s *nativeStream) Receive() (*pb.RouterFrame, error) {
 // write deadline.
 func (s *nativeStream) ready() error {
 	for s.gate.inflight.Load() {
+		signal := s.gate.signal.Load()
+		if signal == nil {
+			ch := make(chan struct{}, 1)
+			s.gate.signal.CompareAndSwap(nil, &ch)
+			signal = s.gate.signal.Load()
+			if !s.gate.inflight.Load() {
+				break // written before Put could find the signal
+			}
+		}
 		select {
-		case <-s.gate.signal: // perhaps an earlier frame's: look again
+		case <-*signal: // perhaps an earlier frame's: look again
 		case <-s.call.writeDeadline():
 			return errWriteDeadline
 		case <-s.done:
@@ -545,6 +558,8 @@ func (s *nativeStream) Send(f *outFrame) error {
 }
 
 func (s *nativeStream) canEnd() bool { return s.status != nil }
+
+func (s *nativeStream) ownsDone(done <-chan struct{}) bool { return done == s.done }
 
 // endWith ends the stream with err's status, as the handler's return
 // would: grpc-go queues the trailers behind the frames already sent (its
