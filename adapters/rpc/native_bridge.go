@@ -73,7 +73,7 @@ func (b *bridge) serve(_ any, ss grpc.ServerStream) error {
 	}
 	call := &nativeCall{ss: ss, status: sw, ctl: ctl, log: b.log}
 	req := newBridgeRequest(context.WithValue(ctx, nativeCallKey{}, call), call, method)
-	w := &bridgeWriter{call: call, header: http.Header{}}
+	w := &bridgeWriter{call: call}
 	if err := b.serveHTTP(w, req, method); err != nil {
 		call.stopTimers()
 		return err
@@ -631,7 +631,13 @@ type bridgeWriter struct {
 	plain       bytes.Buffer
 }
 
-func (w *bridgeWriter) Header() http.Header { return w.header }
+// Header is made when first asked for: Monitor's native streams never do.
+func (w *bridgeWriter) Header() http.Header {
+	if w.header == nil {
+		w.header = http.Header{}
+	}
+	return w.header
+}
 
 func (w *bridgeWriter) WriteHeader(code int) {
 	if w.wroteHeader {

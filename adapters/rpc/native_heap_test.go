@@ -36,7 +36,7 @@ const heapClientEnv = "LOADREPORTER_RPC_HEAP_CLIENT"
 // maxNativeStreamHeap bounds the live heap one registered native Monitor
 // stream holds, between reports, with one report written: grpc-go's
 // transport stream and handler, and what the bridge and Monitor keep.
-const maxNativeStreamHeap = 6500
+const maxNativeStreamHeap = 4800
 
 // TestNativeMonitorStreamHeap: a registered native Monitor stream, between
 // reports, holds at most maxNativeStreamHeap bytes of live heap on the
