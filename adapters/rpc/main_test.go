@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +16,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(heapClientEnv); spec != "" {
+		os.Exit(runHeapClient(spec))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // serve mounts what handler returns (a service's Handler method) on an
 // HTTP/2 (TLS) test server, closed when the test ends; the server's Client
@@ -74,7 +81,9 @@ func serveNativeH2C(t testing.TB, handler func(...connect.HandlerOption) (string
 // the test ends, and returns its address.
 func startNative(t testing.TB, h http.Handler) string {
 	t.Helper()
-	srv, err := NewNativeServer(h, testNativeOptions())
+	o := testNativeOptions()
+	o.withoutWriteStatus = onFallback(t)
+	srv, err := NewNativeServer(h, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +101,20 @@ func startNative(t testing.TB, h http.Handler) string {
 		<-done
 	})
 	return ln.Addr().String()
+}
+
+// fallbackWay names the tests, and their subtests, that startNative
+// serves as a grpc-go whose streams cannot end themselves would.
+const fallbackWay = "grpc-native-fallback"
+
+func onFallback(t testing.TB) bool { return strings.Contains(t.Name()+"/", "/"+fallbackWay+"/") }
+
+// eachNativeWay runs f on the native server as it ends streams: through
+// their status ("grpc-native"), and through the fallback, a stream
+// context of its own it cancels (fallbackWay).
+func eachNativeWay(t *testing.T, f func(t *testing.T)) {
+	t.Run("grpc-native", f)
+	t.Run(fallbackWay, f)
 }
 
 func testNativeOptions() NativeOptions {

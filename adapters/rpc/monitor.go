@@ -179,6 +179,9 @@ type selfEnding interface {
 	// frames already sent, and fails a read in progress and every later
 	// one. Only the first ending of the stream counts.
 	endWith(err error)
+	// ownsDone reports whether done is the stream's own context's: its
+	// end wakes a read of the stream by itself.
+	ownsDone(done <-chan struct{}) bool
 }
 
 // canWakeRead reports whether wakeRead works on st.
@@ -273,27 +276,33 @@ func (m *Monitor) serve(ctx context.Context, st stream) error {
 // net/http, or a grpc-go whose stream has no WriteStatus), the read runs
 // in a goroutine of its own, as a stream ends once its handler returns.
 func (m *Monitor) relay(ctx context.Context, st stream, tr *transport, r *receiver, w *writer, sub RouterSession) error {
-	read := make(chan error, 1)
+	var read chan error
 	if canWakeRead(st, tr) {
 		// The stream's deadline (grpc-timeout, connect-timeout-ms) or
 		// cancellation wakes the read as the writer's end does; the
 		// handler then returns the context's error, whose status a native
-		// stream ends with.
-		stop := context.AfterFunc(ctx, func() { wakeRead(st, tr, ctx.Err()) })
-		defer stop()
-		read <- r.relay(sub)
+		// stream ends with. A native stream's own context wakes its read
+		// itself (grpc-go's read watches it), and has ended the stream.
+		if e, ok := st.(selfEnding); !ok || !e.ownsDone(ctx.Done()) {
+			stop := context.AfterFunc(ctx, func() { wakeRead(st, tr, ctx.Err()) })
+			defer stop()
+		}
+		err := r.relay(sub)
+		read = make(chan error, 1) // made once read: a stream between frames holds none
+		read <- err
 	} else {
-		go func() { read <- r.relay(sub) }()
+		read = make(chan error, 1)
+		go readAll(r, sub, read)
 	}
 	for {
 		select {
-		case <-w.finished: // first: it is why a woken read failed
+		case <-w.finishedChan(): // first: it is why a woken read failed
 			w.close()
 			return w.result
 		default:
 		}
 		select {
-		case <-w.finished:
+		case <-w.finishedChan():
 		case err := <-read:
 			if errors.Is(err, io.EOF) {
 				// Half-closed: the router can no longer renew, but the
@@ -332,6 +341,8 @@ func (m *Monitor) relay(ctx context.Context, st stream, tr *transport, r *receiv
 		}
 	}
 }
+
+func readAll(r *receiver, sub Controls, read chan<- error) { read <- r.relay(sub) }
 
 // firstFrame waits for the stream's first frame. It returns the frame; or
 // nil and nil for a stream closed before any frame; or the error that ends

@@ -171,7 +171,8 @@ func eachProtocol(t *testing.T, setup func(*fakeRegistrar), test func(m *monitor
 			ways = append(ways, way{name, p.opts, mounted, false})
 		}
 	}
-	ways = append(ways, way{"grpc-native", []connect.ClientOption{connect.WithGRPC()}, true, true})
+	ways = append(ways, way{"grpc-native", []connect.ClientOption{connect.WithGRPC()}, true, true},
+		way{fallbackWay, []connect.ClientOption{connect.WithGRPC()}, true, true})
 	for _, p := range ways {
 		{
 			t.Run(p.name, func(t *testing.T) {

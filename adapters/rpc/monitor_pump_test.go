@@ -48,6 +48,8 @@ func TestThePumpLetsAWaitingGoroutineRunDuringABurst(t *testing.T) {
 		t.Fatalf("a goroutine ready before a burst of %d sends had not run when the burst ended", burst)
 	}
 	if seen[0] {
-		t.Fatal("the other goroutine ran before the burst started: the test shows nothing")
+		// Preempted before the burst began (a collection, the runtime's
+		// own timers): no failure of the pump, nor a proof of it.
+		t.Skip("the other goroutine ran before the burst started: this run shows nothing")
 	}
 }

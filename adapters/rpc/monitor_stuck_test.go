@@ -116,7 +116,7 @@ func TestMonitorStuckReaderEndsWithItsSession(t *testing.T) {
 				}
 			}
 			eachClient(t, func(t *testing.T, proto []connect.ClientOption) { endsWithItsSession(t, proto, false) })
-			t.Run("grpc-native", func(t *testing.T) {
+			eachNativeWay(t, func(t *testing.T) {
 				endsWithItsSession(t, []connect.ClientOption{connect.WithGRPC()}, true)
 			})
 		})
@@ -140,7 +140,7 @@ func TestMonitorStuckReaderSendsABadFrame(t *testing.T) {
 		returnsWithin(t, m, 3*time.Second, "a refused update_config")
 	}
 	eachClient(t, func(t *testing.T, proto []connect.ClientOption) { sendsABadFrame(t, proto, false) })
-	t.Run("grpc-native", func(t *testing.T) { sendsABadFrame(t, []connect.ClientOption{connect.WithGRPC()}, true) })
+	eachNativeWay(t, func(t *testing.T) { sendsABadFrame(t, []connect.ClientOption{connect.WithGRPC()}, true) })
 }
 
 // TestMonitorAckNotReadEndsWithItsSession: a router whose connection grants
@@ -291,7 +291,7 @@ func TestMonitorHonoursTheStreamDeadline(t *testing.T) {
 		}
 	}
 	eachClient(t, func(t *testing.T, proto []connect.ClientOption) { honours(t, proto, false) })
-	t.Run("grpc-native", func(t *testing.T) { honours(t, []connect.ClientOption{connect.WithGRPC()}, true) })
+	eachNativeWay(t, func(t *testing.T) { honours(t, []connect.ClientOption{connect.WithGRPC()}, true) })
 }
 
 // TestNativeStuckRouterHoldsOneFrame: on the native server, a send to a

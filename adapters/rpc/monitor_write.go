@@ -44,12 +44,32 @@ type writer struct {
 	bounded bool // the send in progress has its final deadline
 	drains  sync.WaitGroup
 
-	finished chan struct{} // closed once the writer ended the stream's sending
-	result   error         // what the handler returns then; written before finished closes
+	// finished is closed once the writer ended the stream's sending,
+	// result then being what the handler returns; made when first asked
+	// for (finishedChan), as most streams end from the handler's side.
+	finished chan struct{}
+	result   error
+}
+
+// closedChan stands for finished when the writer ended before anyone
+// asked for it.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// finishedChan is closed once the writer ended the stream's sending.
+func (w *writer) finishedChan() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.finished == nil {
+		if w.over {
+			return closedChan
+		}
+		w.finished = make(chan struct{})
+	}
+	return w.finished
 }
 
 func newWriter(m *Monitor, st stream, tr *transport, routerID string, sub Outbox, ack *outFrame, stall *StallGuard) *writer {
-	return &writer{m: m, st: st, tr: tr, routerID: routerID, sub: sub, ack: ack, stall: stall, finished: make(chan struct{})}
+	return &writer{m: m, st: st, tr: tr, routerID: routerID, sub: sub, ack: ack, stall: stall}
 }
 
 // kick starts a drain unless one runs; if one runs and the session has
@@ -158,14 +178,17 @@ func (w *writer) next() (ack *outFrame, rep *domain.Report, last bool) {
 func (w *writer) finish(result error) {
 	w.mu.Lock()
 	first := !w.over
-	w.closed, w.running, w.over = true, false, true
-	w.mu.Unlock()
-	if !first {
-		return
+	w.closed, w.running = true, false
+	if first {
+		w.over, w.result = true, result
+		if w.finished != nil {
+			close(w.finished) // before the wake: it is why the read failed
+		}
 	}
-	w.result = result
-	close(w.finished) // before the wake: it is why the read failed
-	wakeRead(w.st, w.tr, result)
+	w.mu.Unlock()
+	if first {
+		wakeRead(w.st, w.tr, result)
+	}
 }
 
 // close stops the writer and waits until no drain touches the stream. It
@@ -180,12 +203,9 @@ func (w *writer) close() bool {
 		w.bound()
 	}
 	w.drains.Wait()
-	select {
-	case <-w.finished:
-		return false
-	default:
-		return true
-	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.over
 }
 
 // sendAckLeft sends the ack if no drain got to it before close stopped

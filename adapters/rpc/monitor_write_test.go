@@ -72,7 +72,7 @@ func TestWriterFinishesOnce(t *testing.T) {
 	w.finish(first)
 	w.finish(second)
 	select {
-	case <-w.finished:
+	case <-w.finishedChan():
 	default:
 		t.Fatal("finished is still open")
 	}

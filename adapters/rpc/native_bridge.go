@@ -37,6 +37,11 @@ import (
 type bridge struct {
 	h   http.Handler
 	log *slog.Logger
+
+	// endsItself is set once a stream showed it can end itself
+	// (statusWriter): the tap's fallback is then not needed.
+	endsItself         atomic.Bool
+	withoutWriteStatus bool
 }
 
 // serve hands one call to the port's handler as an HTTP/2 request and
@@ -46,20 +51,42 @@ func (b *bridge) serve(_ any, ss grpc.ServerStream) error {
 	if !ok {
 		return status.Error(codes.Internal, "no method on the stream")
 	}
-	ctl := controlFrom(ss.Context())
-	if ctl == nil { // served without tapStream: nothing can bound it
-		return status.Error(codes.Internal, "the stream has no control")
+	ctx := ss.Context()
+	// grpc-go's transport stream (*transport.ServerStream in v1.85.0)
+	// writes a status at once, from any goroutine, which ends the stream
+	// and cancels its context. The method is exported on a type of
+	// grpc-go's internal package, not a promised API: what it must do is
+	// what TestNativeMonitorEndings and the bridge's deadline tests check,
+	// and a grpc-go upgrade must pass them.
+	sw, _ := grpc.ServerTransportStreamFromContext(ctx).(statusWriter)
+	if b.withoutWriteStatus {
+		sw = nil
 	}
-	call := &nativeCall{ss: ss, ctl: ctl, log: b.log}
-	req := newBridgeRequest(context.WithValue(ctl.outer, nativeCallKey{}, call), call, method)
-	w := &bridgeWriter{call: call, header: http.Header{}}
+	ctl := controlFrom(ctx)
+	switch {
+	case sw != nil:
+		b.endsItself.Store(true)
+	case ctl == nil: // nothing could bound it
+		return status.Error(codes.Internal, "the stream can neither end itself nor be cancelled")
+	default:
+		ctx = ctl.outer
+	}
+	call := &nativeCall{ss: ss, status: sw, ctl: ctl, log: b.log}
+	req := newBridgeRequest(context.WithValue(ctx, nativeCallKey{}, call), call, method)
+	w := &bridgeWriter{call: call}
 	if err := b.serveHTTP(w, req, method); err != nil {
 		call.stopTimers()
 		return err
 	}
 	call.stopTimers()
-	if call.isNative() {
+	native, cut := call.ending()
+	switch {
+	case native:
 		return grpcStatus(call.result)
+	case cut:
+		// What the stream ended with; without a status writer, grpc-go
+		// writes it now, unless the read or send that failed did.
+		return errCallCancelled.Err()
 	}
 	return w.finish()
 }
@@ -134,9 +161,12 @@ type nativeCallKey struct{}
 // nativeCall is one call of the native server while the port's handler
 // serves it.
 type nativeCall struct {
-	ss  grpc.ServerStream
-	ctl *streamControl
-	log *slog.Logger
+	ss grpc.ServerStream
+	// status ends the stream (nil: grpc-go's stream cannot, and ctl's
+	// cancel is the fallback).
+	status statusWriter
+	ctl    *streamControl
+	log    *slog.Logger
 
 	// native is set when a handler served the call on its stream itself
 	// (Monitor), result then being what it returned.
@@ -145,17 +175,95 @@ type nativeCall struct {
 
 	mu                    sync.Mutex
 	readTimer, writeTimer *time.Timer
-	writeExpired          chan struct{} // closed when the write deadline passed
+	writeExpired          chan struct{} // closed when the write deadline passed; made when first asked for
 	expired               bool
 	onExpire              func()
 	bodyDone              bool // the body returned io.EOF: no read left to bound
 	done                  bool // the handler returned: timers do nothing
+	// A relayed call's read or send in progress, and whether its
+	// deadline has passed: the stream then ends (cancel), at once if one
+	// is in progress, else at the next; past the write deadline, reads
+	// fail too, as they did on a cancelled stream context.
+	reading, sending         bool
+	readExpired, sendExpired bool
+	cut                      bool // cancel ended the stream: its status is CANCELLED
+}
+
+// errCallCancelled is how a relayed call's stream ends once a deadline
+// cut it, what a cancelled stream context ends it with.
+var errCallCancelled = status.New(codes.Canceled, context.Canceled.Error())
+
+// cancel ends a relayed call's stream as a cancelled stream context
+// would: with CANCELLED, failing its read and send in progress and every
+// later one.
+func (c *nativeCall) cancel() {
+	c.mu.Lock()
+	c.cut = true
+	c.mu.Unlock()
+	if c.status != nil {
+		// It fails only when the stream is ending anyway (a closing
+		// connection, an oversized trailer grpc-go resets).
+		_ = c.status.WriteStatus(errCallCancelled)
+		return
+	}
+	c.ctl.cancel()
+}
+
+// startRead is a relayed call's read beginning; it fails, and ends the
+// stream, once the read or the write deadline has passed.
+func (c *nativeCall) startRead() error {
+	c.mu.Lock()
+	expired := c.readExpired || c.sendExpired
+	c.reading = !expired
+	c.mu.Unlock()
+	if expired {
+		c.cancel()
+		return errCallCancelled.Err()
+	}
+	return nil
+}
+
+// endRead is the read begun by startRead returning err.
+func (c *nativeCall) endRead(err error) {
+	c.mu.Lock()
+	c.reading = false
+	if errors.Is(err, io.EOF) {
+		c.bodyDone = true
+	}
+	c.mu.Unlock()
+}
+
+// startSend and endSend are startRead and endRead for a send.
+func (c *nativeCall) startSend() error {
+	c.mu.Lock()
+	expired := c.sendExpired
+	c.sending = !expired
+	c.mu.Unlock()
+	if expired {
+		c.cancel()
+		return errCallCancelled.Err()
+	}
+	return nil
+}
+
+func (c *nativeCall) endSend() {
+	c.mu.Lock()
+	c.sending = false
+	c.mu.Unlock()
 }
 
 func (c *nativeCall) isNative() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.native
+}
+
+// ending reports, once the handler returned, whether it served the call
+// on the stream itself and whether a deadline ended the stream.
+func (c *nativeCall) ending() (native, cut bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.native, c.cut
 }
 
 func nativeCallFrom(ctx context.Context) *nativeCall {
@@ -177,15 +285,9 @@ func (c *nativeCall) serveNative(f func(*nativeStream) error) {
 		c.log.Warn("a native Monitor stream may compress its reports: their frames are then not held to one", "err", err)
 	}
 	st := &nativeStream{call: c, done: c.ss.Context().Done()}
-	st.gate.signal = make(chan struct{}, 1)
-	// grpc-go's transport stream (*transport.ServerStream in v1.85.0)
-	// writes a status at once, from any goroutine; without it (another
-	// grpc-go), nothing but the stream's end wakes a read, and Monitor
-	// reads in a goroutine of its own. The method is exported on a type
-	// of grpc-go's internal package, not a promised API: what it must do
-	// (end the stream, cancel its context) is what TestNativeMonitorEndings
-	// checks, and a grpc-go upgrade must pass it.
-	st.status, _ = grpc.ServerTransportStreamFromContext(c.ss.Context()).(statusWriter)
+	// Without a status writer, nothing but the stream's end wakes a read,
+	// and Monitor reads in a goroutine of its own.
+	st.status = c.status
 	c.result = f(st)
 }
 
@@ -196,70 +298,92 @@ type statusWriter interface {
 }
 
 // setReadDeadline bounds the reads of a relayed call: past t, a read in
-// progress and every later one fail (grpc-go ends the stream then); a
-// zero t clears it.
+// progress and every later one fail, and the stream ends (grpc-go ends a
+// stream whose read fails); a zero t clears a deadline not passed yet.
 func (c *nativeCall) setReadDeadline(t time.Time) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.readTimer != nil {
 		c.readTimer.Stop()
 		c.readTimer = nil
 	}
 	if c.done || c.bodyDone || t.IsZero() {
+		c.mu.Unlock()
 		return // all read: a deadline now would only cut the replies
 	}
 	if d := time.Until(t); d > 0 {
-		c.readTimer = time.AfterFunc(d, c.ctl.cancel)
+		c.readTimer = time.AfterFunc(d, c.expireRead)
+		c.mu.Unlock()
 		return
 	}
-	c.ctl.cancel()
+	c.mu.Unlock()
+	c.expireRead()
+}
+
+func (c *nativeCall) expireRead() {
+	c.mu.Lock()
+	if c.done || c.bodyDone || c.readExpired {
+		c.mu.Unlock()
+		return
+	}
+	c.readExpired = true
+	reading := c.reading
+	c.mu.Unlock()
+	if reading {
+		c.cancel()
+	}
 }
 
 // setWriteDeadline bounds the sends of the call: past t, a send waiting
 // for a client that stopped reading fails; a zero t clears it. A relayed
 // call's send waits in grpc-go, for room in its queue, and only the
-// stream's context ends that wait; Monitor's waits in Send, which
-// watches writeExpired.
+// stream's end stops that wait: past the deadline, the stream ends, at
+// once if a send is in progress, else at the next send, for good.
+// Monitor's waits in Send, which watches writeExpired, and a new deadline
+// lets it send again.
 func (c *nativeCall) setWriteDeadline(t time.Time) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.writeTimer != nil {
 		c.writeTimer.Stop()
 		c.writeTimer = nil
 	}
-	if c.writeExpired == nil || c.expired {
-		c.writeExpired, c.expired = make(chan struct{}), false
+	if c.expired {
+		c.writeExpired, c.expired = nil, false
 	}
 	switch {
 	case c.done || t.IsZero():
 	case time.Until(t) > 0:
 		c.writeTimer = time.AfterFunc(time.Until(t), c.expireWrite)
 	default:
-		c.expireWriteLocked()
+		c.mu.Unlock()
+		c.expireWrite()
+		return
 	}
+	c.mu.Unlock()
 }
 
 func (c *nativeCall) expireWrite() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.expireWriteLocked()
-}
-
-func (c *nativeCall) expireWriteLocked() {
 	if c.done || c.expired {
+		c.mu.Unlock()
 		return
 	}
 	c.expired = true
-	close(c.writeExpired)
-	if f := c.onExpire; f != nil {
+	if c.writeExpired != nil {
+		close(c.writeExpired)
+	}
+	f := c.onExpire
+	// Monitor's sends never wait in grpc-go (one frame in flight, whose
+	// wait Send watches), and its stream ends itself with its own status.
+	cut := !c.native && !c.sendExpired && (c.sending || c.reading)
+	if !c.native {
+		c.sendExpired = true
+	}
+	c.mu.Unlock()
+	if f != nil {
 		go f() // the pump ends a stream whose frame is still in flight
 	}
-	if !c.native {
-		// Only the stream's context ends a send waiting in grpc-go's
-		// queue. Monitor's never wait there (one frame in flight, whose
-		// wait Send watches), and a cancelled context would end a stream
-		// that finished cleanly with CANCELLED.
-		c.ctl.cancel()
+	if cut {
+		c.cancel()
 	}
 }
 
@@ -269,8 +393,18 @@ func (c *nativeCall) writeDeadline() <-chan struct{} {
 	defer c.mu.Unlock()
 	if c.writeExpired == nil {
 		c.writeExpired = make(chan struct{})
+		if c.expired {
+			close(c.writeExpired)
+		}
 	}
 	return c.writeExpired
+}
+
+// writeExpiredNow reports whether the write deadline has passed.
+func (c *nativeCall) writeExpiredNow() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.expired
 }
 
 func (c *nativeCall) stopTimers() {
@@ -310,11 +444,13 @@ type nativeStream struct {
 // Only the stream's writer, one goroutine at a time, sends; Put comes
 // from grpc-go's writing goroutine.
 type sendGate struct {
-	slice    []byte
+	slice    []byte // the frame in flight; nil once written, so no stream pins a frame
 	inflight atomic.Bool
-	signal   chan struct{} // a signal after each Put, for ready
-	written  atomic.Uint64 // Puts so far
-	hook     atomic.Pointer[func()]
+	// signal is a signal after each Put, for ready; made by the first
+	// send that waits (the pump's never do).
+	signal  atomic.Pointer[chan struct{}]
+	written atomic.Uint64 // Puts so far
+	hook    atomic.Pointer[func()]
 }
 
 func (g *sendGate) Get(n int) *[]byte {
@@ -322,12 +458,15 @@ func (g *sendGate) Get(n int) *[]byte {
 	return &b
 }
 
-func (g *sendGate) Put(*[]byte) {
+func (g *sendGate) Put(b *[]byte) {
+	*b = nil // &g.slice: written before the gate opens, after which the writer may fill it
 	g.written.Add(1)
 	g.inflight.Store(false)
-	select {
-	case g.signal <- struct{}{}:
-	default:
+	if p := g.signal.Load(); p != nil {
+		select {
+		case *p <- struct{}{}:
+		default:
+		}
 	}
 	if f := g.hook.Load(); f != nil {
 		(*f)()
@@ -355,8 +494,17 @@ func (s *nativeStream) Receive() (*pb.RouterFrame, error) {
 // write deadline.
 func (s *nativeStream) ready() error {
 	for s.gate.inflight.Load() {
+		signal := s.gate.signal.Load()
+		if signal == nil {
+			ch := make(chan struct{}, 1)
+			s.gate.signal.CompareAndSwap(nil, &ch)
+			signal = s.gate.signal.Load()
+			if !s.gate.inflight.Load() {
+				break // written before Put could find the signal
+			}
+		}
 		select {
-		case <-s.gate.signal: // perhaps an earlier frame's: look again
+		case <-*signal: // perhaps an earlier frame's: look again
 		case <-s.call.writeDeadline():
 			return errWriteDeadline
 		case <-s.done:
@@ -372,14 +520,7 @@ func (s *nativeStream) inFlight() bool { return s.gate.inflight.Load() }
 
 func (s *nativeStream) writtenCount() uint64 { return s.gate.written.Load() }
 
-func (s *nativeStream) expired() bool {
-	select {
-	case <-s.call.writeDeadline():
-		return true
-	default:
-		return false
-	}
-}
+func (s *nativeStream) expired() bool { return s.call.writeExpiredNow() }
 
 // onWritten makes f run after each frame is written and when the write
 // deadline passes.
@@ -418,6 +559,8 @@ func (s *nativeStream) Send(f *outFrame) error {
 
 func (s *nativeStream) canEnd() bool { return s.status != nil }
 
+func (s *nativeStream) ownsDone(done <-chan struct{}) bool { return done == s.done }
+
 // endWith ends the stream with err's status, as the handler's return
 // would: grpc-go queues the trailers behind the frames already sent (its
 // writer keeps a stream's frames in order), marks the stream done and
@@ -453,13 +596,14 @@ func (b *bridgeBody) Read(p []byte) (int, error) {
 		if b.err != nil {
 			return 0, b.err
 		}
+		if err := b.call.startRead(); err != nil {
+			b.err = err
+			continue
+		}
 		var raw rawMessage
-		if err := b.call.ss.RecvMsg(&raw); err != nil {
-			if errors.Is(err, io.EOF) {
-				b.call.mu.Lock()
-				b.call.bodyDone = true
-				b.call.mu.Unlock()
-			}
+		err := b.call.ss.RecvMsg(&raw)
+		b.call.endRead(err)
+		if err != nil {
 			b.err = err
 			continue
 		}
@@ -487,7 +631,13 @@ type bridgeWriter struct {
 	plain       bytes.Buffer
 }
 
-func (w *bridgeWriter) Header() http.Header { return w.header }
+// Header is made when first asked for: Monitor's native streams never do.
+func (w *bridgeWriter) Header() http.Header {
+	if w.header == nil {
+		w.header = http.Header{}
+	}
+	return w.header
+}
 
 func (w *bridgeWriter) WriteHeader(code int) {
 	if w.wroteHeader {
@@ -528,7 +678,7 @@ func (w *bridgeWriter) Write(p []byte) (int, error) {
 		// handler reuses what it wrote.
 		msg := append(rawMessage(nil), w.pending[5:5+n]...)
 		w.pending = w.pending[5+n:]
-		if err := w.call.ss.SendMsg(msg); err != nil {
+		if err := w.call.send(msg); err != nil {
 			return 0, err
 		}
 	}
@@ -541,6 +691,15 @@ func (w *bridgeWriter) Write(p []byte) (int, error) {
 // Flush: every message is on the stream's queue once Write returns, and
 // grpc-go writes it out.
 func (w *bridgeWriter) Flush() {}
+
+// send sends a relayed call's message, within its write deadline.
+func (c *nativeCall) send(msg rawMessage) error {
+	if err := c.startSend(); err != nil {
+		return err
+	}
+	defer c.endSend()
+	return c.ss.SendMsg(msg)
+}
 
 // SetReadDeadline and SetWriteDeadline are what http.ResponseController
 // reaches, so the port's bounds (WithTransportInfo, Stalls, the shutdown)

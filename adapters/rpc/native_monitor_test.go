@@ -236,81 +236,84 @@ func settle(t *testing.T, ctx context.Context, done func(monitor, all int) bool)
 // handler returns and closes the session.
 func TestNativeMonitorEndings(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		end  func(r *grpcRouter, sess *fakeSession, cancelHandler, cancelRouter context.CancelFunc)
-		want func(r *grpcRouter)
-	}{
-		{"lease expired", func(_ *grpcRouter, s *fakeSession, _, _ context.CancelFunc) {
-			s.end(domain.Errorf(domain.CodeLeaseExpired, "no keep_alive within the lease"))
-		}, func(r *grpcRouter) { r.endsWith(domain.CodeLeaseExpired) }},
-		{"replaced", func(_ *grpcRouter, s *fakeSession, _, _ context.CancelFunc) {
-			s.end(domain.Errorf(domain.CodeReplaced, "r1 registered on another stream"))
-		}, func(r *grpcRouter) { r.endsWith(domain.CodeReplaced) }},
-		{"shutting down", func(_ *grpcRouter, s *fakeSession, _, _ context.CancelFunc) {
-			s.end(domain.Errorf(domain.CodeShuttingDown, "the reporter is shutting down"))
-		}, func(r *grpcRouter) { r.endsWith(domain.CodeShuttingDown) }},
-		{"half-closed, then the lease", func(r *grpcRouter, s *fakeSession, _, _ context.CancelFunc) {
-			if err := r.st.CloseSend(); err != nil {
-				r.t.Fatal(err)
-			}
-			rep := sampleReport() // the session lives on
-			s.reports <- rep
-			s.wake()
-			if got := r.recv().GetReport(); got.GetSequenceId() != rep.SequenceID {
-				r.t.Fatalf("after half-close got %v, want the report", got)
-			}
-			s.end(domain.Errorf(domain.CodeLeaseExpired, "no keep_alive within the lease"))
-		}, func(r *grpcRouter) { r.endsWith(domain.CodeLeaseExpired) }},
-		{"stop", func(r *grpcRouter, _ *fakeSession, _, _ context.CancelFunc) { r.send(stopFrame) },
-			func(r *grpcRouter) { r.endsOK() }},
-		{"a frame with no payload", func(r *grpcRouter, _ *fakeSession, _, _ context.CancelFunc) { r.send(emptyFrame) },
-			func(r *grpcRouter) { r.endsWith(domain.CodeInvalidArgument) }},
-		{"the handler's context ends", func(_ *grpcRouter, _ *fakeSession, cancelHandler, _ context.CancelFunc) { cancelHandler() },
-			func(r *grpcRouter) { r.endsWithStatus(codes.Canceled) }},
-		{"the router cancels", func(_ *grpcRouter, _ *fakeSession, _, cancelRouter context.CancelFunc) { cancelRouter() },
-			func(r *grpcRouter) { r.endsWithStatus(codes.Canceled) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := testContext(t)
-			reg := &fakeRegistrar{sess: newFakeSession("r1"), calls: make(chan string, 16)}
-			mux := http.NewServeMux()
-			mux.Handle(mustMonitor(t, reg, MonitorOptions{}).Handler())
-			// A middleware whose context the test ends, as a server's own
-			// stop or a proxy in front of the handler may.
-			handlerCancels := make(chan context.CancelFunc, 1)
-			cc := nativeBridge(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				hctx, cancel := context.WithCancel(r.Context())
-				defer cancel()
-				handlerCancels <- cancel
-				mux.ServeHTTP(w, r.WithContext(hctx))
-			}))
-			routerCtx, cancelRouter := context.WithCancel(ctx)
-			defer cancelRouter()
-			r := openGRPC(t, routerCtx, cc)
-			r.send(registerFrame("r1", 100, 3000))
-			if r.recv().GetRegistered() == nil {
-				t.Fatal("the first frame is not the registered ack")
-			}
-			var cancelHandler context.CancelFunc
-			select {
-			case cancelHandler = <-handlerCancels:
-			case <-ctx.Done():
-				t.Fatal("the handler never started")
-			}
-			rep := sampleReport()
-			reg.sess.reports <- rep
-			reg.sess.wake()
-			if got := r.recv().GetReport(); got.GetSequenceId() != rep.SequenceID {
-				t.Fatalf("got %v, want the report", got)
-			}
-			r.send(keepAliveFrame) // the handler reads: it waits in its next read
-			waitCall(t, ctx, reg.sess, "keep_alive")
+	eachNativeWay(t, func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			name string
+			end  func(r *grpcRouter, sess *fakeSession, cancelHandler, cancelRouter context.CancelFunc)
+			want func(r *grpcRouter)
+		}{
+			{"lease expired", func(_ *grpcRouter, s *fakeSession, _, _ context.CancelFunc) {
+				s.end(domain.Errorf(domain.CodeLeaseExpired, "no keep_alive within the lease"))
+			}, func(r *grpcRouter) { r.endsWith(domain.CodeLeaseExpired) }},
+			{"replaced", func(_ *grpcRouter, s *fakeSession, _, _ context.CancelFunc) {
+				s.end(domain.Errorf(domain.CodeReplaced, "r1 registered on another stream"))
+			}, func(r *grpcRouter) { r.endsWith(domain.CodeReplaced) }},
+			{"shutting down", func(_ *grpcRouter, s *fakeSession, _, _ context.CancelFunc) {
+				s.end(domain.Errorf(domain.CodeShuttingDown, "the reporter is shutting down"))
+			}, func(r *grpcRouter) { r.endsWith(domain.CodeShuttingDown) }},
+			{"half-closed, then the lease", func(r *grpcRouter, s *fakeSession, _, _ context.CancelFunc) {
+				if err := r.st.CloseSend(); err != nil {
+					r.t.Fatal(err)
+				}
+				rep := sampleReport() // the session lives on
+				s.reports <- rep
+				s.wake()
+				if got := r.recv().GetReport(); got.GetSequenceId() != rep.SequenceID {
+					r.t.Fatalf("after half-close got %v, want the report", got)
+				}
+				s.end(domain.Errorf(domain.CodeLeaseExpired, "no keep_alive within the lease"))
+			}, func(r *grpcRouter) { r.endsWith(domain.CodeLeaseExpired) }},
+			{"stop", func(r *grpcRouter, _ *fakeSession, _, _ context.CancelFunc) { r.send(stopFrame) },
+				func(r *grpcRouter) { r.endsOK() }},
+			{"a frame with no payload", func(r *grpcRouter, _ *fakeSession, _, _ context.CancelFunc) { r.send(emptyFrame) },
+				func(r *grpcRouter) { r.endsWith(domain.CodeInvalidArgument) }},
+			{"the handler's context ends", func(_ *grpcRouter, _ *fakeSession, cancelHandler, _ context.CancelFunc) { cancelHandler() },
+				func(r *grpcRouter) { r.endsWithStatus(codes.Canceled) }},
+			{"the router cancels", func(_ *grpcRouter, _ *fakeSession, _, cancelRouter context.CancelFunc) { cancelRouter() },
+				func(r *grpcRouter) { r.endsWithStatus(codes.Canceled) }},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				ctx := testContext(t)
+				reg := &fakeRegistrar{sess: newFakeSession("r1"), calls: make(chan string, 16)}
+				mux := http.NewServeMux()
+				mux.Handle(mustMonitor(t, reg, MonitorOptions{}).Handler())
+				// A middleware whose context the test ends, as a server's own
+				// stop or a proxy in front of the handler may.
+				handlerCancels := make(chan context.CancelFunc, 1)
+				cc := nativeBridge(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					hctx, cancel := context.WithCancel(r.Context())
+					defer cancel()
+					handlerCancels <- cancel
+					mux.ServeHTTP(w, r.WithContext(hctx))
+				}))
+				routerCtx, cancelRouter := context.WithCancel(ctx)
+				defer cancelRouter()
+				r := openGRPC(t, routerCtx, cc)
+				r.send(registerFrame("r1", 100, 3000))
+				if r.recv().GetRegistered() == nil {
+					t.Fatal("the first frame is not the registered ack")
+				}
+				var cancelHandler context.CancelFunc
+				select {
+				case cancelHandler = <-handlerCancels:
+				case <-ctx.Done():
+					t.Fatal("the handler never started")
+				}
+				rep := sampleReport()
+				reg.sess.reports <- rep
+				reg.sess.wake()
+				if got := r.recv().GetReport(); got.GetSequenceId() != rep.SequenceID {
+					t.Fatalf("got %v, want the report", got)
+				}
+				r.send(keepAliveFrame) // the handler reads: it waits in its next read
+				waitCall(t, ctx, reg.sess, "keep_alive")
 
-			tc.end(r, reg.sess, cancelHandler, cancelRouter)
-			tc.want(r)
-			waitClosedSession(t, ctx, reg.sess)
-		})
-	}
+				tc.end(r, reg.sess, cancelHandler, cancelRouter)
+				tc.want(r)
+				waitClosedSession(t, ctx, reg.sess)
+			})
+		}
+	})
 }

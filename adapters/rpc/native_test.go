@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // nativeBridge serves h on the native server and returns a grpc-go
@@ -114,32 +116,35 @@ func TestNativeBridgeErrors(t *testing.T) {
 // client that cancels its stream ends the handler's.
 func TestNativeBridgeStreams(t *testing.T) {
 	t.Parallel()
-	checker := grpchealth.NewStaticChecker("test.Echo")
-	mux := http.NewServeMux()
-	mux.Handle(grpchealth.NewHandler(checker))
-	cc := nativeBridge(t, mux)
-	health := healthpb.NewHealthClient(cc)
-	ctx := testContext(t)
-	res, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: "test.Echo"})
-	if err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-		t.Fatalf("Check: %v, %v; want SERVING", res, err)
-	}
-	if _, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: "nope"}); status.Code(err) != codes.NotFound {
-		t.Errorf("Check(nope): %v, want NOT_FOUND", err)
-	}
-	watchCtx, cancel := context.WithCancel(ctx)
-	watch, err := health.Watch(watchCtx, &healthpb.HealthCheckRequest{Service: "test.Echo"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res, err := watch.Recv(); err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-		t.Fatalf("Watch: %v, %v; want SERVING", res, err)
-	}
-	cancel()
-	if _, err := watch.Recv(); status.Code(err) != codes.Canceled {
-		t.Errorf("Watch after cancel: %v, want CANCELED", err)
-	}
-	// goleak (TestMain) checks the handler's goroutine ended with it.
+	eachNativeWay(t, func(t *testing.T) {
+		t.Parallel()
+		checker := grpchealth.NewStaticChecker("test.Echo")
+		mux := http.NewServeMux()
+		mux.Handle(grpchealth.NewHandler(checker))
+		cc := nativeBridge(t, mux)
+		health := healthpb.NewHealthClient(cc)
+		ctx := testContext(t)
+		res, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: "test.Echo"})
+		if err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("Check: %v, %v; want SERVING", res, err)
+		}
+		if _, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: "nope"}); status.Code(err) != codes.NotFound {
+			t.Errorf("Check(nope): %v, want NOT_FOUND", err)
+		}
+		watchCtx, cancel := context.WithCancel(ctx)
+		watch, err := health.Watch(watchCtx, &healthpb.HealthCheckRequest{Service: "test.Echo"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := watch.Recv(); err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("Watch: %v, %v; want SERVING", res, err)
+		}
+		cancel()
+		if _, err := watch.Recv(); status.Code(err) != codes.Canceled {
+			t.Errorf("Watch after cancel: %v, want CANCELED", err)
+		}
+		// goleak (TestMain) checks the handler's goroutine ended with it.
+	})
 }
 
 // TestNativeBridgeBoundsARequestBody: a read deadline set through the
@@ -147,38 +152,100 @@ func TestNativeBridgeStreams(t *testing.T) {
 // a client that opens a stream and never sends, and the handler returns.
 func TestNativeBridgeBoundsARequestBody(t *testing.T) {
 	t.Parallel()
-	returned := make(chan error, 1)
-	mux := http.NewServeMux()
-	mux.Handle("/test.Echo/Collect", connect.NewClientStreamHandler("/test.Echo/Collect",
-		func(_ context.Context, st *connect.ClientStream[emptypb.Empty]) (*connect.Response[emptypb.Empty], error) {
-			for st.Receive() {
+	eachNativeWay(t, func(t *testing.T) {
+		t.Parallel()
+		returned := make(chan error, 1)
+		mux := http.NewServeMux()
+		mux.Handle("/test.Echo/Collect", connect.NewClientStreamHandler("/test.Echo/Collect",
+			func(_ context.Context, st *connect.ClientStream[emptypb.Empty]) (*connect.Response[emptypb.Empty], error) {
+				for st.Receive() {
+				}
+				returned <- st.Err()
+				return connect.NewResponse(&emptypb.Empty{}), nil
+			}))
+		bounded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
+				t.Errorf("SetReadDeadline: %v", err)
 			}
-			returned <- st.Err()
-			return connect.NewResponse(&emptypb.Empty{}), nil
-		}))
-	bounded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
-			t.Errorf("SetReadDeadline: %v", err)
+			mux.ServeHTTP(w, r)
+		})
+		cc := nativeBridge(t, bounded)
+		ctx := testContext(t)
+		st, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, "/test.Echo/Collect")
+		if err != nil {
+			t.Fatal(err)
 		}
-		mux.ServeHTTP(w, r)
+		select {
+		case err := <-returned:
+			if err == nil {
+				t.Error("the handler's read ended without an error; want the deadline's")
+			}
+		case <-ctx.Done():
+			t.Fatal("the handler still reads a body nobody sends, past its deadline")
+		}
+		if err := st.RecvMsg(&emptypb.Empty{}); status.Code(err) != codes.Canceled || status.Convert(err).Message() != "context canceled" {
+			t.Errorf("the client's stream: %v, want it ended with CANCELLED \"context canceled\"", err)
+		}
 	})
-	cc := nativeBridge(t, bounded)
-	ctx := testContext(t)
-	st, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, "/test.Echo/Collect")
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-returned:
-		if err == nil {
-			t.Error("the handler's read ended without an error; want the deadline's")
+}
+
+// TestNativeBridgeBoundsASend: a write deadline set through the response
+// controller, as Stalls and the shutdown set one, cuts a send to a client
+// that stopped reading, and the handler returns; the client, once it
+// reads what was sent, sees the stream end with CANCELLED.
+func TestNativeBridgeBoundsASend(t *testing.T) {
+	t.Parallel()
+	eachNativeWay(t, func(t *testing.T) {
+		t.Parallel()
+		returned := make(chan error, 1)
+		mux := http.NewServeMux()
+		mux.Handle("/test.Echo/Flood", connect.NewServerStreamHandler("/test.Echo/Flood",
+			func(_ context.Context, _ *connect.Request[emptypb.Empty], st *connect.ServerStream[wrapperspb.BytesValue]) error {
+				chunk := &wrapperspb.BytesValue{Value: make([]byte, 16<<10)}
+				for {
+					if err := st.Send(chunk); err != nil {
+						returned <- err
+						return err
+					}
+				}
+			}))
+		bounded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
+				t.Errorf("SetWriteDeadline: %v", err)
+			}
+			mux.ServeHTTP(w, r)
+		})
+		cc := nativeBridge(t, bounded)
+		ctx := testContext(t)
+		st, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/test.Echo/Flood")
+		if err != nil {
+			t.Fatal(err)
 		}
-	case <-ctx.Done():
-		t.Fatal("the handler still reads a body nobody sends, past its deadline")
-	}
-	if err := st.RecvMsg(&emptypb.Empty{}); err == nil || errors.Is(err, io.EOF) {
-		t.Errorf("the client's stream: %v, want the stream ended with an error", err)
-	}
+		if err := st.SendMsg(&emptypb.Empty{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-returned:
+			if err == nil {
+				t.Error("the handler's send ended without an error; want the deadline's")
+			}
+		case <-ctx.Done():
+			t.Fatal("the handler still sends to a client that reads nothing, past its deadline")
+		}
+		for {
+			err := st.RecvMsg(&wrapperspb.BytesValue{})
+			if err == nil {
+				continue
+			}
+			if status.Code(err) != codes.Canceled || status.Convert(err).Message() != "context canceled" {
+				t.Errorf("the client's stream: %v, want it ended with CANCELLED \"context canceled\"", err)
+			}
+			break
+		}
+	})
 }
 
 // TestNativeBridgeSurvivesAPanic: a handler that panics ends its call
@@ -202,4 +269,126 @@ func TestNativeBridgeSurvivesAPanic(t *testing.T) {
 	if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{Service: "test.Echo"}); err != nil {
 		t.Errorf("the server after the panics: %v", err)
 	}
+}
+
+// TestNativeBridgeReadPastItsDeadlineFails: once a relayed call's read
+// deadline has passed, its next read fails, although a message waits
+// (it was read before the deadline came, as grpc-go's reader took it off
+// the connection), and the call ends with CANCELLED.
+func TestNativeBridgeReadPastItsDeadlineFails(t *testing.T) {
+	t.Parallel()
+	eachNativeWay(t, func(t *testing.T) {
+		t.Parallel()
+		const calls = 16
+		pinged := make(chan struct{}, calls)
+		reads := make(chan error, calls)
+		mux := http.NewServeMux()
+		mux.Handle("/test.Echo/Ping", connect.NewUnaryHandler("/test.Echo/Ping",
+			func(context.Context, *connect.Request[emptypb.Empty]) (*connect.Response[emptypb.Empty], error) {
+				pinged <- struct{}{}
+				return connect.NewResponse(&emptypb.Empty{}), nil
+			}))
+		mux.HandleFunc("/test.Echo/Collect", func(w http.ResponseWriter, r *http.Request) {
+			first := make([]byte, 5) // an empty message's envelope
+			if _, err := io.ReadFull(r.Body, first); err != nil {
+				reads <- fmt.Errorf("the first message: %w", err)
+				return
+			}
+			<-pinged // the second is in grpc-go's buffer
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(-time.Second))
+			_, err := io.ReadFull(r.Body, first)
+			if err == nil {
+				err = errReadNotCut
+			} else {
+				err = nil
+			}
+			reads <- err
+		})
+		cc := nativeBridge(t, mux)
+		ctx := testContext(t)
+		for range calls {
+			st, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, "/test.Echo/Collect")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				if err := st.SendMsg(&emptypb.Empty{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The same connection: grpc-go's server has read the second
+			// message once it reads this call.
+			if err := cc.Invoke(ctx, "/test.Echo/Ping", &emptypb.Empty{}, &emptypb.Empty{}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-reads:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-ctx.Done():
+				t.Fatal("the handler never read")
+			}
+			if err := st.RecvMsg(&emptypb.Empty{}); status.Code(err) != codes.Canceled {
+				t.Fatalf("the client's stream: %v, want CANCELLED", err)
+			}
+		}
+	})
+}
+
+var errReadNotCut = errors.New("a read past its deadline returned a message")
+
+// TestNativeBridgeSendPastItsDeadlineFails: once a relayed call's write
+// deadline has passed, its next send fails, although the stream has room
+// for it, and the call ends with CANCELLED.
+func TestNativeBridgeSendPastItsDeadlineFails(t *testing.T) {
+	t.Parallel()
+	eachNativeWay(t, func(t *testing.T) {
+		t.Parallel()
+		sent := make(chan error, 1)
+		mux := http.NewServeMux()
+		mux.Handle("/test.Echo/Late", connect.NewServerStreamHandler("/test.Echo/Late",
+			func(context.Context, *connect.Request[emptypb.Empty], *connect.ServerStream[emptypb.Empty]) error {
+				return nil
+			}))
+		late := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(-time.Second))
+			w.Header().Set("Content-Type", "application/grpc")
+			_, err := w.Write([]byte{0, 0, 0, 0, 0}) // an empty message
+			sent <- err
+			if err == nil {
+				w.Header().Set("Grpc-Status", "0")
+			}
+		})
+		cc := nativeBridge(t, late)
+		ctx := testContext(t)
+		st, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/test.Echo/Late")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SendMsg(&emptypb.Empty{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-sent:
+			if err == nil {
+				t.Error("a send past its write deadline succeeded")
+			}
+		case <-ctx.Done():
+			t.Fatal("the handler never sent")
+		}
+		for {
+			err := st.RecvMsg(&emptypb.Empty{})
+			if err == nil {
+				continue
+			}
+			if status.Code(err) != codes.Canceled {
+				t.Errorf("the client's stream: %v, want CANCELLED", err)
+			}
+			break
+		}
+	})
 }

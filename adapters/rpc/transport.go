@@ -34,13 +34,90 @@ func WithTransportInfo(next http.Handler) http.Handler {
 // cannot hold the server's shutdown to the end of its grace, nor can a
 // router's Monitor stream. Mount it inside WithTransportInfo, whose
 // response controller it uses.
+//
+// The open responses are one shared set, watched by one context.AfterFunc:
+// a request costs its entry in the set and no allocation (one AfterFunc
+// each was ~170 B of every open stream).
 func BoundWritesAtShutdown(shuttingDown context.Context, timeout time.Duration, next http.Handler) http.Handler {
+	b := &shutdownBound{timeout: timeout}
+	context.AfterFunc(shuttingDown, b.shutDown)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := transportFrom(r.Context())
-		stop := context.AfterFunc(shuttingDown, func() { t.setWriteDeadline(time.Now().Add(timeout)) })
-		defer stop()
+		switch {
+		case t == nil: // nothing to bound it with
+		case b.add(t):
+			defer b.remove(t)
+		default: // in the set of another BoundWritesAtShutdown, mounted outside this one
+			stop := context.AfterFunc(shuttingDown, func() { t.setWriteDeadline(time.Now().Add(timeout)) })
+			defer stop()
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// shutdownBound is the open responses of one BoundWritesAtShutdown, a
+// list through their transports.
+type shutdownBound struct {
+	timeout time.Duration
+
+	mu       sync.Mutex
+	head     *transport
+	shutting bool // shuttingDown has ended
+}
+
+// add puts t in the set, and bounds it at once once shutting down; it
+// reports false, doing nothing, when t is in a set already.
+func (b *shutdownBound) add(t *transport) bool {
+	b.mu.Lock()
+	if t.bound != nil {
+		b.mu.Unlock()
+		return false
+	}
+	t.bound, t.prev, t.next = b, nil, b.head
+	if b.head != nil {
+		b.head.prev = t
+	}
+	b.head = t
+	shutting := b.shutting
+	b.mu.Unlock()
+	if shutting {
+		t.setWriteDeadline(time.Now().Add(b.timeout))
+	}
+	return true
+}
+
+// remove takes t, whose handler returned, out of the set.
+func (b *shutdownBound) remove(t *transport) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t.prev != nil {
+		t.prev.next = t.next
+	} else {
+		b.head = t.next
+	}
+	if t.next != nil {
+		t.next.prev = t.prev
+	}
+	t.bound, t.prev, t.next = nil, nil, nil
+}
+
+// shutDown bounds every response open now; those added later are bounded
+// as they come.
+func (b *shutdownBound) shutDown() {
+	b.mu.Lock()
+	b.shutting = true
+	var open []*transport
+	for t := b.head; t != nil; t = t.next {
+		open = append(open, t)
+	}
+	b.mu.Unlock()
+	// Outside mu: a deadline talks to the connection's goroutine, and
+	// handlers returning meanwhile must not wait for every other's. One
+	// that returned since has no response controller left to bound.
+	at := time.Now().Add(b.timeout)
+	for _, t := range open {
+		t.setWriteDeadline(at)
+	}
 }
 
 type transportKey struct{}
@@ -51,6 +128,11 @@ type transport struct {
 
 	mu sync.Mutex
 	rc *http.ResponseController // nil once the handler returned
+
+	// bound is the BoundWritesAtShutdown whose set t is in, prev and next
+	// its neighbours there; all three under bound.mu.
+	bound      *shutdownBound
+	prev, next *transport
 }
 
 // transportFrom returns the request's transport, or nil when

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,7 +93,7 @@ func TestMonitorStuckReaderOnShutdown(t *testing.T) {
 		m.waitClosed() // the handler returned
 	}
 	eachClient(t, func(t *testing.T, proto []connect.ClientOption) { onShutdown(t, proto, false) })
-	t.Run("grpc-native", func(t *testing.T) { onShutdown(t, []connect.ClientOption{connect.WithGRPC()}, true) })
+	eachNativeWay(t, func(t *testing.T) { onShutdown(t, []connect.ClientOption{connect.WithGRPC()}, true) })
 }
 
 // TestTransportInfo: the handler behind WithTransportInfo finds the
@@ -177,5 +179,103 @@ func TestBoundWritesAtShutdown(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the handler was still writing 5 s after shutdown, with a 100 ms bound")
+	}
+}
+
+// deadlineWriter is a response whose write deadlines are recorded.
+type deadlineWriter struct {
+	nopWriter
+	set chan time.Time
+}
+
+func (w deadlineWriter) SetWriteDeadline(t time.Time) error {
+	w.set <- t
+	return nil
+}
+
+// TestBoundWritesAtShutdownBoundsEveryOpenResponse: once the reporter
+// shuts down, every response still open gets the bound, and so does one
+// that comes later; those whose handlers returned before (the newest, one
+// in the middle) get none.
+func TestBoundWritesAtShutdownBoundsEveryOpenResponse(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	stopping, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	const n = 5
+	var writers [n]deadlineWriter
+	var release, entered, returned [n]chan struct{}
+	for i := range n {
+		writers[i] = deadlineWriter{set: make(chan time.Time, 2)}
+		release[i], entered[i], returned[i] = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	}
+	h := WithTransportInfo(BoundWritesAtShutdown(stopping, time.Minute, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		i, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/"))
+		close(entered[i])
+		<-release[i]
+	})))
+	start := func(i int) {
+		go func() {
+			defer close(returned[i])
+			req, _ := http.NewRequest(http.MethodGet, "/"+strconv.Itoa(i), nil)
+			h.ServeHTTP(writers[i], req)
+		}()
+		wait(t, ctx, entered[i], "a handler to start")
+	}
+	for i := range n - 1 {
+		start(i)
+	}
+	for _, i := range []int{3, 1} { // the newest, then one in the middle
+		close(release[i])
+		wait(t, ctx, returned[i], "a handler to return")
+	}
+	before := time.Now()
+	shutdown()
+	for _, i := range []int{0, 2} {
+		select {
+		case at := <-writers[i].set:
+			if at.Before(before.Add(time.Minute)) {
+				t.Errorf("response %d: write deadline %s, want a minute from the shutdown", i, at)
+			}
+		case <-ctx.Done():
+			t.Fatalf("response %d, open at shutdown, never got a write deadline", i)
+		}
+	}
+	for _, i := range []int{1, 3} {
+		if len(writers[i].set) != 0 {
+			t.Errorf("response %d, whose handler returned before the shutdown, got a write deadline", i)
+		}
+	}
+	start(4) // bounded before its handler runs
+	if len(writers[4].set) != 1 {
+		t.Error("a response that came after the shutdown got no write deadline")
+	}
+	for _, i := range []int{0, 2, 4} {
+		close(release[i])
+		wait(t, ctx, returned[i], "a handler to return")
+	}
+}
+
+func wait(t *testing.T, ctx context.Context, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		t.Fatalf("waiting for %s: %v", what, ctx.Err())
+	}
+}
+
+// TestBoundWritesAtShutdownCostsNoAllocation: a request passes through
+// BoundWritesAtShutdown with no allocation, its response joining and
+// leaving the shared set.
+func TestBoundWritesAtShutdownCostsNoAllocation(t *testing.T) {
+	stopping, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	h := BoundWritesAtShutdown(stopping, time.Second, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	req, _ := http.NewRequest(http.MethodGet, "/", nil)
+	req = req.WithContext(context.WithValue(req.Context(), transportKey{}, &transport{}))
+	w := nopWriter{}
+	if allocs := testing.AllocsPerRun(1000, func() { h.ServeHTTP(w, req) }); allocs != 0 {
+		t.Errorf("a request allocates %v times in BoundWritesAtShutdown, want 0", allocs)
 	}
 }
