@@ -116,7 +116,12 @@ type Monitor struct {
 // NewMonitorWithOptions returns the Monitor service over the fire loop;
 // o's errors are INVALID_ARGUMENT naming the option.
 func NewMonitorWithOptions(loop *fireloop.Loop, o MonitorOptions) (*Monitor, error) {
-	return newMonitor(loopRegistrar{loop}, o)
+	m, err := newMonitor(loopRegistrar{loop}, o)
+	if err != nil {
+		return nil, err
+	}
+	m.pump.behind = func() bool { return loop.Behind(m.opts.Clock.Now()) }
+	return m, nil
 }
 
 func newMonitor(reg Registrar, o MonitorOptions) (*Monitor, error) {

@@ -36,6 +36,10 @@ type pump struct {
 	queue   []pumpJob
 	running int
 	size    int
+	// behind says whether the fire loop waits for a processor: its timer
+	// is due and it has not run since (nil: never). The pump then yields
+	// its own.
+	behind func() bool
 }
 
 // pumpJob is what the pump runs: a writer's next send.
@@ -57,15 +61,18 @@ func (p *pump) add(w pumpJob) {
 	}
 }
 
-// yieldEvery is how many sends a pump goroutine makes before it lets a
-// waiting goroutine run: a fire loop woken at its deadline waits for the
-// processor a burst holds, and would otherwise wait until the burst ends
-// or the runtime preempts it (10 ms).
+// yieldEvery is how many sends a pump goroutine makes between two looks
+// at whether the fire loop is behind: woken at its deadline, it waits for
+// the processor a burst holds, and would otherwise wait until the burst
+// ends or the runtime preempts it (10 ms). It yields only then: a yield
+// puts the pump behind every runnable goroutine (over a thousand
+// connections, a thousand writers), which the last routers' reports
+// would wait for.
 const yieldEvery = 16
 
 func (p *pump) run() {
 	for n := 1; ; n++ {
-		if n%yieldEvery == 0 {
+		if n%yieldEvery == 0 && p.behind != nil && p.behind() {
 			runtime.Gosched()
 		}
 		p.mu.Lock()

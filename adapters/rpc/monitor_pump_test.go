@@ -1,9 +1,15 @@
 package rpc
 
 import (
+	"context"
 	"runtime"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/loadreporter/loadreporter/domain"
+	"github.com/loadreporter/loadreporter/domain/fireloop"
+	"github.com/loadreporter/loadreporter/ports/porttest"
 )
 
 // countingJob records, when it runs, whether another goroutine had run.
@@ -18,18 +24,19 @@ func (j countingJob) pumpOnce() {
 	j.done.Done()
 }
 
-// TestThePumpLetsAWaitingGoroutineRunDuringABurst: on one processor, a
-// goroutine made ready while the pump works through a burst (the fire
-// loop, woken at its deadline) runs before the burst ends, not after.
-func TestThePumpLetsAWaitingGoroutineRunDuringABurst(t *testing.T) {
+// burstOnOneProcessor runs a burst of jobs through a pump of one
+// goroutine on one processor, a goroutine made ready just before it, and
+// returns, per job, whether that goroutine had run, and how often the
+// pump asked behind.
+func burstOnOneProcessor(behind bool) (seen []bool, asked int) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	p := &pump{size: 1}
+	p := &pump{size: 1, behind: func() bool { asked++; return behind }}
 	var mu sync.Mutex
 	other := false
 	ran := func() bool { mu.Lock(); defer mu.Unlock(); return other }
 	var done sync.WaitGroup
 	const burst = 4 * yieldEvery
-	seen := make([]bool, burst)
+	seen = make([]bool, burst)
 	done.Add(burst)
 	p.mu.Lock() // queued before the pump's goroutine starts
 	for i := range burst {
@@ -44,12 +51,64 @@ func TestThePumpLetsAWaitingGoroutineRunDuringABurst(t *testing.T) {
 	}()
 	p.run()
 	done.Wait()
-	if !seen[burst-1] {
-		t.Fatalf("a goroutine ready before a burst of %d sends had not run when the burst ended", burst)
+	return seen, asked
+}
+
+// TestThePumpYieldsToAFireLoopBehind: on one processor, a goroutine made
+// ready while the pump works through a burst (the fire loop, woken at its
+// deadline) runs before the burst ends while the fire loop is behind, and
+// not before otherwise: a yield would put the burst's last reports behind
+// every writer it woke.
+func TestThePumpYieldsToAFireLoopBehind(t *testing.T) {
+	for _, behind := range []bool{true, false} {
+		seen, asked := burstOnOneProcessor(behind)
+		if seen[0] {
+			// Preempted before the burst began (a collection, the runtime's
+			// own timers): no failure of the pump, nor a proof of it.
+			t.Skip("the other goroutine ran before the burst started: this run shows nothing")
+		}
+		if want := len(seen) / yieldEvery; asked != want {
+			t.Errorf("behind %v: the pump asked whether the fire loop is behind %d times in %d sends, want %d (every %d)", behind, asked, len(seen), want, yieldEvery)
+		}
+		if last := seen[len(seen)-1]; last != behind {
+			t.Errorf("behind %v: a goroutine ready before a burst of %d sends had run by its end: %v, want %v", behind, len(seen), last, behind)
+		}
 	}
-	if seen[0] {
-		// Preempted before the burst began (a collection, the runtime's
-		// own timers): no failure of the pump, nor a proof of it.
-		t.Skip("the other goroutine ran before the burst started: this run shows nothing")
+}
+
+// TestTheMonitorsPumpAsksTheFireLoop: the Monitor over a fire loop gives
+// its pump the loop's Behind, read on the Monitor's clock.
+func TestTheMonitorsPumpAsksTheFireLoop(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	clk := porttest.NewClock(t0)
+	loop, err := fireloop.New(fireloop.Options{Source: nopSource{}, Clock: clk, Builder: domain.ReportBuilder{StaleAfter: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(testContext(t))
+	done := make(chan struct{})
+	go func() { defer close(done); _ = loop.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	if _, _, err := loop.Register("r1", 100, 60000); err != nil {
+		t.Fatal(err)
+	}
+	mon := func(at time.Time) *Monitor {
+		m, err := NewMonitorWithOptions(loop, MonitorOptions{Clock: porttest.NewClock(at)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	early, late := mon(t0), mon(t0.Add(time.Hour))
+	// The loop may wake once more (the registration's poke) before it
+	// waits for good; it is behind at an hour past once it does.
+	for !late.pump.behind() {
+		if ctx.Err() != nil {
+			t.Fatal("the fire loop waits on its timer, the Monitor's clock reads an hour past: its pump never saw the loop behind")
+		}
+		runtime.Gosched()
+	}
+	if early.pump.behind() {
+		t.Error("the fire loop waits on its timer, the Monitor's clock reads before it: its pump sees the loop behind")
 	}
 }
