@@ -97,9 +97,10 @@ type Loop struct {
 	between          Recounter
 	window           Window
 	betweenDelivered atomic.Uint64
-	// waitingFor is the time, in Unix nanoseconds, of the timer the loop
-	// waits on, or 0 while it runs (Behind).
-	waitingFor atomic.Int64
+	// waitingFor is the time of the timer the loop waits on; nil while it
+	// runs or waits with no timer (Behind). A time, not Unix nanoseconds,
+	// so a step of the wall clock changes nothing.
+	waitingFor atomic.Pointer[time.Time]
 
 	mu         sync.Mutex
 	table      *session.Table
@@ -277,13 +278,13 @@ func (l *Loop) Run(ctx context.Context) error {
 		var timerC <-chan time.Time
 		var timer ports.Timer
 		if hasWake {
-			l.waitingFor.Store(wake.UnixNano())
+			l.waitingFor.Store(&wake)
 			timer = l.clock.NewTimer(wake)
 			timerC = timer.C()
 		}
 		select {
 		case <-ctx.Done():
-			l.waitingFor.Store(0)
+			l.waitingFor.Store(nil)
 			if timer != nil {
 				timer.Stop()
 			}
@@ -295,7 +296,7 @@ func (l *Loop) Run(ctx context.Context) error {
 				l.publishBetween(now)
 			}
 		}
-		l.waitingFor.Store(0)
+		l.waitingFor.Store(nil)
 		if timer != nil {
 			timer.Stop()
 		}
@@ -304,11 +305,10 @@ func (l *Loop) Run(ctx context.Context) error {
 
 // Behind reports whether, at now, the loop's timer is due and the loop
 // has not taken it up yet: it waits for a processor. Whoever holds one
-// through a long run of work (the writers' pump) yields it then, and
-// only then.
+// through a long run of work yields it then, and only then.
 func (l *Loop) Behind(now time.Time) bool {
 	w := l.waitingFor.Load()
-	return w != 0 && now.UnixNano() >= w
+	return w != nil && !now.Before(*w)
 }
 
 // publishBetween delivers Options.Between's recount, built now, to the
