@@ -182,8 +182,8 @@ type nativeCall struct {
 	done                  bool // the handler returned: timers do nothing
 	// A relayed call's read or send in progress, and whether its
 	// deadline has passed: the stream then ends (cancel), at once if one
-	// is in progress, else at the next; past the write deadline, reads
-	// fail too, as they did on a cancelled stream context.
+	// is in progress, else at the next; past either deadline both reads
+	// and sends fail, as on a cancelled stream context.
 	reading, sending         bool
 	readExpired, sendExpired bool
 	cut                      bool // cancel ended the stream: its status is CANCELLED
@@ -210,7 +210,8 @@ func (c *nativeCall) cancel() {
 }
 
 // startRead is a relayed call's read beginning; it fails, and ends the
-// stream, once the read or the write deadline has passed.
+// stream, once the read or the write deadline has passed (startSend
+// likewise).
 func (c *nativeCall) startRead() error {
 	c.mu.Lock()
 	expired := c.readExpired || c.sendExpired
@@ -236,7 +237,7 @@ func (c *nativeCall) endRead(err error) {
 // startSend and endSend are startRead and endRead for a send.
 func (c *nativeCall) startSend() error {
 	c.mu.Lock()
-	expired := c.sendExpired
+	expired := c.sendExpired || c.readExpired
 	c.sending = !expired
 	c.mu.Unlock()
 	if expired {
@@ -297,9 +298,10 @@ type statusWriter interface {
 	WriteStatus(*status.Status) error
 }
 
-// setReadDeadline bounds the reads of a relayed call: past t, a read in
-// progress and every later one fail, and the stream ends (grpc-go ends a
-// stream whose read fails); a zero t clears a deadline not passed yet.
+// setReadDeadline bounds the reads of a relayed call: past t, a read or
+// send in progress and every later one fail, and the stream ends (a send
+// may wait for a client that stopped reading as well as sending); a zero
+// t clears a deadline not passed yet.
 func (c *nativeCall) setReadDeadline(t time.Time) {
 	c.mu.Lock()
 	if c.readTimer != nil {
@@ -326,9 +328,11 @@ func (c *nativeCall) expireRead() {
 		return
 	}
 	c.readExpired = true
-	reading := c.reading
+	busy := c.reading || c.sending
 	c.mu.Unlock()
-	if reading {
+	if busy {
+		// A send in progress may wait for a client that stopped reading
+		// as well as sending: past the read deadline, the stream ends.
 		c.cancel()
 	}
 }

@@ -248,6 +248,66 @@ func TestNativeBridgeBoundsASend(t *testing.T) {
 	})
 }
 
+// TestNativeBridgeReadDeadlineBoundsASend: a two-way call whose client
+// neither sends nor reads any more (reflection's, asking for large
+// descriptors), bounded by its read deadline only, ends at that deadline
+// though its handler waits in a send, not a read.
+func TestNativeBridgeReadDeadlineBoundsASend(t *testing.T) {
+	t.Parallel()
+	eachNativeWay(t, func(t *testing.T) {
+		t.Parallel()
+		returned := make(chan error, 1)
+		mux := http.NewServeMux()
+		mux.Handle("/test.Echo/Chat", connect.NewBidiStreamHandler("/test.Echo/Chat",
+			func(_ context.Context, st *connect.BidiStream[emptypb.Empty, wrapperspb.BytesValue]) error {
+				if _, err := st.Receive(); err != nil {
+					returned <- err
+					return err
+				}
+				chunk := &wrapperspb.BytesValue{Value: make([]byte, 16<<10)}
+				for {
+					if err := st.Send(chunk); err != nil {
+						returned <- err
+						return err
+					}
+				}
+			}))
+		bounded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
+				t.Errorf("SetReadDeadline: %v", err)
+			}
+			mux.ServeHTTP(w, r)
+		})
+		cc := nativeBridge(t, bounded)
+		ctx := testContext(t)
+		st, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/test.Echo/Chat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SendMsg(&emptypb.Empty{}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-returned:
+			if err == nil {
+				t.Error("the handler's send ended without an error; want the read deadline's")
+			}
+		case <-ctx.Done():
+			t.Fatal("the handler still sends to a client that reads and sends nothing, past its read deadline")
+		}
+		for {
+			err := st.RecvMsg(&wrapperspb.BytesValue{})
+			if err == nil {
+				continue
+			}
+			if status.Code(err) != codes.Canceled || status.Convert(err).Message() != "context canceled" {
+				t.Errorf("the client's stream: %v, want it ended with CANCELLED \"context canceled\"", err)
+			}
+			break
+		}
+	})
+}
+
 // TestNativeBridgeSurvivesAPanic: a handler that panics ends its call
 // with INTERNAL, as net/http would reset its stream, and the server goes
 // on serving; one that aborts (http.ErrAbortHandler) ends it quietly.
@@ -346,11 +406,6 @@ func TestNativeBridgeSendPastItsDeadlineFails(t *testing.T) {
 	eachNativeWay(t, func(t *testing.T) {
 		t.Parallel()
 		sent := make(chan error, 1)
-		mux := http.NewServeMux()
-		mux.Handle("/test.Echo/Late", connect.NewServerStreamHandler("/test.Echo/Late",
-			func(context.Context, *connect.Request[emptypb.Empty], *connect.ServerStream[emptypb.Empty]) error {
-				return nil
-			}))
 		late := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(-time.Second))
 			w.Header().Set("Content-Type", "application/grpc")
