@@ -293,7 +293,7 @@ func (m *Monitor) relay(ctx context.Context, st stream, tr *transport, r *receiv
 			defer stop()
 		}
 		err := r.relay(sub)
-		read = make(chan error, 1) // made once read: a stream between frames holds none
+		read = make(chan error, 1) // made once the read ended: an open stream holds none
 		read <- err
 	} else {
 		read = make(chan error, 1)

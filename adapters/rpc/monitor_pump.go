@@ -40,12 +40,13 @@ type pump struct {
 	// is due and it has not run since (nil: never). The pump then yields
 	// its own.
 	behind func() bool
+	yield  func() // runtime.Gosched; a test counts the yields
 }
 
 // pumpJob is what the pump runs: a writer's next send.
 type pumpJob interface{ pumpOnce() }
 
-func newPump() *pump { return &pump{size: max(runtime.GOMAXPROCS(0), 1)} }
+func newPump() *pump { return &pump{size: max(runtime.GOMAXPROCS(0), 1), yield: runtime.Gosched} }
 
 // add queues w, starting a goroutine if fewer than size run.
 func (p *pump) add(w pumpJob) {
@@ -73,7 +74,7 @@ const yieldEvery = 16
 func (p *pump) run() {
 	for n := 1; ; n++ {
 		if n%yieldEvery == 0 && p.behind != nil && p.behind() {
-			runtime.Gosched()
+			p.yield()
 		}
 		p.mu.Lock()
 		if len(p.queue) == 0 {

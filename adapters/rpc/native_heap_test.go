@@ -33,33 +33,35 @@ import (
 // process of their own, so the server's heap is the server's alone.
 const heapClientEnv = "LOADREPORTER_RPC_HEAP_CLIENT"
 
-// maxNativeStreamHeap bounds the live heap one registered native Monitor
-// stream holds, between reports, with one report written: grpc-go's
-// transport stream and handler, and what the bridge and Monitor keep.
-const maxNativeStreamHeap = 4800
+// maxHeapOverGRPC bounds the live heap one registered native Monitor
+// stream holds, between reports, with one report written, over what a
+// plain grpc-go server's stream holds measured the same way: what the
+// bridge and Monitor keep (about 1.8 KiB on linux/amd64), not grpc-go's
+// own, which moves with its version.
+const maxHeapOverGRPC = 2300
 
 // TestNativeMonitorStreamHeap: a registered native Monitor stream, between
-// reports, holds at most maxNativeStreamHeap bytes of live heap on the
-// server, measured after a collection over 500 streams on 10 connections
-// from another process. A plain grpc-go server serving the stream as
-// ORCA's service does (its handler and a ticker) is measured the same way
-// and logged beside it: what is over it is the bridge's and Monitor's. It
-// runs alone (no t.Parallel): it reads the process's heap.
+// reports, holds at most maxHeapOverGRPC bytes of live heap on the server
+// over a plain grpc-go server's stream (one serving it as ORCA's service
+// does, its handler and a ticker), each measured after a collection over
+// 500 streams on 10 connections from another process. It runs alone (no
+// t.Parallel): it reads the process's heap; and without the race
+// detector, whose allocations are no stream's (make test runs it so).
 func TestNativeMonitorStreamHeap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens 1000 streams in a second process")
+	}
+	if raceEnabled {
+		t.Skip("the race detector allocates for what it watches: run without -race")
 	}
 	const conns, perConn = 10, 50
 	ours := streamHeap(t, "ours", conns, perConn, startHeapMonitor)
 	plain := streamHeap(t, "plain", conns, perConn, startPlainGRPC)
 	t.Logf("live heap a native Monitor stream holds: %d B; a plain grpc-go server's stream: %d B; over it: %d B",
 		ours, plain, ours-plain)
-	if raceEnabled {
-		return // the race detector's allocations are no stream's
-	}
-	if ours > maxNativeStreamHeap {
-		t.Errorf("a native Monitor stream holds %d B of live heap, want at most %d (a plain grpc-go server's holds %d)",
-			ours, maxNativeStreamHeap, plain)
+	if ours-plain > maxHeapOverGRPC {
+		t.Errorf("a native Monitor stream holds %d B of live heap, %d over a plain grpc-go server's %d; want at most %d over",
+			ours, ours-plain, plain, maxHeapOverGRPC)
 	}
 }
 

@@ -2,5 +2,6 @@
 
 package rpc
 
-// raceEnabled: the race detector is on, and allocates for what it watches.
+// raceEnabled reports whether the race detector is on: it allocates for
+// what it watches.
 const raceEnabled = true

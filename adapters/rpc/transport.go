@@ -36,8 +36,8 @@ func WithTransportInfo(next http.Handler) http.Handler {
 // response controller it uses.
 //
 // The open responses are one shared set, watched by one context.AfterFunc:
-// a request costs its entry in the set and no allocation (one AfterFunc
-// each was ~170 B of every open stream).
+// a request costs its entry in the set and no allocation, where an
+// AfterFunc each would be held by every open stream.
 func BoundWritesAtShutdown(shuttingDown context.Context, timeout time.Duration, next http.Handler) http.Handler {
 	b := &shutdownBound{timeout: timeout}
 	context.AfterFunc(shuttingDown, b.shutDown)
