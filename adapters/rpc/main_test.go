@@ -14,6 +14,7 @@ import (
 
 	"connectrpc.com/connect"
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
 )
 
 func TestMain(m *testing.M) {
@@ -87,6 +88,13 @@ func startNative(t testing.TB, h http.Handler) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveGRPC(t, srv)
+}
+
+// serveGRPC serves srv on 127.0.0.1, stopped when the test ends, and
+// returns its address.
+func serveGRPC(t testing.TB, srv *grpc.Server) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -209,13 +209,14 @@ func (c *nativeCall) cancel() {
 	c.ctl.cancel()
 }
 
-// startRead is a relayed call's read beginning; it fails, and ends the
-// stream, once the read or the write deadline has passed (startSend
-// likewise).
-func (c *nativeCall) startRead() error {
+// begin marks a relayed call's read or send (busy: c.reading or
+// c.sending, under mu) in progress. Past the read or the write deadline
+// it fails and ends the stream instead, as a cancelled stream context
+// would fail either.
+func (c *nativeCall) begin(busy *bool) error {
 	c.mu.Lock()
 	expired := c.readExpired || c.sendExpired
-	c.reading = !expired
+	*busy = !expired
 	c.mu.Unlock()
 	if expired {
 		c.cancel()
@@ -224,7 +225,7 @@ func (c *nativeCall) startRead() error {
 	return nil
 }
 
-// endRead is the read begun by startRead returning err.
+// endRead is a read begun (begin) returning err.
 func (c *nativeCall) endRead(err error) {
 	c.mu.Lock()
 	c.reading = false
@@ -234,19 +235,7 @@ func (c *nativeCall) endRead(err error) {
 	c.mu.Unlock()
 }
 
-// startSend and endSend are startRead and endRead for a send.
-func (c *nativeCall) startSend() error {
-	c.mu.Lock()
-	expired := c.sendExpired || c.readExpired
-	c.sending = !expired
-	c.mu.Unlock()
-	if expired {
-		c.cancel()
-		return errCallCancelled.Err()
-	}
-	return nil
-}
-
+// endSend is a send begun (begin) returning.
 func (c *nativeCall) endSend() {
 	c.mu.Lock()
 	c.sending = false
@@ -600,7 +589,7 @@ func (b *bridgeBody) Read(p []byte) (int, error) {
 		if b.err != nil {
 			return 0, b.err
 		}
-		if err := b.call.startRead(); err != nil {
+		if err := b.call.begin(&b.call.reading); err != nil {
 			b.err = err
 			continue
 		}
@@ -698,7 +687,7 @@ func (w *bridgeWriter) Flush() {}
 
 // send sends a relayed call's message, within its write deadline.
 func (c *nativeCall) send(msg rawMessage) error {
-	if err := c.startSend(); err != nil {
+	if err := c.begin(&c.sending); err != nil {
 		return err
 	}
 	defer c.endSend()

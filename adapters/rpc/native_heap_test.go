@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -302,20 +301,7 @@ func startPlainGRPC(t *testing.T) heapServer {
 				}
 			}}},
 	}, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
-	return heapServer{addr: ln.Addr().String(), open: open.Load, deploy: func(*testing.T, context.Context) {}}
+	return heapServer{addr: serveGRPC(t, srv), open: open.Load, deploy: func(*testing.T, context.Context) {}}
 }
 
 // runHeapClient is the routers' process: conns connections to addr, each

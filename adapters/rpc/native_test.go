@@ -189,123 +189,96 @@ func TestNativeBridgeBoundsARequestBody(t *testing.T) {
 	})
 }
 
-// TestNativeBridgeBoundsASend: a write deadline set through the response
-// controller, as Stalls and the shutdown set one, cuts a send to a client
-// that stopped reading, and the handler returns; the client, once it
-// reads what was sent, sees the stream end with CANCELLED.
+// TestNativeBridgeBoundsASend: a deadline set through the response
+// controller cuts a send to a client that stopped reading, and the
+// handler returns; the client, once it reads what was sent, sees the
+// stream end with CANCELLED. The write deadline (Stalls', the shutdown's)
+// does for a call whose client finished sending; the read deadline alone
+// does for a two-way call whose client stopped sending too (reflection's,
+// asking for large descriptors), though its handler waits in a send, not
+// a read.
 func TestNativeBridgeBoundsASend(t *testing.T) {
 	t.Parallel()
-	eachNativeWay(t, func(t *testing.T) {
-		t.Parallel()
-		returned := make(chan error, 1)
-		mux := http.NewServeMux()
-		mux.Handle("/test.Echo/Flood", connect.NewServerStreamHandler("/test.Echo/Flood",
-			func(_ context.Context, _ *connect.Request[emptypb.Empty], st *connect.ServerStream[wrapperspb.BytesValue]) error {
-				chunk := &wrapperspb.BytesValue{Value: make([]byte, 16<<10)}
-				for {
-					if err := st.Send(chunk); err != nil {
-						returned <- err
-						return err
+	for _, c := range []struct {
+		name     string
+		deadline func(*http.ResponseController, time.Time) error
+		twoWay   bool
+	}{
+		{"write deadline", (*http.ResponseController).SetWriteDeadline, false},
+		{"read deadline", (*http.ResponseController).SetReadDeadline, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			eachNativeWay(t, func(t *testing.T) {
+				t.Parallel()
+				returned := make(chan error, 1)
+				flood := func(send func(*wrapperspb.BytesValue) error) error {
+					chunk := &wrapperspb.BytesValue{Value: make([]byte, 16<<10)}
+					for {
+						if err := send(chunk); err != nil {
+							returned <- err
+							return err
+						}
 					}
 				}
-			}))
-		bounded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
-				t.Errorf("SetWriteDeadline: %v", err)
-			}
-			mux.ServeHTTP(w, r)
-		})
-		cc := nativeBridge(t, bounded)
-		ctx := testContext(t)
-		st, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/test.Echo/Flood")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.SendMsg(&emptypb.Empty{}); err != nil {
-			t.Fatal(err)
-		}
-		if err := st.CloseSend(); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case err := <-returned:
-			if err == nil {
-				t.Error("the handler's send ended without an error; want the deadline's")
-			}
-		case <-ctx.Done():
-			t.Fatal("the handler still sends to a client that reads nothing, past its deadline")
-		}
-		for {
-			err := st.RecvMsg(&wrapperspb.BytesValue{})
-			if err == nil {
-				continue
-			}
-			if status.Code(err) != codes.Canceled || status.Convert(err).Message() != "context canceled" {
-				t.Errorf("the client's stream: %v, want it ended with CANCELLED \"context canceled\"", err)
-			}
-			break
-		}
-	})
-}
-
-// TestNativeBridgeReadDeadlineBoundsASend: a two-way call whose client
-// neither sends nor reads any more (reflection's, asking for large
-// descriptors), bounded by its read deadline only, ends at that deadline
-// though its handler waits in a send, not a read.
-func TestNativeBridgeReadDeadlineBoundsASend(t *testing.T) {
-	t.Parallel()
-	eachNativeWay(t, func(t *testing.T) {
-		t.Parallel()
-		returned := make(chan error, 1)
-		mux := http.NewServeMux()
-		mux.Handle("/test.Echo/Chat", connect.NewBidiStreamHandler("/test.Echo/Chat",
-			func(_ context.Context, st *connect.BidiStream[emptypb.Empty, wrapperspb.BytesValue]) error {
-				if _, err := st.Receive(); err != nil {
-					returned <- err
-					return err
+				mux := http.NewServeMux()
+				mux.Handle("/test.Echo/Flood", connect.NewServerStreamHandler("/test.Echo/Flood",
+					func(_ context.Context, _ *connect.Request[emptypb.Empty], st *connect.ServerStream[wrapperspb.BytesValue]) error {
+						return flood(st.Send)
+					}))
+				mux.Handle("/test.Echo/Chat", connect.NewBidiStreamHandler("/test.Echo/Chat",
+					func(_ context.Context, st *connect.BidiStream[emptypb.Empty, wrapperspb.BytesValue]) error {
+						if _, err := st.Receive(); err != nil {
+							returned <- err
+							return err
+						}
+						return flood(st.Send)
+					}))
+				bounded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if err := c.deadline(http.NewResponseController(w), time.Now().Add(100*time.Millisecond)); err != nil {
+						t.Errorf("%s: %v", c.name, err)
+					}
+					mux.ServeHTTP(w, r)
+				})
+				cc := nativeBridge(t, bounded)
+				ctx := testContext(t)
+				desc, method := &grpc.StreamDesc{ServerStreams: true}, "/test.Echo/Flood"
+				if c.twoWay {
+					desc, method = &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/test.Echo/Chat"
 				}
-				chunk := &wrapperspb.BytesValue{Value: make([]byte, 16<<10)}
-				for {
-					if err := st.Send(chunk); err != nil {
-						returned <- err
-						return err
+				st, err := cc.NewStream(ctx, desc, method)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := st.SendMsg(&emptypb.Empty{}); err != nil {
+					t.Fatal(err)
+				}
+				if !c.twoWay {
+					if err := st.CloseSend(); err != nil {
+						t.Fatal(err)
 					}
 				}
-			}))
-		bounded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
-				t.Errorf("SetReadDeadline: %v", err)
-			}
-			mux.ServeHTTP(w, r)
+				select {
+				case err := <-returned:
+					if err == nil {
+						t.Errorf("the handler's send ended without an error; want the %s's", c.name)
+					}
+				case <-ctx.Done():
+					t.Fatalf("the handler still sends to a client that reads nothing, past its %s", c.name)
+				}
+				for {
+					err := st.RecvMsg(&wrapperspb.BytesValue{})
+					if err == nil {
+						continue
+					}
+					if status.Code(err) != codes.Canceled || status.Convert(err).Message() != "context canceled" {
+						t.Errorf("the client's stream: %v, want it ended with CANCELLED \"context canceled\"", err)
+					}
+					break
+				}
+			})
 		})
-		cc := nativeBridge(t, bounded)
-		ctx := testContext(t)
-		st, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/test.Echo/Chat")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.SendMsg(&emptypb.Empty{}); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case err := <-returned:
-			if err == nil {
-				t.Error("the handler's send ended without an error; want the read deadline's")
-			}
-		case <-ctx.Done():
-			t.Fatal("the handler still sends to a client that reads and sends nothing, past its read deadline")
-		}
-		for {
-			err := st.RecvMsg(&wrapperspb.BytesValue{})
-			if err == nil {
-				continue
-			}
-			if status.Code(err) != codes.Canceled || status.Convert(err).Message() != "context canceled" {
-				t.Errorf("the client's stream: %v, want it ended with CANCELLED \"context canceled\"", err)
-			}
-			break
-		}
-	})
+	}
 }
 
 // TestNativeBridgeSurvivesAPanic: a handler that panics ends its call
