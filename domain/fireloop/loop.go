@@ -3,6 +3,7 @@ package fireloop
 import (
 	"context"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,10 +98,11 @@ type Loop struct {
 	between          Recounter
 	window           Window
 	betweenDelivered atomic.Uint64
-	// waitingFor is the time of the timer the loop waits on; nil while it
-	// runs or waits with no timer (Behind). A time, not Unix nanoseconds,
-	// so a step of the wall clock changes nothing.
-	waitingFor atomic.Pointer[time.Time]
+	// waitingFor is when the timer the loop waits on fires, as an offset
+	// from epoch (whose monotonic reading a step of the wall clock does
+	// not move), or noTimer while it runs or waits with none (Behind).
+	epoch      time.Time
+	waitingFor atomic.Int64
 
 	mu         sync.Mutex
 	table      *session.Table
@@ -154,17 +156,23 @@ func New(o Options) (*Loop, error) {
 		o.Between = nil
 	}
 	stopping, stop := context.WithCancel(context.Background())
-	return &Loop{
-		stopping: stopping, stop: stop,
+	epoch := o.Clock.Now()
+	l := &Loop{
+		stopping: stopping, stop: stop, epoch: epoch,
 		source: o.Source, clock: o.Clock, builder: o.Builder, budget: o.PullBudget,
 		observer: o.Observer, log: o.Logger,
 		history: o.History, historyInterval: o.HistoryInterval,
 		between: o.Between, window: Window{Every: o.BetweenEvery},
 		wake:     make(chan struct{}, 1),
-		table:    session.NewTable(o.Limits, grid, o.Clock.Now()),
+		table:    session.NewTable(o.Limits, grid, epoch),
 		expected: o.Expected,
-	}, nil
+	}
+	l.waitingFor.Store(noTimer)
+	return l, nil
 }
+
+// noTimer is Loop.waitingFor while the loop waits on no timer.
+const noTimer = math.MinInt64
 
 // Limits returns the session limits in force.
 func (l *Loop) Limits() session.Limits { return l.table.Limits() }
@@ -278,13 +286,13 @@ func (l *Loop) Run(ctx context.Context) error {
 		var timerC <-chan time.Time
 		var timer ports.Timer
 		if hasWake {
-			l.waitingFor.Store(&wake)
+			l.waitingFor.Store(int64(wake.Sub(l.epoch)))
 			timer = l.clock.NewTimer(wake)
 			timerC = timer.C()
 		}
 		select {
 		case <-ctx.Done():
-			l.waitingFor.Store(nil)
+			l.waitingFor.Store(noTimer)
 			if timer != nil {
 				timer.Stop()
 			}
@@ -296,7 +304,7 @@ func (l *Loop) Run(ctx context.Context) error {
 				l.publishBetween(now)
 			}
 		}
-		l.waitingFor.Store(nil)
+		l.waitingFor.Store(noTimer)
 		if timer != nil {
 			timer.Stop()
 		}
@@ -308,7 +316,7 @@ func (l *Loop) Run(ctx context.Context) error {
 // through a long run of work yields it then, and only then.
 func (l *Loop) Behind(now time.Time) bool {
 	w := l.waitingFor.Load()
-	return w != nil && !now.Before(*w)
+	return w != noTimer && int64(now.Sub(l.epoch)) >= w
 }
 
 // publishBetween delivers Options.Between's recount, built now, to the
