@@ -137,3 +137,25 @@ func testContext(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// waitFor waits, within ctx, until cond holds.
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting until %s: %v", what, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// wait waits, within ctx, until ch is closed or sends.
+func wait(t *testing.T, ctx context.Context, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		t.Fatalf("waiting for %s: %v", what, ctx.Err())
+	}
+}

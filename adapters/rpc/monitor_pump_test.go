@@ -110,12 +110,7 @@ func TestTheMonitorsPumpAsksTheFireLoop(t *testing.T) {
 	early, late := mon(t0), mon(t0.Add(time.Hour))
 	// The loop may wake once more (the registration's poke) before it
 	// waits for good; it is behind at an hour past once it does.
-	for !late.pump.behind() {
-		if err := clk.WaitPending(ctx, 1); err != nil {
-			t.Fatal("the fire loop waits on its timer, the Monitor's clock reads an hour past: its pump never saw the loop behind")
-		}
-		runtime.Gosched()
-	}
+	waitFor(t, ctx, "the pump sees the fire loop behind, the Monitor's clock an hour past its timer", late.pump.behind)
 	if early.pump.behind() {
 		t.Error("the fire loop waits on its timer, the Monitor's clock reads before it: its pump sees the loop behind")
 	}

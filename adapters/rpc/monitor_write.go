@@ -51,8 +51,9 @@ type writer struct {
 	result   error
 }
 
-// closedChan stands for finished when the writer ended before anyone
-// asked for it.
+// closedChan stands for a lazily made channel that would be closed at
+// once: finished when the writer ended before anyone asked for it, a write
+// deadline that passed before anyone waited on it.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // finishedChan is closed once the writer ended the stream's sending.

@@ -62,13 +62,15 @@ func (b *bridge) serve(_ any, ss grpc.ServerStream) error {
 	if b.withoutWriteStatus {
 		sw = nil
 	}
-	ctl := controlFrom(ctx)
-	switch {
-	case sw != nil:
-		b.endsItself.Store(true)
-	case ctl == nil: // nothing could bound it
-		return status.Error(codes.Internal, "the stream can neither end itself nor be cancelled")
-	default:
+	var ctl *streamControl
+	if sw != nil {
+		if !b.endsItself.Load() { // a shared word: written once
+			b.endsItself.Store(true)
+		}
+	} else {
+		if ctl = controlFrom(ctx); ctl == nil { // nothing could bound it
+			return status.Error(codes.Internal, "the stream can neither end itself nor be cancelled")
+		}
 		ctx = ctl.outer
 	}
 	call := &nativeCall{ss: ss, status: sw, ctl: ctl, log: b.log}
@@ -180,13 +182,13 @@ type nativeCall struct {
 	onExpire              func()
 	bodyDone              bool // the body returned io.EOF: no read left to bound
 	done                  bool // the handler returned: timers do nothing
-	// A relayed call's read or send in progress, and whether its
-	// deadline has passed: the stream then ends (cancel), at once if one
-	// is in progress, else at the next; past either deadline both reads
-	// and sends fail, as on a cancelled stream context.
-	reading, sending         bool
-	readExpired, sendExpired bool
-	cut                      bool // cancel ended the stream: its status is CANCELLED
+	// A relayed call's read or send in progress, and whether its read or
+	// write deadline has passed (cutOff): the stream then ends (cancel),
+	// at once if one is in progress, else at the next; from then on both
+	// reads and sends fail, as on a cancelled stream context.
+	reading, sending bool
+	cutOff           bool
+	cut              bool // cancel ended the stream: its status is CANCELLED
 }
 
 // errCallCancelled is how a relayed call's stream ends once a deadline
@@ -215,7 +217,7 @@ func (c *nativeCall) cancel() {
 // would fail either.
 func (c *nativeCall) begin(busy *bool) error {
 	c.mu.Lock()
-	expired := c.readExpired || c.sendExpired
+	expired := c.cutOff
 	*busy = !expired
 	c.mu.Unlock()
 	if expired {
@@ -274,11 +276,7 @@ func (c *nativeCall) serveNative(f func(*nativeStream) error) {
 	if err := grpc.SetSendCompressor(c.ss.Context(), encoding.Identity); err != nil {
 		c.log.Warn("a native Monitor stream may compress its reports: their frames are then not held to one", "err", err)
 	}
-	st := &nativeStream{call: c, done: c.ss.Context().Done()}
-	// Without a status writer, nothing but the stream's end wakes a read,
-	// and Monitor reads in a goroutine of its own.
-	st.status = c.status
-	c.result = f(st)
+	c.result = f(&nativeStream{call: c, done: c.ss.Context().Done()})
 }
 
 // statusWriter is what grpc-go's transport stream offers to end a stream
@@ -312,11 +310,11 @@ func (c *nativeCall) setReadDeadline(t time.Time) {
 
 func (c *nativeCall) expireRead() {
 	c.mu.Lock()
-	if c.done || c.bodyDone || c.readExpired {
+	if c.done || c.bodyDone || c.cutOff {
 		c.mu.Unlock()
 		return
 	}
-	c.readExpired = true
+	c.cutOff = true
 	busy := c.reading || c.sending
 	c.mu.Unlock()
 	if busy {
@@ -367,9 +365,9 @@ func (c *nativeCall) expireWrite() {
 	f := c.onExpire
 	// Monitor's sends never wait in grpc-go (one frame in flight, whose
 	// wait Send watches), and its stream ends itself with its own status.
-	cut := !c.native && !c.sendExpired && (c.sending || c.reading)
+	cut := !c.native && !c.cutOff && (c.sending || c.reading)
 	if !c.native {
-		c.sendExpired = true
+		c.cutOff = true
 	}
 	c.mu.Unlock()
 	if f != nil {
@@ -385,10 +383,10 @@ func (c *nativeCall) writeDeadline() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.writeExpired == nil {
-		c.writeExpired = make(chan struct{})
 		if c.expired {
-			close(c.writeExpired)
+			return closedChan
 		}
+		c.writeExpired = make(chan struct{})
 	}
 	return c.writeExpired
 }
@@ -426,10 +424,9 @@ func (c *nativeCall) stopTimers() {
 // costs no wait: its last frame is long written when the next report
 // comes.
 type nativeStream struct {
-	call   *nativeCall
-	gate   sendGate
-	done   <-chan struct{} // the stream's context's, read once: its chain of values is deep
-	status statusWriter    // nil: the stream cannot end itself (endWith)
+	call *nativeCall
+	gate sendGate
+	done <-chan struct{} // the stream's context's, read once: its chain of values is deep
 }
 
 // sendGate is the mem.BufferPool of one stream's frames: Put is grpc-go
@@ -550,7 +547,9 @@ func (s *nativeStream) Send(f *outFrame) error {
 	return nil
 }
 
-func (s *nativeStream) canEnd() bool { return s.status != nil }
+// canEnd: without a status writer, nothing but the stream's end wakes a
+// read, and Monitor reads in a goroutine of its own.
+func (s *nativeStream) canEnd() bool { return s.call.status != nil }
 
 func (s *nativeStream) ownsDone(done <-chan struct{}) bool { return done == s.done }
 
@@ -566,7 +565,7 @@ func (s *nativeStream) endWith(err error) {
 	// It fails only when the connection is closing, or the trailers are
 	// over the peer's header list limit (grpc-go then resets the stream):
 	// either way the stream ends and the read with it.
-	_ = s.status.WriteStatus(status.Convert(grpcStatus(err)))
+	_ = s.call.status.WriteStatus(status.Convert(grpcStatus(err)))
 }
 
 func (s *nativeStream) peerAddr() string {

@@ -157,18 +157,6 @@ func liveHeap() int64 {
 	return least
 }
 
-// waitFor waits, within ctx, until cond holds.
-func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting until %s: %v", what, ctx.Err())
-		case <-time.After(time.Millisecond):
-		}
-	}
-}
-
 // startHeapMonitor serves Monitor on the native server as the reporter
 // mounts it, over sessions that hold nothing but what Monitor reads.
 func startHeapMonitor(t *testing.T) heapServer {

@@ -37,19 +37,14 @@ func WithTransportInfo(next http.Handler) http.Handler {
 //
 // The open responses are one shared set, watched by one context.AfterFunc:
 // a request costs its entry in the set and no allocation, where an
-// AfterFunc each would be held by every open stream.
+// AfterFunc each would be held by every open stream. Mounted twice, the
+// outer one bounds the request.
 func BoundWritesAtShutdown(shuttingDown context.Context, timeout time.Duration, next http.Handler) http.Handler {
 	b := &shutdownBound{timeout: timeout}
 	context.AfterFunc(shuttingDown, b.shutDown)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t := transportFrom(r.Context())
-		switch {
-		case t == nil: // nothing to bound it with
-		case b.add(t):
+		if t := transportFrom(r.Context()); t != nil && b.add(t) {
 			defer b.remove(t)
-		default: // in the set of another BoundWritesAtShutdown, mounted outside this one
-			stop := context.AfterFunc(shuttingDown, func() { t.setWriteDeadline(time.Now().Add(timeout)) })
-			defer stop()
 		}
 		next.ServeHTTP(w, r)
 	})

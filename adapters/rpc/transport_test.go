@@ -256,15 +256,6 @@ func TestBoundWritesAtShutdownBoundsEveryOpenResponse(t *testing.T) {
 	}
 }
 
-func wait(t *testing.T, ctx context.Context, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-ctx.Done():
-		t.Fatalf("waiting for %s: %v", what, ctx.Err())
-	}
-}
-
 // TestBoundWritesAtShutdownCostsNoAllocation: a request passes through
 // BoundWritesAtShutdown with no allocation, its response joining and
 // leaving the shared set.
