@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -196,10 +198,7 @@ func (r *heapRegistrar) ShuttingDown() context.Context { return context.Backgrou
 func (r *heapRegistrar) deliver(t *testing.T, ctx context.Context) {
 	rep := sampleReport()
 	r.mu.Lock()
-	sessions := make([]*heapSession, 0, len(r.sessions))
-	for s := range r.sessions {
-		sessions = append(sessions, s)
-	}
+	sessions := slices.Collect(maps.Keys(r.sessions))
 	r.mu.Unlock()
 	for _, s := range sessions {
 		s.reports <- rep
