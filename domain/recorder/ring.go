@@ -1,21 +1,31 @@
 package recorder
 
-// ring is a fixed-capacity FIFO of items that also counts their
-// estimated bytes.
+// ring is a FIFO of at most limit items that also counts their estimated
+// bytes. Its backing array grows as items wait and shrinks as they drain,
+// so a recorder whose store keeps up holds a few dozen slots, not the
+// whole bound (50 000 items are 2 MiB the collector scans, and paces
+// itself by, in every process).
 type ring struct {
 	buf   []item
+	limit int
 	head  int
 	n     int
 	bytes int
 }
 
-func newRing(capacity int) ring { return ring{buf: make([]item, capacity)} }
+// ringMinSlots is the smallest backing array once anything was pushed.
+const ringMinSlots = 16
+
+func newRing(limit int) ring { return ring{limit: limit} }
 
 func (r *ring) len() int    { return r.n }
-func (r *ring) full() bool  { return r.n == len(r.buf) }
+func (r *ring) full() bool  { return r.n >= r.limit }
 func (r *ring) front() item { return r.buf[r.head] }
 
 func (r *ring) push(it item) {
+	if r.n == len(r.buf) {
+		r.resize(min(r.limit, max(ringMinSlots, 2*len(r.buf))))
+	}
 	r.buf[(r.head+r.n)%len(r.buf)] = it
 	r.n++
 	r.bytes += it.size
@@ -26,6 +36,19 @@ func (r *ring) popFront() {
 	r.buf[r.head] = item{}
 	r.head = (r.head + 1) % len(r.buf)
 	r.n--
+	if len(r.buf) > ringMinSlots && r.n <= len(r.buf)/4 {
+		r.resize(max(ringMinSlots, len(r.buf)/2))
+	}
+}
+
+// resize moves the waiting items, in order, to a backing array of slots
+// (at least r.n).
+func (r *ring) resize(slots int) {
+	buf := make([]item, slots)
+	for i := range r.n {
+		buf[i] = r.buf[(r.head+i)%len(r.buf)]
+	}
+	r.buf, r.head = buf, 0
 }
 
 // take removes and returns items from the front, up to n of them and
