@@ -15,6 +15,8 @@ import (
 	"connectrpc.com/connect"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+
+	"github.com/loadreporter/loadreporter/domain"
 )
 
 func TestMain(m *testing.M) {
@@ -157,5 +159,25 @@ func wait(t *testing.T, ctx context.Context, ch <-chan struct{}, what string) {
 	case <-ch:
 	case <-ctx.Done():
 		t.Fatalf("waiting for %s: %v", what, ctx.Err())
+	}
+}
+
+// takeFrom is a fake session's Take over its report channel.
+func takeFrom(ch <-chan *domain.Report) *domain.Report {
+	select {
+	case r := <-ch:
+		return r
+	default:
+		return nil
+	}
+}
+
+// isClosed is a fake session's Ended over its done channel.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

@@ -39,10 +39,11 @@ type Registrar interface {
 // Outbox is what a session delivers, as the writer of a Monitor stream
 // reads it.
 type Outbox interface {
-	// Reports yields the session's latest undelivered report.
-	Reports() <-chan *domain.Report
-	// Done is closed when the session ended; Err then says why.
-	Done() <-chan struct{}
+	// Take returns the session's latest undelivered report and empties
+	// its outbox, or nil when none waits.
+	Take() *domain.Report
+	// Ended says whether the session ended; Err then says why.
+	Ended() bool
 	// Err is the *domain.Error that ended the session (LEASE_EXPIRED,
 	// REPLACED, SHUTTING_DOWN, RESOURCE_EXHAUSTED), or nil.
 	Err() error
@@ -70,7 +71,7 @@ type RouterSession interface {
 	// RouterID is the router_id the session registered with.
 	RouterID() string
 	// Notify makes the session call f, which must not block, whenever a
-	// report is waiting in Reports or the session ended.
+	// report is waiting to be taken or the session ended.
 	Notify(f func())
 	// Close ends the session if it is still live; it never touches a
 	// session that replaced this one.

@@ -73,6 +73,8 @@ func newFakeSession(id string) *fakeSession {
 func (s *fakeSession) RouterID() string               { return s.id }
 func (s *fakeSession) Reports() <-chan *domain.Report { return s.reports }
 func (s *fakeSession) Done() <-chan struct{}          { return s.done }
+func (s *fakeSession) Take() *domain.Report           { return takeFrom(s.reports) }
+func (s *fakeSession) Ended() bool                    { return isClosed(s.done) }
 func (s *fakeSession) Err() error                     { return s.err }
 
 func (s *fakeSession) Notify(f func()) {

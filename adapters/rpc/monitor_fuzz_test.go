@@ -244,6 +244,9 @@ func (s *fuzzSession) Notify(f func()) {
 // it some time later: LEASE_EXPIRED, REPLACED, SHUTTING_DOWN).
 func (s *fuzzSession) Done() <-chan struct{} { return s.it.closed }
 
+func (s *fuzzSession) Take() *domain.Report { return takeFrom(s.reports) }
+func (s *fuzzSession) Ended() bool          { return isClosed(s.it.closed) }
+
 func (s *fuzzSession) Err() error {
 	select {
 	case <-s.it.closed:

@@ -109,7 +109,7 @@ func (w *writer) pumpOnce() {
 		w.failed(errWriteDeadline)
 		return
 	}
-	if ended(w.sub) {
+	if w.sub.Ended() {
 		// Its last frame, after a pending report: the drain bounds it.
 		w.startDrain()
 		return

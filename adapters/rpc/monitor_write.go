@@ -84,7 +84,7 @@ func (w *writer) kick() {
 	}
 	if w.running {
 		w.kicked = true // a pump's send looks again once it is done
-		bound := w.claimBound(ended(w.sub))
+		bound := w.claimBound(w.sub.Ended())
 		w.mu.Unlock()
 		if bound {
 			// Setting a deadline talks to the connection's goroutine;
@@ -118,7 +118,7 @@ func (w *writer) drain() {
 			w.mu.Unlock()
 			return
 		}
-		bound := w.claimBound(ended(w.sub))
+		bound := w.claimBound(w.sub.Ended())
 		ack, rep, last := w.next()
 		if ack == nil && rep == nil && !last {
 			w.running = false
@@ -149,7 +149,7 @@ func (w *writer) drain() {
 
 // failed ends the writer on a send that failed.
 func (w *writer) failed(err error) {
-	if ended(w.sub) && w.sub.Err() != nil {
+	if w.sub.Ended() && w.sub.Err() != nil {
 		// Its last frame cannot reach a router that stopped reading, but
 		// the ending still counts, and is logged.
 		w.m.noteEnd(w.st, w.routerID, w.sub.Err())
@@ -164,12 +164,10 @@ func (w *writer) next() (ack *outFrame, rep *domain.Report, last bool) {
 		w.ack = nil
 		return ack, nil, false
 	}
-	select {
-	case rep = <-w.sub.Reports():
+	if rep = w.sub.Take(); rep != nil {
 		return nil, rep, false
-	default:
 	}
-	return nil, nil, ended(w.sub)
+	return nil, nil, w.sub.Ended()
 }
 
 // finish records how the stream ends and wakes the handler from its read;
@@ -238,13 +236,4 @@ func (w *writer) claimBound(cond bool) bool {
 // from now.
 func (w *writer) bound() {
 	w.tr.setWriteDeadline(time.Now().Add(w.m.opts.FinalWriteTimeout))
-}
-
-func ended(sub Outbox) bool {
-	select {
-	case <-sub.Done():
-		return true
-	default:
-		return false
-	}
 }

@@ -230,6 +230,8 @@ type heapSession struct {
 func (s *heapSession) RouterID() string                           { return s.id }
 func (s *heapSession) Reports() <-chan *domain.Report             { return s.reports }
 func (s *heapSession) Done() <-chan struct{}                      { return s.done }
+func (s *heapSession) Take() *domain.Report                       { return takeFrom(s.reports) }
+func (s *heapSession) Ended() bool                                { return isClosed(s.done) }
 func (s *heapSession) Err() error                                 { return nil }
 func (s *heapSession) KeepAlive() error                           { return nil }
 func (s *heapSession) Update(_, _ *int64) (session.Config, error) { return testConfig, nil }

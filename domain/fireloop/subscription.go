@@ -42,6 +42,13 @@ func (l *Loop) Subscribe(o session.Options) (*Subscription, error) {
 // Reports yields the session's latest undelivered report.
 func (sub *Subscription) Reports() <-chan *domain.Report { return sub.s.Outbox().Reports() }
 
+// Take returns the session's latest undelivered report and empties its
+// outbox, or nil when none waits.
+func (sub *Subscription) Take() *domain.Report { return sub.s.Outbox().Take() }
+
+// Ended says whether the session ended.
+func (sub *Subscription) Ended() bool { return sub.s.Outbox().Ended() }
+
 // Notify makes the session call f whenever a report is waiting in Reports
 // or the session ended. f runs on the fire loop's goroutine with its lock
 // held, so it must not block.

@@ -73,10 +73,8 @@ func (l *lease) expires() time.Time { return l.base.Add(time.Duration(l.expiry.L
 // atomic compare-and-swap, whatever the table holds. A renewal that races
 // the session's end may report true; the end shows on the outbox.
 func (s *Session) Renew(now time.Time) bool {
-	select {
-	case <-s.outbox.Done():
+	if s.outbox.Ended() {
 		return false
-	default:
 	}
 	if !s.leased {
 		return true
