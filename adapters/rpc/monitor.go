@@ -219,44 +219,73 @@ func (s connectStream) peerAddr() string { return s.Peer().Addr }
 
 // serve runs one Monitor stream. Errors of the protocol are sent as a
 // StreamError frame and the stream then ends with status OK (docs/routers.md).
+// It keeps on its stack only what the stream's life needs: every open
+// stream waits under it, so what registering takes lives in register.
 func (m *Monitor) serve(ctx context.Context, st stream) error {
 	tr := transportFrom(ctx)
 	if tr == nil {
-		m.noTransport.Do(func() {
-			m.log.Warn("Monitor is mounted without rpc.WithTransportInfo: nothing bounds a send to a router that stops reading")
-		})
+		m.warnNoTransport()
 	}
 	// At shutdown, a send in progress to a router that does not read is
 	// bounded by BoundWritesAtShutdown, which covers every stream.
+	if err := m.admit(st); err != nil {
+		return err
+	}
+	r := m.newReceiver(st)
+	defer m.release(r)
+	w, sub, err := m.register(ctx, st, tr, r)
+	if w == nil {
+		return err
+	}
+	defer sub.Close()
+	defer w.stall.Disarm()
+	return m.relay(ctx, st, tr, r, w, sub)
+}
 
+func (m *Monitor) warnNoTransport() {
+	m.noTransport.Do(func() {
+		m.log.Warn("Monitor is mounted without rpc.WithTransportInfo: nothing bounds a send to a router that stops reading")
+	})
+}
+
+// admit counts st among the streams waiting to register, or refuses it
+// over --max-pending-streams. Refused with a status, not a StreamError
+// frame: a status needs no flow-control window, so a flood that grants
+// none cannot hold its refused streams either. Each waiting stream holds
+// a goroutine and ~20 KB until FirstFrameTimeout: they must not add up.
+//
+//go:noinline
+func (m *Monitor) admit(st stream) error {
 	if n := m.pending.Add(1); n > int64(m.opts.MaxPendingStreams) {
 		m.pending.Add(-1)
-		// Refused with a status, not a StreamError frame: a status needs
-		// no flow-control window, so a flood that grants none cannot hold
-		// its refused streams either. Each waiting stream holds a goroutine
-		// and ~20 KB until FirstFrameTimeout: they must not add up.
 		err := domain.Errorf(domain.CodeResourceExhausted,
 			"%d streams are waiting to register, the limit is %d (--max-pending-streams)", n-1, m.opts.MaxPendingStreams)
 		m.noteEnd(st, "", err)
 		return connectcode.ToConnect(err)
 	}
-	r, release := m.newReceiver(st)
-	defer release()
+	return nil
+}
+
+// register waits for the stream's register, registers its router and
+// starts its writer, which sends the ack. It returns the writer and the
+// session, or a nil writer and what the handler returns.
+//
+//go:noinline
+func (m *Monitor) register(ctx context.Context, st stream, tr *transport, r *receiver) (*writer, RouterSession, error) {
 	first, err := m.firstFrame(ctx, st, r)
 	m.pending.Add(-1) // registered, or ending
 	if first == nil {
-		return m.endRead(st, tr, "", err)
+		return nil, nil, m.endRead(st, tr, "", err)
 	}
 	reg := first.GetRegister()
 	if reg == nil {
-		return m.end(st, tr, "", domain.Errorf(domain.CodeInvalidFirstFrame,
+		return nil, nil, m.end(st, tr, "", domain.Errorf(domain.CodeInvalidFirstFrame,
 			"the first frame must be register, got %s", frameKind(first)))
 	}
 	sub, cfg, err := m.reg.Register(reg.GetRouterId(), reg.GetReportIntervalMs(), reg.GetLeaseTtlMs())
 	if err != nil {
-		return m.end(st, tr, reg.GetRouterId(), err)
+		return nil, nil, m.end(st, tr, reg.GetRouterId(), err)
 	}
-	defer sub.Close()
 	m.log.Debug("router registered", "router_id", sub.RouterID(),
 		"interval", cfg.Interval, "lease", cfg.Lease, "peer", st.peerAddr())
 	// The writer sends the ack, then the reports; attached now, it is
@@ -264,14 +293,13 @@ func (m *Monitor) serve(ctx context.Context, st stream) error {
 	// does not read even the ack is bounded like any other once its
 	// session ends.
 	stall := m.opts.Stalls.Guard(ctx, loadmonitorv1connect.LoadMonitorServiceMonitorProcedure, st.peerAddr())
-	defer stall.Disarm()
 	w := newWriter(m, st, tr, sub.RouterID(), sub, newOutFrame(ackFrame(cfg)), stall)
 	if a, ok := st.(asyncStream); ok {
 		a.onWritten(w.written)
 	}
 	sub.Notify(w.kick)
 	w.kick()
-	return m.relay(ctx, st, tr, r, w, sub)
+	return w, sub, nil
 }
 
 // relay reads the router's frames in the handler's own goroutine until
@@ -300,6 +328,14 @@ func (m *Monitor) relay(ctx context.Context, st stream, tr *transport, r *receiv
 		read = make(chan error, 1)
 		go readAll(r, sub, read)
 	}
+	return m.awaitEnd(ctx, st, tr, w, sub, read)
+}
+
+// awaitEnd ends a stream once its read (on read) or its writer ended,
+// whichever comes first, and returns the handler's result.
+//
+//go:noinline
+func (m *Monitor) awaitEnd(ctx context.Context, st stream, tr *transport, w *writer, sub RouterSession, read chan error) error {
 	for {
 		select {
 		case <-w.finishedChan(): // first: it is why a woken read failed

@@ -448,3 +448,38 @@ func TestSharedBudgetsAreOnePerKey(t *testing.T) {
 		t.Fatal("peerHost")
 	}
 }
+
+// A stream's own budget lets burst frames through at once, then one per
+// 1/rate seconds, never more than burst banked however long the stream
+// was quiet, and a clock that steps back adds nothing.
+func TestStreamBudgetSpendsBurstThenRate(t *testing.T) {
+	var b streamBudget
+	t0 := time.Unix(1_700_000_000, 0)
+	const rate, burst = 10.0, 3
+	for i := range burst {
+		if !b.allow(t0, rate, burst) {
+			t.Fatalf("frame %d of the burst refused", i+1)
+		}
+	}
+	if b.allow(t0, rate, burst) {
+		t.Fatal("a frame beyond the burst at the same instant was allowed")
+	}
+	if b.allow(t0.Add(50*time.Millisecond), rate, burst) {
+		t.Error("half a token after 50 ms at 10/s was enough for a frame")
+	}
+	if !b.allow(t0.Add(100*time.Millisecond), rate, burst) {
+		t.Error("a whole token after 100 ms at 10/s was refused")
+	}
+	if b.allow(t0.Add(-time.Hour), rate, burst) {
+		t.Error("a clock stepped back refilled the budget")
+	}
+	later := t0.Add(time.Hour)
+	for i := range burst {
+		if !b.allow(later, rate, burst) {
+			t.Fatalf("after an hour quiet, frame %d of the burst refused", i+1)
+		}
+	}
+	if b.allow(later, rate, burst) {
+		t.Error("an hour quiet banked more than the burst")
+	}
+}

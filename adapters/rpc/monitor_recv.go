@@ -3,6 +3,7 @@ package rpc
 import (
 	"errors"
 	"io"
+	"time"
 
 	"connectrpc.com/connect"
 	"golang.org/x/time/rate"
@@ -23,26 +24,26 @@ type inbound struct {
 // stream's own goroutine and nothing more.
 type receiver struct {
 	st               stream
-	budget           *rate.Limiter
+	budget           streamBudget
 	conn, peer       *rate.Limiter
 	connAddr, peerIP string
 	opts             *MonitorOptions
 }
 
-// newReceiver returns the stream's receiver and what gives its share of
-// the connection's and the peer's budgets back.
-func (m *Monitor) newReceiver(st stream) (*receiver, func()) {
+// newReceiver returns the stream's receiver, holding its share of the
+// connection's and the peer's budgets until release.
+func (m *Monitor) newReceiver(st stream) *receiver {
 	addr := st.peerAddr()
 	now := m.opts.Clock.Now()
-	r := &receiver{
-		st: st, opts: &m.opts, connAddr: addr, peerIP: peerHost(addr),
-		budget: rate.NewLimiter(rate.Limit(m.opts.MaxFramesPerSecond), m.opts.FrameBurst),
-	}
+	r := &receiver{st: st, opts: &m.opts, connAddr: addr, peerIP: peerHost(addr)}
 	r.conn, r.peer = m.conns.acquire(addr, now), m.peers.acquire(r.peerIP, now)
-	return r, func() {
-		m.conns.release(addr)
-		m.peers.release(r.peerIP)
-	}
+	return r
+}
+
+// release gives r's share of the connection's and the peer's budgets back.
+func (m *Monitor) release(r *receiver) {
+	m.conns.release(r.connAddr)
+	m.peers.release(r.peerIP)
 }
 
 // first reads the first frame in a goroutine of its own, so the handler
@@ -60,28 +61,66 @@ func (r *receiver) first() <-chan inbound {
 // next reads one frame and charges it to the stream's budget. Its errors:
 // io.EOF (half-close), a *domain.Error the router should see (a frame that
 // does not decode or is too large, a budget overrun), or the transport's.
+// It holds nothing but the read: every open stream waits in it, and each
+// byte of its frame is a byte of every stream's stack.
 func (r *receiver) next() (*pb.RouterFrame, error) {
 	f, err := r.st.Receive()
 	if err != nil {
 		return nil, inboundError(err)
 	}
+	if err := r.charge(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// charge spends one frame from the stream's, its connection's and its
+// peer's budgets.
+//
+//go:noinline
+func (r *receiver) charge() error {
 	now := r.opts.Clock.Now()
-	if !r.budget.AllowN(now, 1) {
-		return nil, domain.Wrap(errOverBudget, domain.CodeResourceExhausted,
+	if !r.budget.allow(now, r.opts.MaxFramesPerSecond, r.opts.FrameBurst) {
+		return domain.Wrap(errOverBudget, domain.CodeResourceExhausted,
 			"more than %d router frames at once or %g a second on one stream; a keep_alive every renew_after_ms is enough",
 			r.opts.FrameBurst, r.opts.MaxFramesPerSecond)
 	}
 	if !r.conn.AllowN(now, 1) {
-		return nil, domain.Wrap(errOverBudget, domain.CodeResourceExhausted,
+		return domain.Wrap(errOverBudget, domain.CodeResourceExhausted,
 			"the streams of connection %s sent more than %g router frames a second together (--max-conn-frames-per-second)",
 			r.connAddr, r.opts.MaxConnFramesPerSecond)
 	}
 	if !r.peer.AllowN(now, 1) {
-		return nil, domain.Wrap(errOverBudget, domain.CodeResourceExhausted,
+		return domain.Wrap(errOverBudget, domain.CodeResourceExhausted,
 			"the streams from %s sent more than %g router frames a second together (--max-peer-frames-per-second)",
 			r.peerIP, r.opts.MaxPeerFramesPerSecond)
 	}
-	return f, nil
+	return nil
+}
+
+// streamBudget is a stream's own token bucket: burst frames at once,
+// refilled at rate a second. Only one goroutine charges it at a time (the
+// first frame's reader, then the handler), so it needs no lock, and it
+// lives in the receiver rather than in an allocation of its own.
+type streamBudget struct {
+	tokens float64
+	last   time.Time // of the last charge; zero before the first
+}
+
+// allow spends a token at now if there is one.
+func (b *streamBudget) allow(now time.Time, rate float64, burst int) bool {
+	switch {
+	case b.last.IsZero():
+		b.tokens, b.last = float64(burst), now
+	case now.After(b.last):
+		b.tokens = min(float64(burst), b.tokens+now.Sub(b.last).Seconds()*rate)
+		b.last = now
+	}
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
 }
 
 // errOverBudget is the cause of the error that ends a stream over its frame
@@ -113,24 +152,36 @@ func (r *receiver) relay(sub Controls) error {
 		if err != nil {
 			return err
 		}
-		switch p := f.GetPayload().(type) {
-		case *pb.RouterFrame_KeepAlive:
-			_ = sub.KeepAlive() // an ended session shows on Done
-		case *pb.RouterFrame_UpdateConfig:
-			if _, err := sub.Update(optionalInt(p.UpdateConfig.ReportIntervalMs), optionalInt(p.UpdateConfig.LeaseTtlMs)); isArgumentError(err) {
-				return err
-			}
-		case *pb.RouterFrame_Register:
-			reg := p.Register
-			if _, err := sub.Reregister(reg.GetRouterId(), reg.GetReportIntervalMs(), reg.GetLeaseTtlMs()); isArgumentError(err) {
-				return err
-			}
-		case *pb.RouterFrame_Stop:
-			return nil
-		default:
-			return domain.Errorf(domain.CodeInvalidArgument, "router frame has no payload")
+		if end, err := apply(sub, f); end {
+			return err
 		}
 	}
+}
+
+// apply applies one router frame to its session; end says the stream's
+// reading ends, with err. Out of relay's line, so what it needs is not
+// on the stack of every stream waiting for its next frame.
+//
+//go:noinline
+func apply(sub Controls, f *pb.RouterFrame) (end bool, err error) {
+	switch p := f.GetPayload().(type) {
+	case *pb.RouterFrame_KeepAlive:
+		_ = sub.KeepAlive() // an ended session shows on Done
+	case *pb.RouterFrame_UpdateConfig:
+		if _, err := sub.Update(optionalInt(p.UpdateConfig.ReportIntervalMs), optionalInt(p.UpdateConfig.LeaseTtlMs)); isArgumentError(err) {
+			return true, err
+		}
+	case *pb.RouterFrame_Register:
+		reg := p.Register
+		if _, err := sub.Reregister(reg.GetRouterId(), reg.GetReportIntervalMs(), reg.GetLeaseTtlMs()); isArgumentError(err) {
+			return true, err
+		}
+	case *pb.RouterFrame_Stop:
+		return true, nil
+	default:
+		return true, domain.Errorf(domain.CodeInvalidArgument, "router frame has no payload")
+	}
+	return false, nil
 }
 
 func optionalInt(p *int64) *int64 {
