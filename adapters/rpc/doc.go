@@ -25,6 +25,10 @@
 // the grpc-go stream itself: one Monitor, two ways in. Its writer holds
 // one frame in flight per stream there too (grpc-go says when it is done
 // with a buffer), and a pump of a few goroutines does those sends.
+// PooledReads makes the connections it is served on, handed over with
+// bytes to replay, read as grpc-go reads a bare TCP connection: into
+// pooled buffers taken only once bytes are there, so an idle connection
+// holds none.
 //
 // Alongside them: the mapping between domain reports and wire messages; the
 // one table between domain error codes and Connect codes, which servers

@@ -9,11 +9,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"go.uber.org/goleak"
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 
 	"github.com/loadreporter/loadreporter/domain"
@@ -80,8 +82,9 @@ func serveNativeH2C(t testing.TB, handler func(...connect.HandlerOption) (string
 	return "http://" + addr, &http.Client{Transport: tr}
 }
 
-// startNative serves h on the native server on 127.0.0.1, stopped when
-// the test ends, and returns its address.
+// startNative serves h on the native server on 127.0.0.1, as the port
+// serves it (PooledReads over connections that replay their preface),
+// stopped when the test ends, and returns its address.
 func startNative(t testing.TB, h http.Handler) string {
 	t.Helper()
 	o := testNativeOptions()
@@ -90,12 +93,18 @@ func startNative(t testing.TB, h http.Handler) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serveGRPC(t, srv)
+	return serveGRPCOn(t, srv, func(ln net.Listener) net.Listener { return PooledReads(splitListener{ln}) })
 }
 
 // serveGRPC serves srv on 127.0.0.1, stopped when the test ends, and
 // returns its address.
 func serveGRPC(t testing.TB, srv *grpc.Server) string {
+	t.Helper()
+	return serveGRPCOn(t, srv, func(ln net.Listener) net.Listener { return ln })
+}
+
+// serveGRPCOn is serveGRPC on what wrap makes of the listener.
+func serveGRPCOn(t testing.TB, srv *grpc.Server, wrap func(net.Listener) net.Listener) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -104,7 +113,7 @@ func serveGRPC(t testing.TB, srv *grpc.Server) string {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = srv.Serve(ln)
+		_ = srv.Serve(wrap(ln))
 	}()
 	t.Cleanup(func() {
 		srv.Stop()
@@ -181,3 +190,55 @@ func isClosed(ch <-chan struct{}) bool {
 		return false
 	}
 }
+
+// splitListener hands over its connections as the port's splitter does
+// (internal/connsplit, which this package may not import): each has had
+// its HTTP/2 preface read, and replays it (replayConn).
+type splitListener struct{ net.Listener }
+
+func (l splitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		tc := c.(*net.TCPConn)
+		preface := make([]byte, len(http2.ClientPreface))
+		_ = tc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err = io.ReadFull(tc, preface)
+		if err == nil {
+			err = tc.SetReadDeadline(time.Time{})
+		}
+		if err != nil {
+			_ = tc.Close()
+			continue
+		}
+		return &replayConn{TCPConn: tc, replay: preface}, nil
+	}
+}
+
+// replayConn reads replay first, then the connection, and says when it
+// has nothing left to replay, as the splitter's connections do.
+type replayConn struct {
+	*net.TCPConn
+	replay []byte // read only by the connection's one reader
+	direct atomic.Bool
+	// readsAfter counts the Reads that went to the connection once
+	// direct.
+	readsAfter atomic.Int64
+}
+
+func (c *replayConn) Read(b []byte) (int, error) {
+	if c.direct.Load() {
+		c.readsAfter.Add(1)
+		return c.TCPConn.Read(b)
+	}
+	n := copy(b, c.replay)
+	c.replay = c.replay[n:]
+	if len(c.replay) == 0 {
+		c.direct.Store(true)
+	}
+	return n, nil
+}
+
+func (c *replayConn) Original() (net.Conn, bool) { return c.TCPConn, c.direct.Load() }

@@ -61,8 +61,9 @@ func (o NativeOptions) check() error {
 // finds it in the request's context), so its reports go out as their one
 // shared encoding with no copy per router.
 //
-// Serve it on the connections whose first request is native gRPC; TLS is
-// the caller's (h sees no client certificate on this way in).
+// Serve it on the connections whose first request is native gRPC,
+// through PooledReads; TLS is the caller's (h sees no client certificate
+// on this way in).
 func NewNativeServer(h http.Handler, o NativeOptions) (*grpc.Server, error) {
 	if err := o.check(); err != nil {
 		return nil, err
@@ -71,6 +72,10 @@ func NewNativeServer(h http.Handler, o NativeOptions) (*grpc.Server, error) {
 	if b.log == nil {
 		b.log = slog.Default()
 	}
+	// grpc-go's server takes each connection's write buffer from a pool
+	// per flush by default (grpc.SharedWriteBuffer is deprecated for it),
+	// so an idle router's connection holds none; TestNativeIdleConnectionHeap
+	// checks that it stays so.
 	return grpc.NewServer(
 		grpc.ForceServerCodecV2(nativeCodec{}),
 		grpc.UnknownServiceHandler(b.serve),

@@ -84,6 +84,36 @@ func streamHeap(t *testing.T, name string, conns, perConn int, start func(t *tes
 	ctx := testContext(t)
 	srv := start(t)
 	n := conns * perConn
+	r := startRouters(t, ctx, srv, conns, perConn)
+	defer r.stop()
+	r.expect("warm") // each connection open, its first stream ended
+	waitFor(t, ctx, "the warm-up streams ended", func() bool { return srv.open() == 0 })
+	before := liveHeap()
+	if _, err := io.WriteString(r.stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	r.expect("open")
+	waitFor(t, ctx, "every stream registered", func() bool { return srv.open() == int64(n) })
+	srv.deploy(t, ctx)
+	held := (liveHeap() - before) / int64(n)
+	if path := os.Getenv(heapProfileEnv); path != "" {
+		writeHeapProfile(t, fmt.Sprintf("%s.%s", path, name))
+	}
+	return held
+}
+
+// routers is runHeapClient's process, as startRouters started it.
+type routers struct {
+	t     *testing.T
+	stdin io.WriteCloser
+	lines *bufio.Scanner
+	stop  func() // closes stdin, waits for the process and until srv holds no stream
+}
+
+// startRouters starts runHeapClient's process on srv: conns connections,
+// perConn streams on each once told to go.
+func startRouters(t *testing.T, ctx context.Context, srv heapServer, conns, perConn int) *routers {
+	t.Helper()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d", heapClientEnv, srv.addr, conns, perConn))
 	cmd.Stderr = os.Stderr
@@ -98,38 +128,27 @@ func streamHeap(t *testing.T, name string, conns, perConn int, start func(t *tes
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	return &routers{t: t, stdin: stdin, lines: bufio.NewScanner(stdout), stop: func() {
 		_ = stdin.Close() // the routers go
 		_ = cmd.Wait()
 		waitFor(t, ctx, "every stream ended", func() bool { return srv.open() == 0 })
-	}()
-	lines := bufio.NewScanner(stdout)
-	expect := func(want string) {
-		t.Helper()
-		if !lines.Scan() || lines.Text() != want {
-			t.Fatalf("the routers said %q (%v), want %q", lines.Text(), lines.Err(), want)
-		}
+	}}
+}
+
+// expect fails the test unless the routers' next line is want.
+func (r *routers) expect(want string) {
+	r.t.Helper()
+	if !r.lines.Scan() || r.lines.Text() != want {
+		r.t.Fatalf("the routers said %q (%v), want %q", r.lines.Text(), r.lines.Err(), want)
 	}
-	expect("warm") // each connection open, its first stream ended
-	waitFor(t, ctx, "the warm-up streams ended", func() bool { return srv.open() == 0 })
-	before := liveHeap()
-	if _, err := io.WriteString(stdin, "go\n"); err != nil {
-		t.Fatal(err)
-	}
-	expect("open")
-	waitFor(t, ctx, "every stream registered", func() bool { return srv.open() == int64(n) })
-	srv.deploy(t, ctx)
-	held := (liveHeap() - before) / int64(n)
-	if path := os.Getenv(heapProfileEnv); path != "" {
-		writeHeapProfile(t, fmt.Sprintf("%s.%s", path, name))
-	}
-	return held
 }
 
 // heapProfileEnv, set to a path, makes TestNativeMonitorStreamHeap write
 // the heap profile of each server with its streams open, to path.ours and
-// path.plain: run it with GODEBUG=memprofilerate=512 and read it with
-// go tool pprof -sample_index=inuse_space.
+// path.plain (TestNativeIdleConnectionHeap: with its connections open, to
+// path.conn.ours and path.conn.plain): run it with
+// GODEBUG=memprofilerate=512 and read it with go tool pprof
+// -sample_index=inuse_space.
 const heapProfileEnv = "LOADREPORTER_RPC_HEAP_PROFILE"
 
 func writeHeapProfile(t *testing.T, path string) {

@@ -61,6 +61,13 @@ func (c *conn) settle() {
 	}
 }
 
+// Original returns the connection accepted, and whether Read now reads
+// straight from it: nothing is left to replay or drop. From then on a
+// server may read the original its own way; before, it must read c.
+func (c *conn) Original() (original net.Conn, direct bool) {
+	return c.Conn, c.plain.Load()
+}
+
 // Read reads what the client sent, less the ACK of the look's SETTINGS.
 func (c *conn) Read(b []byte) (int, error) {
 	if c.plain.Load() {

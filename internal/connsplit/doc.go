@@ -13,7 +13,9 @@
 // replayed, less the client's acknowledgement of that empty SETTINGS,
 // which the chosen server never sent. It answers nothing else: the chosen
 // server reads the client's frames and answers them as if it had been
-// first.
+// first. Once nothing is left to replay or drop, the connection says so
+// (Original), so that a server may read the accepted connection its own
+// way.
 //
 // It must not know loadreporter's services, procedures, authentication or
 // TLS (it handles plaintext only), nor which server sits behind each

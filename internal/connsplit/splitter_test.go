@@ -581,6 +581,82 @@ func TestHandedOverBytesAreExact(t *testing.T) {
 	}
 }
 
+// A handed-over connection reports its reads direct only once nothing is
+// left to replay or drop, and from then on the original reads what the
+// client sends.
+func TestOriginalOnceNothingIsLeft(t *testing.T) {
+	type original interface{ Original() (net.Conn, bool) }
+	check := func(t *testing.T, got net.Conn, wantDirect bool) net.Conn {
+		t.Helper()
+		o, ok := got.(original)
+		if !ok {
+			t.Fatalf("%T has no Original", got)
+		}
+		orig, direct := o.Original()
+		if direct != wantDirect {
+			t.Fatalf("Original says direct %t, want %t", direct, wantDirect)
+		}
+		if _, ok := orig.(*net.TCPConn); !ok || orig.RemoteAddr().String() != got.RemoteAddr().String() {
+			t.Fatalf("Original returned %T from %v, want the accepted *net.TCPConn from %v", orig, orig.RemoteAddr(), got.RemoteAddr())
+		}
+		return orig
+	}
+	readExactly := func(t *testing.T, r io.Reader, want []byte) {
+		t.Helper()
+		got := make([]byte, len(want))
+		if _, err := io.ReadFull(r, got); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("read %q, want %q", got, want)
+		}
+	}
+
+	t.Run("HTTP/2", func(t *testing.T) {
+		s := startSplitter(t, Options{})
+		ctx := testContext(t)
+		rc := dialRaw(t, ctx, s.GRPC().Addr().String())
+		settings := frame(t, func(f *http2.Framer) error { return f.WriteSettings() })
+		ack := frame(t, func(f *http2.Framer) error { return f.WriteSettingsAck() })
+		ping := frame(t, func(f *http2.Framer) error { return f.WritePing(false, [8]byte{7}) })
+		headers := frame(t, func(f *http2.Framer) error {
+			return f.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true,
+				BlockFragment: rc.headers("/pkg.Service/Method", "application/grpc")})
+		})
+		before := bytes.Join([][]byte{[]byte(http2.ClientPreface), settings, headers}, nil)
+		_, err := rc.conn.Write(before)
+		rc.check(err)
+		got := acceptOne(t, ctx, s.GRPC())
+		_ = got.SetReadDeadline(time.Now().Add(wait))
+		check(t, got, false)
+		readExactly(t, got, before)
+		check(t, got, false) // the look's ACK is still to drop
+		_, err = rc.conn.Write(append(ack, ping...))
+		rc.check(err)
+		readExactly(t, got, ping)
+		orig := check(t, got, true)
+		_, err = rc.conn.Write(ping)
+		rc.check(err)
+		readExactly(t, orig, ping)
+	})
+	t.Run("HTTP/1", func(t *testing.T) {
+		s := startSplitter(t, Options{})
+		ctx := testContext(t)
+		rc := dialRaw(t, ctx, s.Other().Addr().String())
+		req := []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		_, err := rc.conn.Write(req)
+		rc.check(err)
+		got := acceptOne(t, ctx, s.Other())
+		_ = got.SetReadDeadline(time.Now().Add(wait))
+		check(t, got, false)
+		readExactly(t, got, req)
+		orig := check(t, got, true)
+		_, err = rc.conn.Write(req)
+		rc.check(err)
+		readExactly(t, orig, req)
+	})
+}
+
 // The filter gives the same bytes however the stream is cut.
 func TestAckFilterAnyCut(t *testing.T) {
 	settings := frame(t, func(f *http2.Framer) error {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/loadreporter/loadreporter/adapters/metrics"
 	"github.com/loadreporter/loadreporter/adapters/orca"
+	"github.com/loadreporter/loadreporter/adapters/rpc"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
 	"github.com/loadreporter/loadreporter/domain/recorder"
 	"github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1/loadmonitorv1connect"
@@ -153,7 +154,9 @@ func (m *Main) Start() error {
 			}
 			m.splitDone <- err
 		}()
-		m.nativeDone = serveNative(m.p.Native.srv, split.GRPC())
+		// Read as grpc-go reads a bare TCP connection: an idle router's
+		// connection holds no 32 KiB read buffer.
+		m.nativeDone = serveNative(m.p.Native.srv, rpc.PooledReads(split.GRPC()))
 	}
 	m.serveDone = serve(m.p.HTTP, httpLn, useTLS)
 	if m.p.Front != nil {
