@@ -54,11 +54,9 @@ type Grid struct {
 // each further AutoPhaseSessions opens one more, so pulls stay at most
 // AutoPhases a grid the single grid would pull. Routers' streams (Monitor
 // and ORCA) are counted; browsers and the history's session join a phase
-// without taking room. A router whose connection is known joins its
-// connection's home phase while that has room (homes.go), which may open
-// the next phase before the open ones are full. A phase closes when its
-// last router leaves; the routers that come next fill the open ones
-// first. With the anchored schedule it is the single grid.
+// without taking room. A phase closes when its last router leaves; the
+// routers that come next fill the open ones first. With the anchored
+// schedule it is the single grid.
 const AutoPhaseSlots = -1
 
 // AutoPhases and AutoPhaseSessions size the automatic phases (see
