@@ -29,7 +29,7 @@ type Registrar interface {
 	// Register validates a router's registration (docs/routers.md) and starts its
 	// session, replacing a live one with the same router_id. Its errors are
 	// *domain.Error: INVALID_ARGUMENT, RESOURCE_EXHAUSTED, SHUTTING_DOWN.
-	Register(routerID string, intervalMs, leaseMs int64, conn string) (RouterSession, session.Config, error)
+	Register(routerID string, intervalMs, leaseMs int64) (RouterSession, session.Config, error)
 	// ShuttingDown ends when the reporter starts shutting down: streams that
 	// have not registered yet then end with SHUTTING_DOWN (registered ones
 	// learn it from their session's end), and sends get a deadline.
@@ -84,8 +84,8 @@ var _ RouterSession = (*fireloop.Subscription)(nil)
 // subscription, to Registrar.
 type loopRegistrar struct{ loop *fireloop.Loop }
 
-func (r loopRegistrar) Register(routerID string, intervalMs, leaseMs int64, conn string) (RouterSession, session.Config, error) {
-	sub, cfg, err := r.loop.Register(routerID, intervalMs, leaseMs, conn)
+func (r loopRegistrar) Register(routerID string, intervalMs, leaseMs int64) (RouterSession, session.Config, error) {
+	sub, cfg, err := r.loop.Register(routerID, intervalMs, leaseMs)
 	if err != nil {
 		return nil, cfg, err // no typed nil inside the interface
 	}
@@ -282,7 +282,7 @@ func (m *Monitor) register(ctx context.Context, st stream, tr *transport, r *rec
 		return nil, nil, m.end(st, tr, "", domain.Errorf(domain.CodeInvalidFirstFrame,
 			"the first frame must be register, got %s", frameKind(first)))
 	}
-	sub, cfg, err := m.reg.Register(reg.GetRouterId(), reg.GetReportIntervalMs(), reg.GetLeaseTtlMs(), st.peerAddr())
+	sub, cfg, err := m.reg.Register(reg.GetRouterId(), reg.GetReportIntervalMs(), reg.GetLeaseTtlMs())
 	if err != nil {
 		return nil, nil, m.end(st, tr, reg.GetRouterId(), err)
 	}

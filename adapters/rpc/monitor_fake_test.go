@@ -21,13 +21,12 @@ import (
 var testConfig = session.Config{Interval: 100 * time.Millisecond, Lease: 3 * time.Second}
 
 // fakeRegistrar hands out its one session, or refuses with err. Each
-// Register call is written to calls, after its connection is kept in
-// conn. stopping, when set, is what ShuttingDown returns.
+// Register call is written to calls. stopping, when set, is what
+// ShuttingDown returns.
 type fakeRegistrar struct {
 	sess     *fakeSession
 	err      error
 	calls    chan string
-	conn     string
 	stopping context.Context
 }
 
@@ -38,8 +37,7 @@ func (r *fakeRegistrar) ShuttingDown() context.Context {
 	return r.stopping
 }
 
-func (r *fakeRegistrar) Register(routerID string, intervalMs, leaseMs int64, conn string) (RouterSession, session.Config, error) {
-	r.conn = conn
+func (r *fakeRegistrar) Register(routerID string, intervalMs, leaseMs int64) (RouterSession, session.Config, error) {
 	r.calls <- fmt.Sprintf("register %s %d %d", routerID, intervalMs, leaseMs)
 	if r.err != nil {
 		return nil, session.Config{}, r.err

@@ -167,7 +167,7 @@ func (r *fuzzRegistrar) set(it *fuzzIteration) {
 
 func (r *fuzzRegistrar) ShuttingDown() context.Context { return context.Background() }
 
-func (r *fuzzRegistrar) Register(routerID string, intervalMs, leaseMs int64, _ string) (RouterSession, session.Config, error) {
+func (r *fuzzRegistrar) Register(routerID string, intervalMs, leaseMs int64) (RouterSession, session.Config, error) {
 	if err := fuzzValidate(intervalMs, leaseMs); err != nil || routerID == "" {
 		return nil, session.Config{}, cmpErr(err, domain.Errorf(domain.CodeInvalidArgument, "router_id is blank"))
 	}

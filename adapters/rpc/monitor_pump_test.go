@@ -97,7 +97,7 @@ func TestTheMonitorsPumpAsksTheFireLoop(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = loop.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	if _, _, err := loop.Register("r1", 100, 60000, ""); err != nil {
+	if _, _, err := loop.Register("r1", 100, 60000); err != nil {
 		t.Fatal(err)
 	}
 	mon := func(at time.Time) *Monitor {

@@ -198,7 +198,7 @@ type heapRegistrar struct {
 	sessions map[*heapSession]struct{}
 }
 
-func (r *heapRegistrar) Register(routerID string, _, _ int64, _ string) (RouterSession, session.Config, error) {
+func (r *heapRegistrar) Register(routerID string, _, _ int64) (RouterSession, session.Config, error) {
 	s := &heapSession{reg: r, id: routerID, reports: make(chan *domain.Report, 1), done: make(chan struct{})}
 	r.mu.Lock()
 	if r.sessions == nil {

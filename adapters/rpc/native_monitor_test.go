@@ -26,7 +26,7 @@ type manyRegistrar struct {
 	registered chan *fakeSession
 }
 
-func (r *manyRegistrar) Register(routerID string, _, _ int64, _ string) (RouterSession, session.Config, error) {
+func (r *manyRegistrar) Register(routerID string, _, _ int64) (RouterSession, session.Config, error) {
 	s := newFakeSession(routerID)
 	r.registered <- s
 	return s, testConfig, nil

@@ -117,7 +117,7 @@ func newHarness(t *testing.T, script func(ctx context.Context, e *engine, n int)
 
 func (h *harness) register(id string, intervalMs, leaseMs int64) *Subscription {
 	h.t.Helper()
-	sub, _, err := h.loop.Register(id, intervalMs, leaseMs, "")
+	sub, _, err := h.loop.Register(id, intervalMs, leaseMs)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -494,7 +494,7 @@ func TestShutdownEndsEverySession(t *testing.T) {
 			t.Fatalf("%s ended with %q", s.RouterID(), code)
 		}
 	}
-	if _, _, err := h.loop.Register("c", 100, 5000, ""); domain.ErrorCode(err) != domain.CodeShuttingDown {
+	if _, _, err := h.loop.Register("c", 100, 5000); domain.ErrorCode(err) != domain.CodeShuttingDown {
 		t.Fatalf("register after shutdown: %v", err)
 	}
 }
@@ -505,7 +505,7 @@ func TestMaxSessionsThroughTheReporter(t *testing.T) {
 	l.MaxSessions = 1
 	h := newHarness(t, nil, withLimits(l))
 	h.register("a", 100, 5000)
-	if _, _, err := h.loop.Register("b", 100, 5000, ""); domain.ErrorCode(err) != domain.CodeResourceExhausted {
+	if _, _, err := h.loop.Register("b", 100, 5000); domain.ErrorCode(err) != domain.CodeResourceExhausted {
 		t.Fatalf("err = %v", err)
 	}
 }

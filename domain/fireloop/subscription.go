@@ -13,15 +13,13 @@ type Subscription struct {
 
 // Register validates a router's registration (docs/routers.md) and starts a
 // Monitor session that is due at once. A live session with the same
-// router_id is replaced (it ends with REPLACED). conn names the
-// connection the router's stream arrived on ("" when unknown), whose
-// routers share a phase where they can (session.Options.Conn).
-func (l *Loop) Register(routerID string, intervalMs, leaseMs int64, conn string) (*Subscription, session.Config, error) {
+// router_id is replaced (it ends with REPLACED).
+func (l *Loop) Register(routerID string, intervalMs, leaseMs int64) (*Subscription, session.Config, error) {
 	cfg, err := l.table.Limits().Register(routerID, intervalMs, leaseMs)
 	if err != nil {
 		return nil, session.Config{}, err
 	}
-	sub, err := l.Subscribe(session.Options{Kind: session.KindMonitor, Name: routerID, Config: cfg, Conn: conn})
+	sub, err := l.Subscribe(session.Options{Kind: session.KindMonitor, Name: routerID, Config: cfg})
 	return sub, cfg, err
 }
 

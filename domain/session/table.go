@@ -57,7 +57,6 @@ type Session struct {
 	first    bool      // no report delivered yet
 	oneShot  bool      // ends after its first report
 	slot     int       // the session's phase slot (Grid.PhaseSlots)
-	home     *home     // its connection's home, with automatic phases (homes.go)
 	outbox   *Outbox
 	bucket   *bucket // its deadline's in the index, nil while out of it
 	gen      uint32  // its entry in bucket is current while it carries gen
@@ -110,10 +109,6 @@ type Table struct {
 	// fraction of it), so counting intervals together would open phases
 	// of a minority interval on pull times of their own.
 	placed map[time.Duration][]int
-	// homes are the connections' homes among the automatic phases, and
-	// homed counts them per interval and slot (homes.go).
-	homes map[homeKey]*home
-	homed map[time.Duration][]int
 	// idx indexes the sessions by deadline, and leaseBound (an offset
 	// from epoch, as leases keep expiries, or noLeaseBound) lies at or
 	// before every live lease's expiry: a look finds what is due, and
@@ -135,7 +130,6 @@ func NewTable(limits Limits, grid Grid, epoch time.Time) *Table {
 		limits: limits, grid: grid, epoch: epoch,
 		byID: map[uint64]*Session{}, byRouter: map[string]*Session{},
 		inSlot: make([]int, grid.slots()), placed: map[time.Duration][]int{},
-		homes: map[homeKey]*home{}, homed: map[time.Duration][]int{},
 		leaseBound: noLeaseBound,
 	}
 }
@@ -166,10 +160,6 @@ type Options struct {
 	OneShot bool
 	// FirstDue overrides the first deadline (default: now, due at once).
 	FirstDue time.Time
-	// Conn names the connection a router's stream arrived on (its peer
-	// address), "" when unknown: with automatic phases, the routers of one
-	// connection share a phase where they can (homes.go).
-	Conn string
 }
 
 // full says why one more session of kind k does not fit, or nil. Pollers
@@ -219,7 +209,7 @@ func (t *Table) Add(o Options, now time.Time) (s, replaced *Session, err error) 
 		leased: !o.NoLease, lease: lease{base: t.epoch},
 	}
 	if !o.OneShot { // a one-shot never reaches a grid: it holds no slot
-		s.slot = t.place(s, o.Conn)
+		s.slot = t.place(s)
 		t.inSlot[s.slot]++
 	}
 	if !o.FirstDue.IsZero() {
@@ -456,35 +446,28 @@ func (t *Table) sessionEpoch(s *Session) time.Time {
 }
 
 // place is the slot a new recurring session joins: with automatic phases
-// a router arriving on a known connection goes as its connection's home
-// says (homes.go), any other session to the first of autoOrder whose
-// routers of the session's interval number fewer than AutoPhaseSessions
-// (the least loaded when all are full); else the least loaded slot.
-func (t *Table) place(s *Session, conn string) int {
+// the first of autoOrder whose routers of the session's interval number
+// fewer than AutoPhaseSessions (the least loaded when all are full), else
+// the least loaded slot.
+func (t *Table) place(s *Session) int {
 	if !t.grid.auto() {
 		return leastLoaded(t.inSlot)
 	}
 	counts := t.placedFor(s.cfg.Interval)
-	if !t.countsAsRouter(s) {
-		return firstOpen(counts)
-	}
-	slot := firstOpen(counts)
-	if conn != "" {
-		slot = t.placeHome(s, conn, counts)
-	}
-	counts[slot]++
-	return slot
-}
-
-// firstOpen is the first slot of autoOrder holding fewer than
-// AutoPhaseSessions routers, or the least loaded when all are full.
-func firstOpen(counts []int) int {
+	slot := -1
 	for _, open := range autoOrder {
 		if counts[open] < AutoPhaseSessions {
-			return open
+			slot = open
+			break
 		}
 	}
-	return leastLoaded(counts)
+	if slot < 0 {
+		slot = leastLoaded(counts)
+	}
+	if t.countsAsRouter(s) {
+		counts[slot]++
+	}
+	return slot
 }
 
 // unplace takes s out of the automatic phases' count of interval.
@@ -492,7 +475,6 @@ func (t *Table) unplace(s *Session, interval time.Duration) {
 	if !t.countsAsRouter(s) {
 		return
 	}
-	t.leaveHome(s)
 	counts := t.placed[interval]
 	if counts == nil {
 		return
