@@ -253,6 +253,8 @@ func (m *Monitor) warnNoTransport() {
 // frame: a status needs no flow-control window, so a flood that grants
 // none cannot hold its refused streams either. Each waiting stream holds
 // a goroutine and ~20 KB until FirstFrameTimeout: they must not add up.
+// Out of serve's line, like register and awaitEnd: no inliner may fold
+// their locals into the frame every open stream keeps.
 //
 //go:noinline
 func (m *Monitor) admit(st stream) error {

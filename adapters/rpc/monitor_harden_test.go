@@ -473,6 +473,9 @@ func TestStreamBudgetSpendsBurstThenRate(t *testing.T) {
 	if b.allow(t0.Add(-time.Hour), rate, burst) {
 		t.Error("a clock stepped back refilled the budget")
 	}
+	if !b.allow(t0.Add(-time.Hour+100*time.Millisecond), rate, burst) {
+		t.Error("after the clock stepped back, a token's time from there was refused")
+	}
 	later := t0.Add(time.Hour)
 	for i := range burst {
 		if !b.allow(later, rate, burst) {

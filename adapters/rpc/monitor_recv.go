@@ -99,21 +99,24 @@ func (r *receiver) charge() error {
 }
 
 // streamBudget is a stream's own token bucket: burst frames at once,
-// refilled at rate a second. Only one goroutine charges it at a time (the
+// refilled at perSecond a second. Only one goroutine charges it at a time (the
 // first frame's reader, then the handler), so it needs no lock, and it
 // lives in the receiver rather than in an allocation of its own.
 type streamBudget struct {
-	tokens float64
-	last   time.Time // of the last charge; zero before the first
+	tokens  float64
+	last    time.Time // of the last charge
+	started bool      // charged once: the burst was granted
 }
 
 // allow spends a token at now if there is one.
-func (b *streamBudget) allow(now time.Time, rate float64, burst int) bool {
+func (b *streamBudget) allow(now time.Time, perSecond float64, burst int) bool {
 	switch {
-	case b.last.IsZero():
-		b.tokens, b.last = float64(burst), now
+	case !b.started:
+		b.tokens, b.last, b.started = float64(burst), now, true
 	case now.After(b.last):
-		b.tokens = min(float64(burst), b.tokens+now.Sub(b.last).Seconds()*rate)
+		b.tokens = min(float64(burst), b.tokens+now.Sub(b.last).Seconds()*perSecond)
+		b.last = now
+	default: // a clock stepped back refills from where it is now
 		b.last = now
 	}
 	if b.tokens < 1 {
@@ -166,7 +169,7 @@ func (r *receiver) relay(sub Controls) error {
 func apply(sub Controls, f *pb.RouterFrame) (end bool, err error) {
 	switch p := f.GetPayload().(type) {
 	case *pb.RouterFrame_KeepAlive:
-		_ = sub.KeepAlive() // an ended session shows on Done
+		_ = sub.KeepAlive() // an ended session shows on Ended
 	case *pb.RouterFrame_UpdateConfig:
 		if _, err := sub.Update(optionalInt(p.UpdateConfig.ReportIntervalMs), optionalInt(p.UpdateConfig.LeaseTtlMs)); isArgumentError(err) {
 			return true, err

@@ -13,7 +13,10 @@ import "net"
 // handed over and say when reads go straight to the connection accepted
 // (an Original method, as the port's splitter's have), once that is a
 // TCP or Unix socket; on unix only. Every other connection is returned as
-// it is. Serve NewNativeServer on it.
+// it is. Serve NewNativeServer on it. grpc-go asks for it only while its
+// read buffer is on (ReadBufferSize > 0, the default) and
+// GRPC_GO_EXPERIMENTAL_HTTP_FRAMER_READ_BUFFER_POOLING is not false;
+// TestNativeIdleConnectionHeap fails when it stops asking.
 func PooledReads(ln net.Listener) net.Listener { return pooledListener{ln} }
 
 type pooledListener struct{ net.Listener }

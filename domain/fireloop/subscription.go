@@ -49,7 +49,7 @@ func (sub *Subscription) Take() *domain.Report { return sub.s.Outbox().Take() }
 // Ended says whether the session ended.
 func (sub *Subscription) Ended() bool { return sub.s.Outbox().Ended() }
 
-// Notify makes the session call f whenever a report is waiting in Reports
+// Notify makes the session call f whenever a report is waiting to be taken
 // or the session ended. f runs on the fire loop's goroutine with its lock
 // held, so it must not block.
 func (sub *Subscription) Notify(f func()) { sub.s.Outbox().Notify(f) }

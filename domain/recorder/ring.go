@@ -13,8 +13,15 @@ type ring struct {
 	bytes int
 }
 
-// ringMinSlots is the smallest backing array once anything was pushed.
-const ringMinSlots = 16
+// ringMinSlots is the smallest backing array once anything was pushed;
+// ringKeptSlots the size it never shrinks below, so a queue that hovers
+// about a few dozen reports does not reallocate each time it crosses one
+// (resizing copies under the recorder's lock, which Record takes on the
+// fire loop).
+const (
+	ringMinSlots  = 16
+	ringKeptSlots = 4 * ringMinSlots
+)
 
 func newRing(limit int) ring { return ring{limit: limit} }
 
@@ -36,8 +43,8 @@ func (r *ring) popFront() {
 	r.buf[r.head] = item{}
 	r.head = (r.head + 1) % len(r.buf)
 	r.n--
-	if len(r.buf) > ringMinSlots && r.n <= len(r.buf)/4 {
-		r.resize(max(ringMinSlots, len(r.buf)/2))
+	if len(r.buf) > ringKeptSlots && r.n <= len(r.buf)/4 {
+		r.resize(len(r.buf) / 2)
 	}
 }
 

@@ -25,7 +25,7 @@ func TestTheRingGrowsAndShrinksWithWhatWaits(t *testing.T) {
 			}
 			r.popFront()
 			want++
-			if len(r.buf) > ringMinSlots && len(r.buf) > 4*r.n+4 {
+			if len(r.buf) > ringKeptSlots && len(r.buf) > 4*r.n+4 {
 				t.Fatalf("%d slots for %d waiting items", len(r.buf), r.n)
 			}
 		}
@@ -37,7 +37,7 @@ func TestTheRingGrowsAndShrinksWithWhatWaits(t *testing.T) {
 		t.Fatalf("with %d waiting: full %v, %d slots; want full, %d", r.n, r.full(), len(r.buf), limit)
 	}
 	popN(limit - 3)
-	if len(r.buf) > 2*ringMinSlots {
+	if len(r.buf) > ringKeptSlots {
 		t.Errorf("%d slots for %d waiting items after draining", len(r.buf), r.n)
 	}
 	pushN(40)

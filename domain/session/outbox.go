@@ -15,7 +15,7 @@ import (
 // it, either by waiting on the channels Reports and Done or, woken by
 // Notify, with Take and Ended. The channels are made only when first
 // asked for: a Monitor stream, which takes, holds a pointer and a flag
-// instead of two channels (a sixth of what its session costs).
+// instead of two channels.
 type Outbox struct {
 	latest  atomic.Pointer[domain.Report]       // the report waiting, while there is no channel
 	reports atomic.Pointer[chan *domain.Report] // made by Reports; then it holds the report
