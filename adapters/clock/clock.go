@@ -22,8 +22,9 @@ func (System) NewTimer(at time.Time) ports.Timer { return newGoTimer(at) }
 // Precise is System with timers that fire within about a quarter of a
 // millisecond of their time on Linux (precise.go; Go's timers elsewhere).
 // It is for the timer whose lateness every router sees, the fire loop's:
-// each of its timers that fires holds a goroutine and a file descriptor for
-// its last two milliseconds, which is no way to run thousands of deadlines.
+// each of its timers holds a goroutine and a file descriptor for its last
+// two milliseconds, or all of its time when that is under a quarter of a
+// second, which is no way to run thousands of deadlines.
 type Precise struct{ System }
 
 var _ ports.Clock = Precise{}

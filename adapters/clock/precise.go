@@ -15,19 +15,28 @@ import (
 // fineLead is how long before its time a precise timer hands over from
 // Go's timer (late by up to ~1 ms when the process is idle) to a timerfd,
 // whose expiry wakes the netpoller at once: enough that Go's lateness never
-// eats into the fine wait, short enough that a timer stopped early (a pull
-// budget, a wake replaced because a router registered) never opens a file.
+// eats into the fine wait.
 const fineLead = 2 * time.Millisecond
 
-// fineWait is how a precise timer's last stretch goes: it starts lead
-// before the timer's time, on a timerfd that expires timerfdLate after
-// it. Precise's timers start it fineLead before, on a timerfd that
-// expires on time; a test gives its own timers a wait on the timerfd for
-// all of their time, to watch it, or one that only the read deadline ends.
-type fineWait struct{ lead, timerfdLate time.Duration }
+// fineSpan: a timer due within it waits on its timerfd from the start.
+// Handing over from Go's timer wakes an idle process a second time for
+// every timer that fires, which a fire loop with phases (a wait of about
+// ten milliseconds between fires) paid on every fire: a quarter of its
+// CPU at a hundred routers. Timers due later, and the pull budget (1 s by
+// default, and nearly always stopped long before), keep Go's timer until
+// fineLead before, so a timer stopped early holds nothing meanwhile.
+const fineSpan = 250 * time.Millisecond
 
-// preciseTimer waits on Go's timer until wait.lead before at, then on a
-// timerfd (CLOCK_MONOTONIC, nanosecond resolution) registered with Go's
+// fineWait is how a precise timer's last stretch goes: it starts lead
+// before the timer's time, or at once for a timer due within span, on a
+// timerfd that expires timerfdLate after it. Precise's timers start it
+// fineLead before, or at once within fineSpan, on a timerfd that expires
+// on time; a test gives its own timers a wait on the timerfd for all of
+// their time, to watch it, or one that only the read deadline ends.
+type fineWait struct{ lead, span, timerfdLate time.Duration }
+
+// preciseTimer waits on Go's timer until wait.lead before at (unless at
+// is within wait.span), then on a timerfd (CLOCK_MONOTONIC, nanosecond resolution) registered with Go's
 // netpoller, and on a read deadline at the same time, whichever is first.
 // An idle process wakes on the timerfd: its netpoller sleeps in whole
 // milliseconds, but a timerfd's expiry ends that sleep. A busy one wakes
@@ -43,18 +52,24 @@ type preciseTimer struct {
 
 	mu      sync.Mutex
 	stopped bool
-	coarse  *time.Timer
-	fine    *timerfd // while the last stretch waits on it
+	coarse  *time.Timer // nil when the fine wait started at once
+	fine    *timerfd    // while the last stretch waits on it
 }
 
-func newPreciseTimer(at time.Time) ports.Timer { return fineWait{lead: fineLead}.newTimer(at) }
+func newPreciseTimer(at time.Time) ports.Timer {
+	return fineWait{lead: fineLead, span: fineSpan}.newTimer(at)
+}
 
 // newTimer starts a precise timer for at whose last stretch goes as w says.
 func (w fineWait) newTimer(at time.Time) *preciseTimer {
 	t := &preciseTimer{at: at, c: make(chan time.Time, 1), wait: w}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.coarse = time.AfterFunc(time.Until(at)-w.lead, t.waitFine)
+	if d := time.Until(at); d <= w.span || d <= w.lead {
+		go t.waitFine() // it takes mu once newTimer returns
+	} else {
+		t.coarse = time.AfterFunc(d-w.lead, t.waitFine)
+	}
 	return t
 }
 
@@ -67,13 +82,16 @@ func (t *preciseTimer) Stop() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.stopped = true
-	t.coarse.Stop()
+	if t.coarse != nil {
+		t.coarse.Stop()
+	}
 	if t.fine != nil {
 		t.fine.interrupt() // the blocked read returns
 	}
 }
 
-// waitFine runs in the coarse timer's goroutine for the last stretch.
+// waitFine runs in a goroutine of its own (the coarse timer's) for the
+// last stretch.
 func (t *preciseTimer) waitFine() {
 	t.mu.Lock()
 	if t.stopped {

@@ -140,6 +140,27 @@ func TestATimerStoppedBeforeItsLastStretchNeverOpensATimerfd(t *testing.T) {
 	}
 }
 
+// TestATimerDueWithinTheSpanWaitsOnItsTimerfdFromTheStart: a fire loop's
+// wait between phases is short, and handing over from Go's timer would
+// wake the idle process a second time for each fire.
+func TestATimerDueWithinTheSpanWaitsOnItsTimerfdFromTheStart(t *testing.T) {
+	closeIdleTimerfds()
+	before := timerfds(t)
+	start := time.Now()
+	at := start.Add(fineSpan)
+	tm := Precise{}.NewTimer(at)
+	defer tm.Stop()
+	// Go's timer would hand over only fineLead before at.
+	for handOver := at.Add(-fineLead - 10*time.Millisecond); timerfds(t) != before+1; time.Sleep(time.Millisecond) {
+		if time.Now().After(handOver) {
+			t.Fatalf("no timerfd open %v after the start of a wait of %v", time.Since(start), fineSpan)
+		}
+	}
+	if got := <-tm.C(); got.Before(at) {
+		t.Fatalf("fired %v early", at.Sub(got))
+	}
+}
+
 func TestTimersFireNeverEarlyAndEachOnce(t *testing.T) {
 	start := time.Now()
 	var timers []*struct {
