@@ -115,8 +115,9 @@ func (w *writer) pumpOnce() {
 		return
 	}
 	if st.inFlight() {
+		w.waiting = true // written queues w again
 		w.mu.Unlock()
-		return // onWritten queues w again
+		return
 	}
 	ack, rep, _ := w.next()
 	if ack == nil && rep == nil {
@@ -152,14 +153,19 @@ func (w *writer) pumpOnce() {
 
 // written is the native stream's frame written, or its deadline passed.
 func (w *writer) written() {
+	st := w.st.(asyncStream)
 	w.mu.Lock()
-	if w.st.(asyncStream).writtenCount() >= w.sent {
+	if st.writtenCount() >= w.sent {
 		// The pump's last frame is out; a later one would have counted
 		// itself in sent and armed its own bound first.
 		w.stall.Disarm()
 	}
+	again := w.waiting
+	w.waiting = false
 	w.mu.Unlock()
-	w.kick()
+	if again || st.expired() {
+		w.kick()
+	}
 }
 
 // startDrain hands w's sends to a drain goroutine; called under mu, which

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"io"
 	"runtime"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/loadreporter/loadreporter/domain"
 	"github.com/loadreporter/loadreporter/domain/fireloop"
+	pb "github.com/loadreporter/loadreporter/gen/sglang/router/loadmonitor/v1"
 	"github.com/loadreporter/loadreporter/ports/porttest"
 )
 
@@ -113,5 +115,66 @@ func TestTheMonitorsPumpAsksTheFireLoop(t *testing.T) {
 	waitFor(t, ctx, "the pump sees the fire loop behind, the Monitor's clock an hour past its timer", late.pump.behind)
 	if early.pump.behind() {
 		t.Error("the fire loop waits on its timer, the Monitor's clock reads before it: its pump sees the loop behind")
+	}
+}
+
+// heldStream is a native-like stream whose frame in flight and write
+// deadline the test sets.
+type heldStream struct {
+	flight, past bool
+}
+
+func (s *heldStream) Receive() (*pb.RouterFrame, error) { return nil, io.EOF }
+func (s *heldStream) Send(*outFrame) error              { s.flight = true; return nil }
+func (s *heldStream) peerAddr() string                  { return "127.0.0.1:1" }
+func (s *heldStream) inFlight() bool                    { return s.flight }
+func (s *heldStream) expired() bool                     { return s.past }
+func (s *heldStream) onWritten(func())                  {}
+func (s *heldStream) writtenCount() uint64              { return 0 }
+
+// TestAFrameWrittenWithNothingBehindItWakesNoPump: written queues the
+// writer again only when the pump left it for a frame in flight, or when
+// the write deadline passed; a frame written with nothing behind it, the
+// usual case, would otherwise start a pump goroutine for nothing at every
+// report.
+func TestAFrameWrittenWithNothingBehindItWakesNoPump(t *testing.T) {
+	p := &pump{size: 0} // queues, and runs nothing
+	st := &heldStream{}
+	w := newWriter(&Monitor{pump: p}, st, nil, "r", newFakeSession("r"), nil, nil)
+	queued := func() int { p.mu.Lock(); defer p.mu.Unlock(); return len(p.queue) }
+	reset := func() {
+		p.mu.Lock()
+		p.queue = nil
+		p.mu.Unlock()
+		w.mu.Lock()
+		w.queued = false
+		w.mu.Unlock()
+	}
+
+	w.written()
+	if n := queued(); n != 0 {
+		t.Fatalf("a frame written with nothing behind it queued the writer %d time(s)", n)
+	}
+
+	st.flight = true
+	w.pumpOnce() // a report came while the frame was in flight: left for written
+	if n := queued(); n != 0 {
+		t.Fatalf("pumpOnce queued the writer itself (%d)", n)
+	}
+	st.flight = false
+	w.written()
+	if n := queued(); n != 1 {
+		t.Fatalf("a frame written with a kick behind it queued the writer %d time(s), want 1", n)
+	}
+	reset()
+	w.written()
+	if n := queued(); n != 0 {
+		t.Fatalf("the kick was answered, yet the next frame written queued the writer %d time(s)", n)
+	}
+
+	st.flight, st.past = true, true
+	w.written() // the write deadline passed: the pump ends the stream
+	if n := queued(); n != 1 {
+		t.Fatalf("a write deadline passed queued the writer %d time(s), want 1", n)
 	}
 }

@@ -36,6 +36,10 @@ type writer struct {
 	running bool // a drain goroutine, or the pump, owns the stream's sends
 	queued  bool // w waits in the pump's queue
 	kicked  bool // kicked while running: the pump looks again
+	// waiting: the pump found a frame in flight and left w for written,
+	// which queues w again only then, so a frame written with nothing
+	// behind it wakes no pump.
+	waiting bool
 	over    bool // finish ran
 	// sent counts the frames the pump put in flight; the stall guard of
 	// the last is disarmed once the stream has written that many.
