@@ -104,6 +104,7 @@ func serveChild(ctx context.Context, o options) error {
 	statsMux := http.NewServeMux()
 	statsMux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, engine.pulls.Load()) })
 	statsMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	statsMux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	statsMux.Handle("/debug/pprof/heap", pprof.Handler("heap"))
 	statsMux.Handle("/debug/pprof/goroutine", pprof.Handler("goroutine"))
 	statsMux.HandleFunc("/debug/memstats", func(w http.ResponseWriter, _ *http.Request) {
