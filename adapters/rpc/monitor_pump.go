@@ -115,11 +115,13 @@ func (w *writer) pumpOnce() {
 		return
 	}
 	if st.inFlight() {
-		w.waiting = true // written queues w again
 		w.mu.Unlock()
-		return
+		return // pending: written queues w again
 	}
 	ack, rep, _ := w.next()
+	if ack == nil {
+		w.pending = false // the outbox was taken; an offer after it kicks
+	}
 	if ack == nil && rep == nil {
 		w.mu.Unlock()
 		return
@@ -160,8 +162,7 @@ func (w *writer) written() {
 		// itself in sent and armed its own bound first.
 		w.stall.Disarm()
 	}
-	again := w.waiting
-	w.waiting = false
+	again := w.pending
 	w.mu.Unlock()
 	if again || st.expired() {
 		w.kick()

@@ -133,31 +133,54 @@ func (s *heldStream) onWritten(func())                  {}
 func (s *heldStream) writtenCount() uint64              { return 0 }
 
 // TestAFrameWrittenWithNothingBehindItWakesNoPump: written queues the
-// writer again only when the pump left it for a frame in flight, or when
-// the write deadline passed; a frame written with nothing behind it, the
-// usual case, would otherwise start a pump goroutine for nothing at every
-// report.
+// writer again only when it was kicked since the pump last took its
+// outbox (a report behind the ack, or one offered while a frame was in
+// flight), or when the write deadline passed; a frame written with
+// nothing behind it, the usual case, would otherwise start a pump
+// goroutine for nothing at every report.
 func TestAFrameWrittenWithNothingBehindItWakesNoPump(t *testing.T) {
 	p := &pump{size: 0} // queues, and runs nothing
 	st := &heldStream{}
-	w := newWriter(&Monitor{pump: p}, st, nil, "r", newFakeSession("r"), nil, nil)
+	sess := newFakeSession("r")
+	w := newWriter(&Monitor{pump: p}, st, nil, "r", sess, newOutFrame(ackFrame(testConfig)), nil)
 	queued := func() int { p.mu.Lock(); defer p.mu.Unlock(); return len(p.queue) }
-	reset := func() {
+	taken := func() { // what the pump's goroutine would do: take w, run it
 		p.mu.Lock()
 		p.queue = nil
 		p.mu.Unlock()
-		w.mu.Lock()
-		w.queued = false
-		w.mu.Unlock()
+		w.pumpOnce()
 	}
 
+	w.kick()                         // registered: the ack
+	sess.reports <- &domain.Report{} // the first report, offered before the pump ran
+	w.kick()                         // absorbed: w is queued already
+	if n := queued(); n != 1 {
+		t.Fatalf("queued %d time(s), want 1", n)
+	}
+	taken() // sends the ack only: one frame at a time
+	if !st.flight {
+		t.Fatal("the ack was not sent")
+	}
+	st.flight = false
+	w.written()
+	if n := queued(); n != 1 {
+		t.Fatalf("the ack written with a report behind it queued the writer %d time(s), want 1", n)
+	}
+	w.m.frames = newReportFrames()
+	taken() // sends the report
+	if len(sess.reports) != 0 || !st.flight {
+		t.Fatal("the report behind the ack was not sent")
+	}
+	st.flight = false
 	w.written()
 	if n := queued(); n != 0 {
 		t.Fatalf("a frame written with nothing behind it queued the writer %d time(s)", n)
 	}
 
 	st.flight = true
-	w.pumpOnce() // a report came while the frame was in flight: left for written
+	sess.reports <- &domain.Report{}
+	w.kick() // offered while a frame is in flight
+	taken()  // finds it in flight: left for written
 	if n := queued(); n != 0 {
 		t.Fatalf("pumpOnce queued the writer itself (%d)", n)
 	}
@@ -166,7 +189,8 @@ func TestAFrameWrittenWithNothingBehindItWakesNoPump(t *testing.T) {
 	if n := queued(); n != 1 {
 		t.Fatalf("a frame written with a kick behind it queued the writer %d time(s), want 1", n)
 	}
-	reset()
+	taken()
+	st.flight = false
 	w.written()
 	if n := queued(); n != 0 {
 		t.Fatalf("the kick was answered, yet the next frame written queued the writer %d time(s)", n)

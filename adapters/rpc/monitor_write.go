@@ -36,10 +36,11 @@ type writer struct {
 	running bool // a drain goroutine, or the pump, owns the stream's sends
 	queued  bool // w waits in the pump's queue
 	kicked  bool // kicked while running: the pump looks again
-	// waiting: the pump found a frame in flight and left w for written,
-	// which queues w again only then, so a frame written with nothing
-	// behind it wakes no pump.
-	waiting bool
+	// pending: kicked since the pump last took the outbox, so something
+	// may wait behind the frame in flight (the ack goes first, and one
+	// frame at a time); written queues w again only then, so a frame
+	// written with nothing behind it wakes no pump.
+	pending bool
 	over    bool // finish ran
 	// sent counts the frames the pump put in flight; the stall guard of
 	// the last is disarmed once the stream has written that many.
@@ -86,6 +87,7 @@ func (w *writer) kick() {
 		w.mu.Unlock()
 		return
 	}
+	w.pending = true
 	if w.running {
 		w.kicked = true // a pump's send looks again once it is done
 		bound := w.claimBound(w.sub.Ended())
