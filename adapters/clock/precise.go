@@ -22,9 +22,11 @@ const fineLead = 2 * time.Millisecond
 // Handing over from Go's timer wakes an idle process a second time for
 // every timer that fires, which a fire loop with phases (a wait of about
 // ten milliseconds between fires) paid on every fire: a quarter of its
-// CPU at a hundred routers. Timers due later, and the pull budget (1 s by
-// default, and nearly always stopped long before), keep Go's timer until
-// fineLead before, so a timer stopped early holds nothing meanwhile.
+// CPU at a hundred routers. A timer stopped early then costs its goroutine
+// a wake and its timerfd a trip back to the pool (a few µs: the fire loop
+// replaces its timer whenever a router registers), and a pull budget set
+// under fineSpan pays that every fire; the default budget (1 s) and later
+// timers keep Go's timer until fineLead before, holding nothing meanwhile.
 const fineSpan = 250 * time.Millisecond
 
 // fineWait is how a precise timer's last stretch goes: it starts lead
@@ -36,8 +38,9 @@ const fineSpan = 250 * time.Millisecond
 type fineWait struct{ lead, span, timerfdLate time.Duration }
 
 // preciseTimer waits on Go's timer until wait.lead before at (unless at
-// is within wait.span), then on a timerfd (CLOCK_MONOTONIC, nanosecond resolution) registered with Go's
-// netpoller, and on a read deadline at the same time, whichever is first.
+// is within wait.span), then on a timerfd (CLOCK_MONOTONIC, nanosecond
+// resolution) registered with Go's netpoller, and on a read deadline at
+// the same time, whichever is first.
 // An idle process wakes on the timerfd: its netpoller sleeps in whole
 // milliseconds, but a timerfd's expiry ends that sleep. A busy one wakes
 // on the deadline: its processors, with goroutines to run, look at the

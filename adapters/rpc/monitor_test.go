@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -370,4 +371,33 @@ func TestMonitorRegisterThatDoesNotDecode(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestMonitorAReportWaitingAtRegistrationFollowsTheAck: a joining router's
+// first report is often offered before its writer is attached, and one
+// kick then stands for the ack and the report; the report must follow the
+// ack at once, not wait for the next fire's offer.
+func TestMonitorAReportWaitingAtRegistrationFollowsTheAck(t *testing.T) {
+	t.Parallel()
+	eachProtocol(t, nil, func(m *monitorTest) {
+		rep := sampleReport()
+		m.sess.reports <- rep // no writer to notify yet
+		m.register()
+		got := make(chan *pb.WorkerFrame, 1)
+		go func() {
+			if f, err := m.st.Receive(); err == nil {
+				got <- f
+			}
+		}()
+		select {
+		case f := <-got:
+			if !proto.Equal(f.GetReport(), ReportToProto(rep)) {
+				t.Fatalf("after the ack: %v, want the report that waited", f)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the report waiting at registration was not sent within 5 s of the ack")
+		}
+		m.send(stopFrame)
+		m.endsOK()
+	})
 }
