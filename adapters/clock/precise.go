@@ -68,7 +68,7 @@ func (w fineWait) newTimer(at time.Time) *preciseTimer {
 	t := &preciseTimer{at: at, c: make(chan time.Time, 1), wait: w}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if d := time.Until(at); d <= w.span || d <= w.lead {
+	if d := time.Until(at); d <= max(w.span, w.lead) {
 		go t.waitFine() // it takes mu once newTimer returns
 	} else {
 		t.coarse = time.AfterFunc(d-w.lead, t.waitFine)

@@ -297,7 +297,7 @@ func (m *Monitor) register(ctx context.Context, st stream, tr *transport, r *rec
 	stall := m.opts.Stalls.Guard(ctx, loadmonitorv1connect.LoadMonitorServiceMonitorProcedure, st.peerAddr())
 	w := newWriter(m, st, tr, sub.RouterID(), sub, newOutFrame(ackFrame(cfg)), stall)
 	if a, ok := st.(asyncStream); ok {
-		a.onWritten(w.written)
+		a.onWritten(w.written, w.kick)
 	}
 	sub.Notify(w.kick)
 	w.kick()

@@ -22,9 +22,10 @@ type asyncStream interface {
 	inFlight() bool
 	// expired reports whether the write deadline has passed.
 	expired() bool
-	// onWritten makes the stream call f, which must not block, when the
-	// frame in flight is written and when the write deadline passes.
-	onWritten(f func())
+	// onWritten makes the stream call written when the frame in flight
+	// is written, and expired when the write deadline passes; neither may
+	// block.
+	onWritten(written, expired func())
 	// writtenCount is how many of its frames the transport has written.
 	writtenCount() uint64
 }
@@ -153,7 +154,7 @@ func (w *writer) pumpOnce() {
 	}
 }
 
-// written is the native stream's frame written, or its deadline passed.
+// written is the native stream's frame written.
 func (w *writer) written() {
 	st := w.st.(asyncStream)
 	w.mu.Lock()
@@ -164,7 +165,7 @@ func (w *writer) written() {
 	}
 	again := w.pending
 	w.mu.Unlock()
-	if again || st.expired() {
+	if again {
 		w.kick()
 	}
 }

@@ -512,12 +512,12 @@ func (s *nativeStream) writtenCount() uint64 { return s.gate.written.Load() }
 
 func (s *nativeStream) expired() bool { return s.call.writeExpiredNow() }
 
-// onWritten makes f run after each frame is written and when the write
-// deadline passes.
-func (s *nativeStream) onWritten(f func()) {
-	s.gate.hook.Store(&f)
+// onWritten makes written run after each frame is written, and expired
+// when the write deadline passes.
+func (s *nativeStream) onWritten(written, expired func()) {
+	s.gate.hook.Store(&written)
 	s.call.mu.Lock()
-	s.call.onExpire = f
+	s.call.onExpire = expired
 	s.call.mu.Unlock()
 }
 
