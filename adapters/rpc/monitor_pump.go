@@ -33,8 +33,13 @@ type asyncStream interface {
 // pump runs the queued writers' sends on at most its size of goroutines,
 // each running while the queue holds something.
 type pump struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// queue[head:] waits. Emptied, its array is kept for the next fire's
+	// burst unless it grew past keptQueue: a fire's writers are queued
+	// every fire, and growing the queue anew each time was an eighth of
+	// what the fan-out allocated.
 	queue   []pumpJob
+	head    int
 	running int
 	size    int
 	// behind says whether the fire loop waits for a processor: its timer
@@ -52,6 +57,13 @@ func newPump() *pump { return &pump{size: max(runtime.GOMAXPROCS(0), 1), yield: 
 // add queues w, starting a goroutine if fewer than size run.
 func (p *pump) add(w pumpJob) {
 	p.mu.Lock()
+	if n := len(p.queue); n == cap(p.queue) && p.head >= n/2 && p.head > 0 {
+		// Full, and half of it taken: a queue that never empties (a pump
+		// behind for good) moves down instead of growing for ever.
+		live := copy(p.queue, p.queue[p.head:])
+		clear(p.queue[live:])
+		p.queue, p.head = p.queue[:live], 0
+	}
 	p.queue = append(p.queue, w)
 	start := p.running < p.size
 	if start {
@@ -62,6 +74,10 @@ func (p *pump) add(w pumpJob) {
 		go p.run()
 	}
 }
+
+// keptQueue is the largest queue array a pump keeps once empty: a fire's
+// writers at a few thousand routers a phase (16 B each).
+const keptQueue = 4096
 
 // yieldEvery is how many sends a pump goroutine makes between two looks
 // at whether the fire loop is behind: woken at its deadline, it waits for
@@ -77,19 +93,31 @@ func (p *pump) run() {
 		if n%yieldEvery == 0 && p.behind != nil && p.behind() {
 			p.yield()
 		}
-		p.mu.Lock()
-		if len(p.queue) == 0 {
-			p.running--
-			p.queue = p.queue[:0:0] // a burst's backing array goes with it
-			p.mu.Unlock()
+		w := p.next()
+		if w == nil {
 			return
 		}
-		w := p.queue[0]
-		p.queue[0] = nil
-		p.queue = p.queue[1:]
-		p.mu.Unlock()
 		w.pumpOnce()
 	}
+}
+
+// next takes the first job queued, or, with none, ends the calling
+// goroutine's turn (nil).
+func (p *pump) next() pumpJob {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.head == len(p.queue) {
+		p.running--
+		p.queue, p.head = p.queue[:0], 0
+		if cap(p.queue) > keptQueue {
+			p.queue = nil // an outsize burst's array goes with it
+		}
+		return nil
+	}
+	w := p.queue[p.head]
+	p.queue[p.head] = nil
+	p.head++
+	return w
 }
 
 // pumpOnce sends w's next frame if it can without waiting, or hands w to

@@ -202,3 +202,67 @@ func TestAFrameWrittenWithNothingBehindItWakesNoPump(t *testing.T) {
 		t.Fatalf("a frame written with nothing behind it queued the writer %d time(s)", n)
 	}
 }
+
+// noJob is a pump job that does nothing (a pointer: queuing it allocates
+// nothing of its own).
+type noJob struct{ runs int }
+
+func (j *noJob) pumpOnce() { j.runs++ }
+
+// TestThePumpKeepsItsQueueFromFireToFire: a fire queues its writers every
+// fire; once the pump has held a burst, the next bursts of that size
+// allocate nothing.
+func TestThePumpKeepsItsQueueFromFireToFire(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates for what it watches")
+	}
+	p := &pump{size: 0} // add queues and starts nothing; the test runs it
+	job := &noJob{}
+	const burst = 100
+	fire := func() {
+		for range burst {
+			p.add(job)
+		}
+		p.running = 1
+		p.run()
+	}
+	fire()
+	if allocs := testing.AllocsPerRun(20, fire); allocs != 0 {
+		t.Errorf("a burst of %d writers allocates %v times once the pump has held one, want 0", burst, allocs)
+	}
+	if want := 21*burst + burst; job.runs != want {
+		t.Errorf("the pump ran %d jobs, want %d", job.runs, want)
+	}
+
+	p.mu.Lock()
+	p.queue = make([]pumpJob, 0, keptQueue+1)
+	p.mu.Unlock()
+	fire()
+	if p.queue != nil {
+		t.Errorf("an array of %d writers was kept once empty, want it dropped (over keptQueue %d)", cap(p.queue), keptQueue)
+	}
+}
+
+// TestAPumpThatNeverEmptiesHoldsWhatWaitsNotWhatPassed: a queue that a
+// pump always has something in (writers queued as fast as it sends)
+// moves down as it fills instead of growing with every job that passed.
+func TestAPumpThatNeverEmptiesHoldsWhatWaitsNotWhatPassed(t *testing.T) {
+	p := &pump{size: 0}
+	job := &noJob{}
+	for range 10 {
+		p.add(job)
+	}
+	p.running = 1 // a goroutine's turn that never ends: next never finds it empty
+	for range 100_000 {
+		p.add(job)
+		if w := p.next(); w == nil {
+			t.Fatal("the queue ran empty")
+		}
+	}
+	if live := len(p.queue) - p.head; live != 10 {
+		t.Fatalf("%d jobs wait, want 10", live)
+	}
+	if c := cap(p.queue); c > 64 {
+		t.Errorf("the queue's array holds %d jobs for 10 waiting after 100 000 passed, want it to stay small", c)
+	}
+}
