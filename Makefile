@@ -30,7 +30,7 @@ peers:
 test: services peers
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 12m ./...
-	$(GO) test -count=1 -run '^(TestNative(MonitorStream|IdleConnection)Heap|TestReadOnReady)$$' ./adapters/rpc
+	$(GO) test -count=1 -run '^(TestNative(MonitorStream|IdleConnection)Heap|TestReadOnReady|TestThePumpKeepsItsQueueFromFireToFire)$$' ./adapters/rpc
 
 # fuzz runs every fuzz target for FUZZTIME each (CI: a short run on top of
 # the committed corpora, which plain `go test` already replays). A count

@@ -203,7 +203,7 @@ func TestAFrameWrittenWithNothingBehindItWakesNoPump(t *testing.T) {
 	}
 }
 
-// noJob is a pump job that does nothing (a pointer: queuing it allocates
+// noJob is a pump job that only counts its runs (a pointer: queuing it allocates
 // nothing of its own).
 type noJob struct{ runs int }
 

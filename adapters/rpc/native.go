@@ -134,8 +134,8 @@ func (nativeCodec) Name() string { return "proto" }
 
 func (nativeCodec) Marshal(v any) (mem.BufferSlice, error) {
 	switch m := v.(type) {
-	case *gatedFrame:
-		return m.bufs[:], nil
+	case gatedFrame:
+		return mem.BufferSlice{m.buf}, nil
 	case rawMessage:
 		return mem.BufferSlice{mem.SliceBuffer(m)}, nil
 	}

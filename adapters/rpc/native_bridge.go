@@ -424,10 +424,9 @@ func (c *nativeCall) stopTimers() {
 // costs no wait: its last frame is long written when the next report
 // comes.
 type nativeStream struct {
-	call  *nativeCall
-	gate  sendGate
-	frame gatedFrame      // what SendMsg is given, one per stream: sends allocate nothing of ours
-	done  <-chan struct{} // the stream's context's, read once: its chain of values is deep
+	call *nativeCall
+	gate sendGate
+	done <-chan struct{} // the stream's context's, read once: its chain of values is deep
 }
 
 // sendGate is the mem.BufferPool of one stream's frames: Put is grpc-go
@@ -464,12 +463,8 @@ func (g *sendGate) Put(b *[]byte) {
 	}
 }
 
-// gatedFrame is a frame's shared encoding behind its stream's gate, as
-// the one-buffer slice the codec hands grpc-go. grpc-go's writer keeps
-// that slice until it is done with the buffer (the gate's Put), so the
-// stream's next frame may reuse it only then: the gate holds Send back
-// until it is.
-type gatedFrame struct{ bufs [1]mem.Buffer }
+// gatedFrame is a frame's shared encoding behind its stream's gate.
+type gatedFrame struct{ buf mem.Buffer }
 
 // Receive reads one router frame; one that does not decode is connect's
 // INVALID_ARGUMENT, as on the connect way in.
@@ -545,8 +540,7 @@ func (s *nativeStream) Send(f *outFrame) error {
 	// gives it back once written.
 	s.gate.slice = b
 	s.gate.inflight.Store(true) // before the send: grpc-go may write it before SendMsg returns
-	s.frame.bufs[0] = mem.NewBuffer(&s.gate.slice, &s.gate)
-	if err := s.call.ss.SendMsg(&s.frame); err != nil {
+	if err := s.call.ss.SendMsg(gatedFrame{mem.NewBuffer(&s.gate.slice, &s.gate)}); err != nil {
 		s.gate.inflight.Store(false)
 		return err
 	}
