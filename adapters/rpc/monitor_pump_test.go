@@ -203,8 +203,8 @@ func TestAFrameWrittenWithNothingBehindItWakesNoPump(t *testing.T) {
 	}
 }
 
-// noJob is a pump job that only counts its runs (a pointer: queuing it allocates
-// nothing of its own).
+// noJob is a pump job that only counts its runs (a pointer: queuing it
+// allocates nothing of its own).
 type noJob struct{ runs int }
 
 func (j *noJob) pumpOnce() { j.runs++ }
