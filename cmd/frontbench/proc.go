@@ -54,8 +54,8 @@ type usage struct {
 func readUsage(pids []int) usage {
 	var u usage
 	for _, pid := range pids {
-		if st, err := machine.ReadStat(pid); err == nil {
-			u.cpu += st.CPU()
+		if d, err := machine.ProcessCPU(pid); err == nil {
+			u.cpu += d
 		}
 		if r, err := machine.ReadRSS(pid); err == nil {
 			u.rss += r

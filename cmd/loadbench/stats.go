@@ -22,14 +22,14 @@ func percentile(ds []time.Duration, p int) time.Duration {
 	return v
 }
 
-// cpuTime is the process's user+system CPU time, or -1 (unknown) when
-// /proc cannot be read.
+// cpuTime is the CPU time the process has run, to the nanosecond, or -1
+// (unknown) when it cannot be read.
 func cpuTime(pid int) time.Duration {
-	st, err := machine.ReadStat(pid)
+	d, err := machine.ProcessCPU(pid)
 	if err != nil {
 		return -1
 	}
-	return st.CPU()
+	return d
 }
 
 // rss is the process's resident set in bytes, or -1 (unknown).
