@@ -42,7 +42,7 @@ func burstOnOneProcessor(behind bool) (seen []bool, asked, yields int) {
 	done.Add(burst)
 	p.mu.Lock() // queued before the pump's goroutine starts
 	for i := range burst {
-		p.queue = append(p.queue, countingJob{ran: ran, sawOther: &seen[i], done: &done})
+		p.queue.push(countingJob{ran: ran, sawOther: &seen[i], done: &done})
 	}
 	p.running = 1
 	p.mu.Unlock()
@@ -143,10 +143,10 @@ func TestAFrameWrittenWithNothingBehindItWakesNoPump(t *testing.T) {
 	st := &heldStream{}
 	sess := newFakeSession("r")
 	w := newWriter(&Monitor{pump: p}, st, nil, "r", sess, newOutFrame(ackFrame(testConfig)), nil)
-	queued := func() int { p.mu.Lock(); defer p.mu.Unlock(); return len(p.queue) }
+	queued := func() int { p.mu.Lock(); defer p.mu.Unlock(); return p.joining.waiting() + p.queue.waiting() }
 	taken := func() { // what the pump's goroutine would do: take w, run it
 		p.mu.Lock()
-		p.queue = nil
+		p.queue, p.joining = jobQueue{}, jobQueue{}
 		p.mu.Unlock()
 		w.pumpOnce()
 	}
@@ -221,7 +221,7 @@ func TestThePumpKeepsItsQueueFromFireToFire(t *testing.T) {
 	const burst = 100
 	fire := func() {
 		for range burst {
-			p.add(job)
+			p.add(job, false)
 		}
 		p.running = 1
 		p.run()
@@ -235,11 +235,11 @@ func TestThePumpKeepsItsQueueFromFireToFire(t *testing.T) {
 	}
 
 	p.mu.Lock()
-	p.queue = make([]pumpJob, 0, keptQueue+1)
+	p.queue.jobs = make([]pumpJob, 0, keptQueue+1)
 	p.mu.Unlock()
 	fire()
-	if p.queue != nil {
-		t.Errorf("an array of %d writers was kept once empty, want it dropped (over keptQueue %d)", cap(p.queue), keptQueue)
+	if p.queue.jobs != nil {
+		t.Errorf("an array of %d writers was kept once empty, want it dropped (over keptQueue %d)", cap(p.queue.jobs), keptQueue)
 	}
 }
 
@@ -250,19 +250,70 @@ func TestAPumpThatNeverEmptiesHoldsWhatWaitsNotWhatPassed(t *testing.T) {
 	p := &pump{size: 0}
 	job := &noJob{}
 	for range 10 {
-		p.add(job)
+		p.add(job, false)
 	}
 	p.running = 1 // a goroutine's turn that never ends: next never finds it empty
 	for range 100_000 {
-		p.add(job)
+		p.add(job, false)
 		if w := p.next(); w == nil {
 			t.Fatal("the queue ran empty")
 		}
 	}
-	if live := len(p.queue) - p.head; live != 10 {
+	if live := p.queue.waiting(); live != 10 {
 		t.Fatalf("%d jobs wait, want 10", live)
 	}
-	if c := cap(p.queue); c > 64 {
+	if c := cap(p.queue.jobs); c > 64 {
 		t.Errorf("the queue's array holds %d jobs for 10 waiting after 100 000 passed, want it to stay small", c)
+	}
+}
+
+// TestAJoiningRoutersFramesGoAheadOfABurst: a writer's ack and first
+// report are queued ahead of a phase's burst, in the order they came;
+// every later frame waits its turn behind the burst.
+func TestAJoiningRoutersFramesGoAheadOfABurst(t *testing.T) {
+	p := &pump{size: 0}
+	burst := make([]*noJob, 100)
+	for i := range burst {
+		burst[i] = &noJob{}
+		p.add(burst[i], false)
+	}
+	first, second := &noJob{}, &noJob{}
+	p.add(first, true)
+	p.add(second, true)
+	p.running = 1
+	for i, want := range append([]*noJob{first, second}, burst...) {
+		if got := p.next(); got != want {
+			t.Fatalf("job %d taken out of order: a joining router's frame queued behind the burst, or the burst reordered", i)
+		}
+	}
+	if w := p.next(); w != nil {
+		t.Fatal("the pump ran more than was queued")
+	}
+
+	st := &heldStream{}
+	sess := newFakeSession("r")
+	w := newWriter(&Monitor{pump: p, frames: newReportFrames()}, st, nil, "r", sess, newOutFrame(ackFrame(testConfig)), nil)
+	joining := func() (ahead, behind int) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		ahead, behind = p.joining.waiting(), p.queue.waiting()
+		p.queue, p.joining = jobQueue{}, jobQueue{}
+		return ahead, behind
+	}
+	for i, what := range []string{"the ack", "the first report", "the second report"} {
+		sess.reports <- &domain.Report{}
+		w.kick()
+		ahead, behind := joining()
+		if wantAhead := i < 2; (ahead == 1) != wantAhead || ahead+behind != 1 {
+			t.Fatalf("%s: queued %d ahead of the burst and %d behind it, want ahead %v", what, ahead, behind, wantAhead)
+		}
+		w.pumpOnce()
+		if !st.flight {
+			t.Fatalf("%s was not sent", what)
+		}
+		st.flight = false
+		if i == 0 {
+			<-sess.reports // sent after the ack, below; the outbox holds one
+		}
 	}
 }

@@ -102,8 +102,9 @@ func (w *writer) kick() {
 	if _, async := w.st.(asyncStream); async {
 		if !w.queued {
 			w.queued = true
+			joining := w.sent < 2 // the ack, then the first report
 			w.mu.Unlock()
-			w.m.pump.add(w)
+			w.m.pump.add(w, joining)
 			return
 		}
 		w.mu.Unlock()
