@@ -43,7 +43,8 @@ type writer struct {
 	pending bool
 	over    bool // finish ran
 	// sent counts the frames the pump put in flight; the stall guard of
-	// the last is disarmed once the stream has written that many.
+	// the last is disarmed once the stream has written that many. Under
+	// two (the ack, the first report), the pump takes w ahead of a burst.
 	sent    uint64
 	closed  bool // no drain may start: the handler returns, or the writer finished
 	bounded bool // the send in progress has its final deadline
