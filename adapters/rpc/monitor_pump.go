@@ -161,9 +161,12 @@ func (w *writer) pumpOnce() {
 		w.mu.Unlock()
 		return
 	}
-	if st.inFlight() && st.expired() {
+	if st.expired() {
 		// The router took nothing within the bound (the stall guard's,
 		// or the last frame's). Claimed under mu: nothing else starts.
+		// A frame written as the bound passed ends the stream too: the
+		// guard has counted and logged it ended, and the deadline stays
+		// passed.
 		w.closed = true
 		w.mu.Unlock()
 		w.failed(errWriteDeadline)

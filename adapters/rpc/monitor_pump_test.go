@@ -317,3 +317,34 @@ func TestAJoiningRoutersFramesGoAheadOfABurst(t *testing.T) {
 		}
 	}
 }
+
+// TestAFrameWrittenAsTheBoundPassedStillEndsTheStream: the stall guard's
+// bound passed just as the frame in flight was written. The guard has
+// counted the stream ended and logged it, and the deadline stays passed,
+// so the pump ends the stream there instead of sending on.
+func TestAFrameWrittenAsTheBoundPassedStillEndsTheStream(t *testing.T) {
+	p := &pump{size: 0}
+	st := &heldStream{}
+	sess := newFakeSession("r")
+	w := newWriter(&Monitor{pump: p, frames: newReportFrames()}, st, nil, "r", sess, newOutFrame(ackFrame(testConfig)), nil)
+	w.kick()
+	w.pumpOnce() // the ack
+	if !st.flight {
+		t.Fatal("the ack was not sent")
+	}
+	st.flight, st.past = false, true // written, and the bound passed
+	sess.reports <- &domain.Report{}
+	w.kick() // the stream's expired callback, or the next report
+	w.pumpOnce()
+	if st.flight {
+		t.Fatal("a report was sent on a stream whose write bound had passed")
+	}
+	select {
+	case <-w.finishedChan():
+	default:
+		t.Fatal("the stream did not end once its write bound had passed")
+	}
+	if w.result != errWriteDeadline {
+		t.Errorf("the stream ended with %v, want %v", w.result, errWriteDeadline)
+	}
+}
