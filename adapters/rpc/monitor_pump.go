@@ -35,7 +35,7 @@ type asyncStream interface {
 type pump struct {
 	mu sync.Mutex
 	// joining goes first: a router's ack and first report, which behind a
-	// phase's burst (a thousand writers at 10 000 routers) would reach
+	// phase's burst (a thousand writers at 10 000 routers) can reach
 	// the router joining milliseconds after its ack.
 	joining, queue jobQueue
 	running        int
