@@ -22,7 +22,14 @@
 // the port's native gRPC connections: every call is handed to the port's
 // HTTP handler as an HTTP/2 request (so its checks and bounds are the
 // same), and Monitor, finding the call in the request's context, serves
-// the grpc-go stream itself: one Monitor, two ways in. Its writer holds
+// the grpc-go stream itself: one Monitor, two ways in. It does so once
+// the port's handler returned, so that every open stream waits a few
+// frames down its goroutine's stack, not under every handler of the
+// chain: the chain admits the stream, and a handler of it that works
+// after its handler returned does that through afterResponse (as
+// WithTransportInfo and BoundWritesAtShutdown do), else before the
+// stream ends; the stream keeps the values the chain put in its
+// context, not the chain's end of it. Its writer holds
 // one frame in flight per stream there too (grpc-go says when it is done
 // with a buffer), and a pump of a few goroutines does those sends.
 // PooledReads makes the connections it is served on, handed over with

@@ -160,7 +160,7 @@ func (m *Monitor) Handler(opts ...connect.HandlerOption) (string, http.Handler) 
 		// A call that came in through the native server is served on its
 		// gRPC stream itself, past connect.
 		if call := nativeCallFrom(r.Context()); call != nil && r.URL.Path == loadmonitorv1connect.LoadMonitorServiceMonitorProcedure {
-			call.serveNative(func(st *nativeStream) error { return m.serve(r.Context(), st) })
+			call.serveNative(r.Context(), func(ctx context.Context, st *nativeStream) error { return m.serve(ctx, st) })
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -74,13 +74,26 @@ func (b *bridge) serve(_ any, ss grpc.ServerStream) error {
 		ctx = ctl.outer
 	}
 	call := &nativeCall{ss: ss, status: sw, ctl: ctl, log: b.log}
-	req := newBridgeRequest(context.WithValue(ctx, nativeCallKey{}, call), call, method)
+	ctx = context.WithValue(ctx, nativeCallKey{}, call)
+	req := newBridgeRequest(ctx, call, method)
 	w := &bridgeWriter{call: call}
-	if err := b.serveHTTP(w, req, method); err != nil {
-		call.stopTimers()
+	err := b.protect(method, func() { b.h.ServeHTTP(w, req) })
+	if serve := call.serve; serve != nil && err == nil {
+		// A stream the port's handler admitted and left to be served on
+		// its gRPC stream (serveNative) is served here, past the chain:
+		// every open Monitor stream waits a few frames down rather than
+		// under every handler of the chain, stack the collector scans and
+		// sizes the heap by.
+		served := servedContext{Context: ctx, chain: call.chain}
+		req, call.serve, call.chain = nil, nil, nil
+		err = b.protect(method, func() {
+			call.result = serve(served, &nativeStream{call: call, done: call.ss.Context().Done()})
+		})
+	}
+	call.end()
+	if err != nil {
 		return err
 	}
-	call.stopTimers()
 	native, cut := call.ending()
 	switch {
 	case native:
@@ -93,10 +106,11 @@ func (b *bridge) serve(_ any, ss grpc.ServerStream) error {
 	return w.finish()
 }
 
-// serveHTTP runs the port's handler as net/http does, a panic ending the
-// call (INTERNAL, logged with its stack) and not the process, and
-// http.ErrAbortHandler ending it quietly.
-func (b *bridge) serveHTTP(w http.ResponseWriter, r *http.Request, method string) (err error) {
+// protect runs serve (the port's handler, or the stream it left to the
+// bridge) as net/http runs a handler, a panic ending the call (INTERNAL,
+// logged with its stack) and not the process, and http.ErrAbortHandler
+// ending it quietly.
+func (b *bridge) protect(method string, serve func()) (err error) {
 	defer func() {
 		v := recover()
 		if v == nil {
@@ -111,7 +125,7 @@ func (b *bridge) serveHTTP(w http.ResponseWriter, r *http.Request, method string
 		buf = buf[:runtime.Stack(buf, false)]
 		b.log.Error("a handler panicked serving a native gRPC call", "method", method, "panic", fmt.Sprint(v), "stack", string(buf))
 	}()
-	b.h.ServeHTTP(w, r)
+	serve()
 	return nil
 }
 
@@ -174,6 +188,13 @@ type nativeCall struct {
 	// (Monitor), result then being what it returned.
 	native bool
 	result error
+	// serve is what the handler left the bridge to serve on the stream
+	// once the port's handler returned (serveNative), and atEnd what the
+	// handlers it passed left to do when the call ends (afterResponse),
+	// in the order to do it. Both belong to the call's goroutine.
+	serve func(context.Context, *nativeStream) error
+	chain context.Context // the request's context where serveNative was called
+	atEnd []func()
 
 	mu                    sync.Mutex
 	readTimer, writeTimer *time.Timer
@@ -263,8 +284,11 @@ func nativeCallFrom(ctx context.Context) *nativeCall {
 	return c
 }
 
-// serveNative serves the call with f on its gRPC stream.
-func (c *nativeCall) serveNative(f func(*nativeStream) error) {
+// serveNative has the call served with f on its gRPC stream, once the
+// port's handler returned: the handler calling it, with its request's
+// context, returns at once, and the handlers it passed finish what they
+// do after it through afterResponse. f is given a servedContext.
+func (c *nativeCall) serveNative(ctx context.Context, f func(context.Context, *nativeStream) error) {
 	c.mu.Lock()
 	c.native = true
 	c.mu.Unlock()
@@ -276,7 +300,56 @@ func (c *nativeCall) serveNative(f func(*nativeStream) error) {
 	if err := grpc.SetSendCompressor(c.ss.Context(), encoding.Identity); err != nil {
 		c.log.Warn("a native Monitor stream may compress its reports: their frames are then not held to one", "err", err)
 	}
-	c.result = f(&nativeStream{call: c, done: c.ss.Context().Done()})
+	c.serve, c.chain = f, ctx
+}
+
+// servedContext is the context of a stream served past the port's
+// handler: the stream's own, its values and its end, with the values the
+// port's handlers added to the request's (its transport, say). What ends
+// a handler's context once it returned, a middleware's deferred cancel,
+// does not end the stream.
+type servedContext struct {
+	context.Context // the stream's
+	chain           context.Context
+}
+
+// Value is the stream's own value for key, else the handlers'. The
+// context package finds a context's end among its values: asked the
+// stream's first, it finds the stream's, and a context made from c
+// (context.AfterFunc, WithCancel) waits on it as on any of its own,
+// with no goroutine.
+func (c servedContext) Value(key any) any {
+	if v := c.Context.Value(key); v != nil {
+		return v
+	}
+	return c.chain.Value(key)
+}
+
+// afterResponse runs f once the response to the request of ctx is done:
+// at once, or, when the handler left the call to be served on its gRPC
+// stream past the port's handler (serveNative), when that ends. A
+// handler of the chain calls it where its handler returned, in place of
+// what it does after the response.
+func afterResponse(ctx context.Context, f func()) {
+	if c := nativeCallFrom(ctx); c.outlivesHandler() {
+		c.atEnd = append(c.atEnd, f)
+		return
+	}
+	f()
+}
+
+// outlivesHandler reports whether c (nil: no native call) is to be served
+// on its stream once the port's handler returned.
+func (c *nativeCall) outlivesHandler() bool { return c != nil && c.serve != nil }
+
+// end is the call's end: what the port's handlers left for it, innermost
+// first, as their own returns would have run it; then no timer acts.
+func (c *nativeCall) end() {
+	for i := len(c.atEnd) - 1; i >= 0; i-- {
+		c.atEnd[i]()
+	}
+	c.atEnd = nil
+	c.stopTimers()
 }
 
 // statusWriter is what grpc-go's transport stream offers to end a stream

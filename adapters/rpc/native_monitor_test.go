@@ -231,28 +231,29 @@ func settle(t *testing.T, ctx context.Context, done func(monitor, all int) bool)
 // TestNativeMonitorEndings: a stock grpc-go router on the native server,
 // whose handler is blocked reading its frames, sees every ending as on
 // net/http: the session's end or a bad frame as a StreamError then status
-// OK, stop as status OK; a handler context that ends (a middleware's, or
-// the router's cancel) ends the stream with its status. Each time the
-// handler returns and closes the session.
+// OK, stop as status OK, the router's cancel with its status. A
+// middleware's context, which ends as the middleware returns once the
+// stream is admitted (the stream is served past the port's handler),
+// ends nothing. Each time the handler returns and closes the session.
 func TestNativeMonitorEndings(t *testing.T) {
 	t.Parallel()
 	eachNativeWay(t, func(t *testing.T) {
 		t.Parallel()
 		for _, tc := range []struct {
 			name string
-			end  func(r *grpcRouter, sess *fakeSession, cancelHandler, cancelRouter context.CancelFunc)
+			end  func(r *grpcRouter, sess *fakeSession, cancelRouter context.CancelFunc)
 			want func(r *grpcRouter)
 		}{
-			{"lease expired", func(_ *grpcRouter, s *fakeSession, _, _ context.CancelFunc) {
+			{"lease expired", func(_ *grpcRouter, s *fakeSession, _ context.CancelFunc) {
 				s.end(domain.Errorf(domain.CodeLeaseExpired, "no keep_alive within the lease"))
 			}, func(r *grpcRouter) { r.endsWith(domain.CodeLeaseExpired) }},
-			{"replaced", func(_ *grpcRouter, s *fakeSession, _, _ context.CancelFunc) {
+			{"replaced", func(_ *grpcRouter, s *fakeSession, _ context.CancelFunc) {
 				s.end(domain.Errorf(domain.CodeReplaced, "r1 registered on another stream"))
 			}, func(r *grpcRouter) { r.endsWith(domain.CodeReplaced) }},
-			{"shutting down", func(_ *grpcRouter, s *fakeSession, _, _ context.CancelFunc) {
+			{"shutting down", func(_ *grpcRouter, s *fakeSession, _ context.CancelFunc) {
 				s.end(domain.Errorf(domain.CodeShuttingDown, "the reporter is shutting down"))
 			}, func(r *grpcRouter) { r.endsWith(domain.CodeShuttingDown) }},
-			{"half-closed, then the lease", func(r *grpcRouter, s *fakeSession, _, _ context.CancelFunc) {
+			{"half-closed, then the lease", func(r *grpcRouter, s *fakeSession, _ context.CancelFunc) {
 				if err := r.st.CloseSend(); err != nil {
 					r.t.Fatal(err)
 				}
@@ -264,13 +265,11 @@ func TestNativeMonitorEndings(t *testing.T) {
 				}
 				s.end(domain.Errorf(domain.CodeLeaseExpired, "no keep_alive within the lease"))
 			}, func(r *grpcRouter) { r.endsWith(domain.CodeLeaseExpired) }},
-			{"stop", func(r *grpcRouter, _ *fakeSession, _, _ context.CancelFunc) { r.send(stopFrame) },
+			{"stop", func(r *grpcRouter, _ *fakeSession, _ context.CancelFunc) { r.send(stopFrame) },
 				func(r *grpcRouter) { r.endsOK() }},
-			{"a frame with no payload", func(r *grpcRouter, _ *fakeSession, _, _ context.CancelFunc) { r.send(emptyFrame) },
+			{"a frame with no payload", func(r *grpcRouter, _ *fakeSession, _ context.CancelFunc) { r.send(emptyFrame) },
 				func(r *grpcRouter) { r.endsWith(domain.CodeInvalidArgument) }},
-			{"the handler's context ends", func(_ *grpcRouter, _ *fakeSession, cancelHandler, _ context.CancelFunc) { cancelHandler() },
-				func(r *grpcRouter) { r.endsWithStatus(codes.Canceled) }},
-			{"the router cancels", func(_ *grpcRouter, _ *fakeSession, _, cancelRouter context.CancelFunc) { cancelRouter() },
+			{"the router cancels", func(_ *grpcRouter, _ *fakeSession, cancelRouter context.CancelFunc) { cancelRouter() },
 				func(r *grpcRouter) { r.endsWithStatus(codes.Canceled) }},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
@@ -279,13 +278,14 @@ func TestNativeMonitorEndings(t *testing.T) {
 				reg := &fakeRegistrar{sess: newFakeSession("r1"), calls: make(chan string, 16)}
 				mux := http.NewServeMux()
 				mux.Handle(mustMonitor(t, reg, MonitorOptions{}).Handler())
-				// A middleware whose context the test ends, as a server's own
-				// stop or a proxy in front of the handler may.
-				handlerCancels := make(chan context.CancelFunc, 1)
+				// A middleware whose context ends as it returns, as most
+				// do (a deferred cancel): on the native way it returns
+				// once the stream is admitted, and the stream lives on.
+				handlerCtxs := make(chan context.Context, 1)
 				cc := nativeBridge(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					hctx, cancel := context.WithCancel(r.Context())
 					defer cancel()
-					handlerCancels <- cancel
+					handlerCtxs <- hctx
 					mux.ServeHTTP(w, r.WithContext(hctx))
 				}))
 				routerCtx, cancelRouter := context.WithCancel(ctx)
@@ -295,9 +295,9 @@ func TestNativeMonitorEndings(t *testing.T) {
 				if r.recv().GetRegistered() == nil {
 					t.Fatal("the first frame is not the registered ack")
 				}
-				var cancelHandler context.CancelFunc
+				var handlerCtx context.Context
 				select {
-				case cancelHandler = <-handlerCancels:
+				case handlerCtx = <-handlerCtxs:
 				case <-ctx.Done():
 					t.Fatal("the handler never started")
 				}
@@ -310,7 +310,11 @@ func TestNativeMonitorEndings(t *testing.T) {
 				r.send(keepAliveFrame) // the handler reads: it waits in its next read
 				waitCall(t, ctx, reg.sess, "keep_alive")
 
-				tc.end(r, reg.sess, cancelHandler, cancelRouter)
+				if handlerCtx.Err() == nil {
+					t.Error("the middleware has not returned: the stream is served under the port's handler chain")
+				}
+
+				tc.end(r, reg.sess, cancelRouter)
 				tc.want(r)
 				waitClosedSession(t, ctx, reg.sess)
 			})

@@ -21,11 +21,15 @@ func WithTransportInfo(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := &transport{tls: r.TLS, rc: http.NewResponseController(w)}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), transportKey{}, t)))
-		// net/http forbids touching the stream once its handler returned.
-		t.mu.Lock()
-		t.rc = nil
-		t.mu.Unlock()
+		afterResponse(r.Context(), t.detach)
 	})
+}
+
+// detach: net/http forbids touching the stream once its handler returned.
+func (t *transport) detach() {
+	t.mu.Lock()
+	t.rc = nil
+	t.mu.Unlock()
 }
 
 // BoundWritesAtShutdown bounds, once shuttingDown ends, every write of
@@ -44,10 +48,20 @@ func BoundWritesAtShutdown(shuttingDown context.Context, timeout time.Duration, 
 	context.AfterFunc(shuttingDown, b.shutDown)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if t := transportFrom(r.Context()); t != nil && b.add(t) {
-			defer b.remove(t)
+			defer b.removeAfterResponse(r.Context(), t)
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// removeAfterResponse takes t out of the set once its response is done
+// (afterResponse); a closure only for a stream served past the chain.
+func (b *shutdownBound) removeAfterResponse(ctx context.Context, t *transport) {
+	if nativeCallFrom(ctx).outlivesHandler() {
+		afterResponse(ctx, func() { b.remove(t) })
+		return
+	}
+	b.remove(t)
 }
 
 // shutdownBound is the open responses of one BoundWritesAtShutdown, a

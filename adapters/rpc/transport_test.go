@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -63,11 +64,23 @@ func hugeReport() *domain.Report {
 
 // TestMonitorStuckReaderOnShutdown: a registered router that stops reading
 // (its flow-control window is full, so the handler's send blocks) does not
-// hold its handler past FinalWriteTimeout once the reporter shuts down.
-// This is SetWriteDeadline on an h2c stream, through WithTransportInfo and
-// BoundWritesAtShutdown, mounted as the reporter mounts them.
+// hold its handler past FinalWriteTimeout once the reporter shuts down,
+// whether its session ended with the shutdown or not yet. This is
+// SetWriteDeadline on an h2c stream, through WithTransportInfo and
+// BoundWritesAtShutdown, mounted as the reporter mounts them: on the
+// native way, a stream served past the port's handler stays in
+// BoundWritesAtShutdown's set.
 func TestMonitorStuckReaderOnShutdown(t *testing.T) {
 	t.Parallel()
+	for _, endSession := range []bool{true, false} {
+		t.Run(fmt.Sprintf("session ended %v", endSession), func(t *testing.T) {
+			t.Parallel()
+			testMonitorStuckReaderOnShutdown(t, endSession)
+		})
+	}
+}
+
+func testMonitorStuckReaderOnShutdown(t *testing.T, endSession bool) {
 	onShutdown := func(t *testing.T, proto []connect.ClientOption, native bool) {
 		stopping, shutdown := context.WithCancel(context.Background())
 		defer shutdown()
@@ -89,7 +102,9 @@ func TestMonitorStuckReaderOnShutdown(t *testing.T) {
 
 		m.deliver(hugeReport()) // the handler blocks sending it: nobody reads
 		shutdown()
-		m.sess.end(domain.Errorf(domain.CodeShuttingDown, "the reporter is shutting down"))
+		if endSession {
+			m.sess.end(domain.Errorf(domain.CodeShuttingDown, "the reporter is shutting down"))
+		}
 		m.waitClosed() // the handler returned
 	}
 	eachClient(t, func(t *testing.T, proto []connect.ClientOption) { onShutdown(t, proto, false) })

@@ -115,7 +115,10 @@ func NewBounds(c StreamsConfig, loop *fireloop.Loop) Bounds {
 }
 
 // NewHandler routes everything served on the one port, behind the access
-// check and the port's bounds.
+// check and the port's bounds. A Monitor stream on a native gRPC
+// connection is served once this handler returned (package rpc): a
+// handler wrapped around it here must do nothing after its handler
+// returns that the stream's end should wait for.
 func NewHandler(r Routes, a *Access, bound Bounds) http.Handler {
 	mux := http.NewServeMux()
 	// Every request of every service on the port, health and reflection
